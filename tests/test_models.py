@@ -1,0 +1,70 @@
+"""Model registry: sizes pinned to published numbers with stated tolerances; bad configs rejected."""
+
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.models import MODELS, TransformerConfig, get_model, tiny_config
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("name", [n for n, m in MODELS.items() if m.reported_params])
+def test_parameter_counts_within_1_percent_of_published(name):
+    m = MODELS[name]
+    assert m.total_params() == pytest.approx(m.reported_params, rel=0.01)
+
+
+def test_tpi_llm_table4_block_sizes_llama2_7b():
+    # TPI-LLM Table 4 (n=4, p=0.25, fp32): preprocess 500 MB, attention 64 MB, FFN 129 MB.
+    m = get_model("Llama 2-7B")
+    assert m.vocab_size * m.d_model * 4 / MIB == pytest.approx(500, rel=0.01)
+    assert m.attention_params() * 0.25 * 4 / MIB == pytest.approx(64, rel=0.01)
+    assert m.ffn_params() * 0.25 * 4 / MIB == pytest.approx(129, rel=0.01)
+
+
+@pytest.mark.parametrize("name,reported_mb", [
+    ("DistilBERT", 130), ("BERT-L", 680), ("GPT2-L", 1600), ("OPT-L", 2600), ("OPT-XL", 5400)])
+def test_galaxy_table1_memory_footprints_fp16(name, reported_mb):
+    # Galaxy Table I footprints match fp16 weights (rounded in the paper: 6 % tolerance).
+    assert get_model(name).weight_bytes(16) / 1e6 == pytest.approx(reported_mb, rel=0.06)
+
+
+def test_sti_full_model_418mb():
+    # STI: the full 12x12 model (fp32) is 418 MB.
+    assert get_model("DynaBERT-12x12").weight_bytes(32) / MIB == pytest.approx(418, rel=0.01)
+
+
+def test_flops_decode_and_prompt():
+    m = get_model("Llama 2-7B")
+    # ~2 x params FLOPs per token when attention over a short cache is negligible
+    assert m.flops_per_token(kv_len=1) == pytest.approx(2 * m.total_params(), rel=0.05)
+    assert m.block_flops(16) > 16 * m.block_flops(1, kv_len=1) * 0.99
+
+
+def test_kv_cache_bytes_gqa():
+    m = get_model("Llama 2-70B")
+    assert m.kv_cache_bytes_per_block(1024, bits=16) == 2 * 1024 * 8 * 128 * 2
+
+
+def test_unknown_model_lists_registry():
+    with pytest.raises(WorkbenchError, match="unknown model 'GPT-5'.*TinyLlama-42M"):
+        get_model("GPT-5")
+
+
+def test_heads_not_divisible_by_kv_heads():
+    with pytest.raises(WorkbenchError, match="n_heads .* divisible by n_kv_heads"):
+        TransformerConfig("bad", "llama", 2, 64, 8, 128, 100, n_kv_heads=3)
+
+
+def test_negative_sequence_length():
+    with pytest.raises(WorkbenchError, match="seq_len"):
+        get_model("BERT-L").block_flops(-4)
+
+
+def test_bad_family_and_sizes():
+    with pytest.raises(WorkbenchError, match="family"):
+        TransformerConfig("bad", "rnn", 2, 64, 8, 128, 100)
+    with pytest.raises(WorkbenchError, match="d_model"):
+        TransformerConfig("bad", "gpt", 2, 0, 8, 128, 100)
+    with pytest.raises(WorkbenchError, match="divisible by n_heads"):
+        tiny_config("gpt", d_model=60, n_heads=8)

@@ -1,0 +1,52 @@
+"""Every notebook runs through papermill with tiny parameters and records its numbers."""
+
+import pandas as pd
+import pytest
+
+from workbench.results import RESULT_COLUMNS
+from workbench.runner import ensure_kernel, list_notebooks, run_notebook
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    ensure_kernel()
+    return tmp_path_factory.mktemp("figures"), tmp_path_factory.mktemp("build")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list_notebooks())
+def test_notebook_executes_and_records_results(name, executed):
+    figures, build = executed
+    run = run_notebook(name, {"quick": True}, figures, build_dir=build, progress=False)
+    assert run.error is None, run.error
+    results = pd.read_csv(figures / name / "results.csv", keep_default_na=False)
+    assert list(results.columns) == RESULT_COLUMNS
+    assert len(results) > 0
+    assert pd.to_numeric(results["value"], errors="coerce").notna().all()
+
+
+def test_models_notebook_records_registry_numbers(executed):
+    from workbench.models import get_model
+
+    figures, build = executed
+    assert run_notebook("models", {"quick": True}, figures, build_dir=build, progress=False).error is None
+    results = pd.read_csv(figures / "models" / "results.csv", keep_default_na=False)
+    row = results[(results.model == "Llama 2-7B") & (results.quantity == "params")]
+    assert float(row.value.iloc[0]) == get_model("Llama 2-7B").total_params()
+
+
+def test_failing_notebook_is_reported_by_name(tmp_path):
+    import json
+
+    nbdir = tmp_path / "nbs"
+    nbdir.mkdir()
+    cells = [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "figures_dir = None\ninteractive = True\nquick = False",
+              "outputs": [], "execution_count": None, "id": "a"},
+             {"cell_type": "code", "metadata": {}, "source": "raise ValueError('boom here')", "outputs": [],
+              "execution_count": None, "id": "b"}]
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "workbench", "display_name": "w", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (nbdir / "broken.ipynb").write_text(json.dumps(nb))
+    ensure_kernel()
+    run = run_notebook("broken", {}, tmp_path / "fig", notebooks_dir=nbdir, build_dir=tmp_path / "b", progress=False)
+    assert run.error is not None and "ValueError" in run.error and "boom here" in run.error

@@ -1,0 +1,49 @@
+"""Atomic file output and repository paths: nothing the workbench writes is ever half-written."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO_ROOT / "data"
+FIGURES_DIR = REPO_ROOT / "figures"
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+BUILD_DIR = REPO_ROOT / "build"
+
+
+@contextmanager
+def atomic_path(target: str | os.PathLike):
+    """Yield a temporary path beside `target`; on success it replaces `target` in one rename."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(target: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
+    """Call `writer(tmp_path)` and move the result onto `target` atomically."""
+    with atomic_path(target) as tmp:
+        writer(tmp)
+    return Path(target)
+
+
+def write_text_atomic(target: str | os.PathLike, text: str) -> Path:
+    """Write `text` to `target` atomically."""
+    return write_atomic(target, lambda p: p.write_text(text))
+
+
+def write_csv_atomic(target: str | os.PathLike, frame: pd.DataFrame) -> Path:
+    """Write `frame` as CSV (no index, stable float format) atomically: same frame -> same bytes."""
+    return write_atomic(target, lambda p: frame.to_csv(p, index=False, float_format="%.10g", lineterminator="\n"))

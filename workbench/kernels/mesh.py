@@ -1,0 +1,24 @@
+"""Meshes for the partitioned kernels: the first n devices of the default backend on named axes."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from workbench.errors import WorkbenchError, require_int
+
+
+def make_mesh(n_devices: int, axis: str = "x") -> Mesh:
+    """A 1-D mesh over the first `n_devices` devices (Auto axes, so shard_map accepts unsharded inputs)."""
+    available = len(jax.devices())
+    require_int("n_devices", n_devices, low=1, high=available)
+    return Mesh(np.array(jax.devices()[:n_devices]), (axis,))
+
+
+def make_grid_mesh(rows: int, cols: int, axes: tuple[str, str] = ("row", "col")) -> Mesh:
+    """A 2-D mesh rows x cols (for 2-D tiled schemes)."""
+    available = len(jax.devices())
+    if rows * cols > available:
+        raise WorkbenchError(f"a {rows}x{cols} grid needs {rows * cols} devices; only {available} are available")
+    return Mesh(np.array(jax.devices()[: rows * cols]).reshape(rows, cols), axes)

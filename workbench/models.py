@@ -1,0 +1,292 @@
+"""Transformer configurations and their derived sizes, bytes and FLOPs.
+
+One frozen `TransformerConfig` covers the three families the five papers use:
+  * ``bert``  - encoder, post-LN, GELU FFN, learned positions (BERT, DistilBERT, MobileBERT, MiniLM)
+  * ``gpt``   - decoder, pre-LN, GELU FFN, learned positions (GPT-2, OPT)
+  * ``llama`` - decoder, pre-RMSNorm, SwiGLU FFN, grouped KV heads, rotary positions (Llama, TinyLlama, Yi)
+Counting conventions (stated once, used everywhere): a multiply-add is 2 FLOPs; prompt-mode attention
+counts the full S x S score matrix (no causal halving), as the papers' analytical models do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from workbench.errors import WorkbenchError, require_choice, require_int
+
+Family = Literal["bert", "gpt", "llama"]
+FAMILIES = ("bert", "gpt", "llama")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Architecture of one Transformer model; invariants are checked on construction."""
+
+    name: str
+    family: Family
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_ff: int
+    vocab_size: int
+    max_positions: int = 2048
+    n_kv_heads: int | None = None  # None -> n_heads (multi-head attention)
+    d_head: int | None = None  # None -> d_model // n_heads
+    tie_embeddings: bool = True
+    source: str = ""
+    reported_params: float | None = None  # published parameter count, for tests
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        require_choice("family", self.family, FAMILIES)
+        for name in ("n_layers", "d_model", "n_heads", "d_ff", "vocab_size", "max_positions"):
+            require_int(name, getattr(self, name), low=1)
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+        require_int("n_kv_heads", self.n_kv_heads, low=1, high=self.n_heads)
+        if self.n_heads % self.n_kv_heads:
+            raise WorkbenchError(
+                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads}) in {self.name!r}"
+            )
+        if self.d_head is None:
+            if self.d_model % self.n_heads:
+                raise WorkbenchError(
+                    f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
+                    f"unless d_head is given, in {self.name!r}"
+                )
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        require_int("d_head", self.d_head, low=1)
+        if self.family == "llama" and self.d_head % 2:
+            raise WorkbenchError(f"d_head must be even for rotary positions, got {self.d_head} in {self.name!r}")
+
+    # ---- architecture flags -------------------------------------------------------------------
+    @property
+    def is_decoder(self) -> bool:
+        """Causal decoder (GPT/OPT/Llama) rather than bidirectional encoder (BERT)."""
+        return self.family != "bert"
+
+    @property
+    def gated_ffn(self) -> bool:
+        """SwiGLU FFN with gate, up and down projections (Llama) instead of two GELU matrices."""
+        return self.family == "llama"
+
+    @property
+    def has_bias(self) -> bool:
+        """Linear layers carry biases (BERT/GPT/OPT) or not (Llama)."""
+        return self.family != "llama"
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the query projection, n_heads * d_head (the MCU paper's P)."""
+        return self.n_heads * self.d_head
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of each of the key and value projections, n_kv_heads * d_head."""
+        return self.n_kv_heads * self.d_head
+
+    # ---- parameter counts ---------------------------------------------------------------------
+    def attention_params(self) -> int:
+        """Parameters of one attention sub-block: Q, K, V, O projections (+ biases)."""
+        weights = self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + self.q_dim * self.d_model
+        bias = (self.q_dim + 2 * self.kv_dim + self.d_model) if self.has_bias else 0
+        return weights + bias
+
+    def ffn_params(self) -> int:
+        """Parameters of one FFN sub-block (gate/up/down for SwiGLU; up/down + biases for GELU)."""
+        if self.gated_ffn:
+            return 3 * self.d_model * self.d_ff
+        return 2 * self.d_model * self.d_ff + self.d_ff + self.d_model
+
+    def norm_params(self) -> int:
+        """Parameters of the two norms in a block (LayerNorm has scale and shift, RMSNorm scale only)."""
+        per_norm = self.d_model if self.family == "llama" else 2 * self.d_model
+        return 2 * per_norm
+
+    def block_params(self) -> int:
+        """Parameters of one Transformer block."""
+        return self.attention_params() + self.ffn_params() + self.norm_params()
+
+    def embedding_params(self) -> int:
+        """Token (+ learned position, + BERT token-type and LayerNorm) embedding parameters."""
+        n = self.vocab_size * self.d_model
+        if self.family != "llama":
+            n += self.max_positions * self.d_model
+        if self.family == "bert":
+            n += 2 * self.d_model  # embedding LayerNorm
+            if self.extra.get("token_types", True):
+                n += 2 * self.d_model
+        return n
+
+    def head_params(self) -> int:
+        """Final norm and output head (LM head when untied; BERT's pooler)."""
+        if self.family == "bert":
+            return self.d_model * self.d_model + self.d_model if self.extra.get("pooler", True) else 0
+        final_norm = self.d_model if self.family == "llama" else 2 * self.d_model
+        lm_head = 0 if self.tie_embeddings else self.vocab_size * self.d_model
+        return final_norm + lm_head
+
+    def total_params(self) -> int:
+        """All parameters of the model."""
+        return self.embedding_params() + self.n_layers * self.block_params() + self.head_params()
+
+    # ---- bytes --------------------------------------------------------------------------------
+    def block_weight_bytes(self, bits: float = 16) -> float:
+        """Bytes of one block's weights at `bits` per parameter."""
+        return self.block_params() * bits / 8
+
+    def weight_bytes(self, bits: float = 16) -> float:
+        """Bytes of all weights at `bits` per parameter."""
+        return self.total_params() * bits / 8
+
+    def kv_cache_bytes_per_block(self, kv_len: int, bits: float = 16) -> float:
+        """Bytes of one block's K and V cache for `kv_len` cached tokens."""
+        require_int("kv_len", kv_len, low=0)
+        return 2 * kv_len * self.kv_dim * bits / 8
+
+    def kv_cache_bytes(self, kv_len: int, bits: float = 16) -> float:
+        """Bytes of the whole model's KV cache for `kv_len` cached tokens."""
+        return self.n_layers * self.kv_cache_bytes_per_block(kv_len, bits)
+
+    def activation_bytes(self, seq_len: int, kv_len: int | None = None, bits: float = 16) -> float:
+        """Bytes of one block's largest intermediate tensors for `seq_len` new tokens.
+
+        Sum of block input (S, E), Q/K/V (S, P + 2 Pkv), attention scores (H, S, S_kv) and FFN hidden
+        (S, F) [x2 for SwiGLU's gate]; a footprint estimate, not an allocator trace.
+        """
+        require_int("seq_len", seq_len, low=1)
+        kv_len = seq_len if kv_len is None else require_int("kv_len", kv_len, low=1)
+        ffn_width = self.d_ff * (2 if self.gated_ffn else 1)
+        elements = (
+            seq_len * self.d_model
+            + seq_len * (self.q_dim + 2 * self.kv_dim)
+            + self.n_heads * seq_len * kv_len
+            + seq_len * ffn_width
+        )
+        return elements * bits / 8
+
+    # ---- FLOPs --------------------------------------------------------------------------------
+    def attention_matmul_flops(self, seq_len: int) -> float:
+        """FLOPs of the Q/K/V/O projections for `seq_len` tokens."""
+        proj = self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim + self.q_dim * self.d_model
+        return 2.0 * seq_len * proj
+
+    def attention_score_flops(self, seq_len: int, kv_len: int | None = None) -> float:
+        """FLOPs of QK^T and softmax(QK^T)V for `seq_len` queries over `kv_len` keys."""
+        kv_len = seq_len if kv_len is None else kv_len
+        return 2.0 * 2.0 * seq_len * kv_len * self.q_dim
+
+    def ffn_flops(self, seq_len: int) -> float:
+        """FLOPs of the FFN for `seq_len` tokens."""
+        mats = 3 if self.gated_ffn else 2
+        return 2.0 * seq_len * mats * self.d_model * self.d_ff
+
+    def block_flops(self, seq_len: int, kv_len: int | None = None) -> float:
+        """FLOPs of one block: prompt mode (kv_len=None -> S) or decode (seq_len=1, kv_len=cache+1)."""
+        require_int("seq_len", seq_len, low=1)
+        if kv_len is not None:
+            require_int("kv_len", kv_len, low=1)
+        return self.attention_matmul_flops(seq_len) + self.attention_score_flops(seq_len, kv_len) + self.ffn_flops(seq_len)
+
+    def model_flops(self, seq_len: int, kv_len: int | None = None, include_head: bool = True) -> float:
+        """FLOPs of all blocks (+ the LM head for decoders) for `seq_len` tokens."""
+        total = self.n_layers * self.block_flops(seq_len, kv_len)
+        if include_head and self.is_decoder:
+            total += 2.0 * seq_len * self.vocab_size * self.d_model
+        return total
+
+    def flops_per_token(self, kv_len: int = 1) -> float:
+        """FLOPs to produce one token in autoregressive mode attending to `kv_len` positions."""
+        return self.model_flops(1, kv_len)
+
+    def with_changes(self, **changes) -> TransformerConfig:
+        """A copy with some fields changed (re-validated), e.g. more heads for a scaled-up variant."""
+        return replace(self, **changes)
+
+
+# ---- registry ---------------------------------------------------------------------------------
+def _bert(name, layers, d, heads, ff, source, vocab=30522, positions=512, params=None, **kw):
+    return TransformerConfig(name, "bert", layers, d, heads, ff, vocab, positions, source=source,
+                             reported_params=params, **kw)
+
+
+def _gpt(name, layers, d, heads, ff, vocab, positions, source, params=None, **kw):
+    return TransformerConfig(name, "gpt", layers, d, heads, ff, vocab, positions, source=source,
+                             reported_params=params, **kw)
+
+
+def _llama(name, layers, d, heads, kv, ff, vocab, source, params=None, positions=4096, tie=False, **kw):
+    return TransformerConfig(name, "llama", layers, d, heads, ff, vocab, positions, n_kv_heads=kv,
+                             tie_embeddings=tie, source=source, reported_params=params, **kw)
+
+
+_MODELS: tuple[TransformerConfig, ...] = (
+    # MCU paper (Bochem et al.), Sec. V-A: E=512, intermediate 2048, 8 layers, 8 heads; S=128/16.
+    _llama("TinyLlama-42M", 8, 512, 8, 8, 2048, 32000,
+           "mcu_siracusa Sec. V-A (E=512, FFN 2048, 8 layers, 8 heads; tied embeddings assumed). "
+           "The paper's stated dims give ~50M parameters, not 42M; the paper's dims are used.",
+           positions=1024, tie=True),
+    _llama("TinyLlama-42M-64h", 8, 512, 64, 64, 2048, 32000,
+           "mcu_siracusa Sec. V-C: heads 8 -> 64, all other parameters unchanged (so d_head = 512/64 = 8)",
+           positions=1024, tie=True),
+    _bert("MobileBERT", 24, 512, 4, 512,
+          "mcu_siracusa Sec. V-A: embedding dim and intermediate size 512, 4 heads, S=268 "
+          "(the paper's simplified description of MobileBERT, not its bottleneck structure)"),
+    _bert("DistilBERT", 6, 768, 12, 3072, "Sanh et al. 2019 (66.4M: no token types, no pooler); Galaxy Table IV",
+          params=66.36e6, extra={"token_types": False, "pooler": False}),
+    _bert("BERT-base", 12, 768, 12, 3072, "Devlin et al. 2019 (110M)", params=110e6),
+    _bert("DynaBERT-12x12", 12, 768, 12, 3072, "Hou et al. 2020, width/depth 1.0 = BERT-base; STI Sec. 6",
+          params=110e6),
+    _bert("BERT-L", 24, 1024, 16, 4096, "Devlin et al. 2019 (BERT-large, 335M); Galaxy Table IV",
+          params=335e6),
+    _bert("MiniLM-L6-H384", 6, 384, 12, 1536,
+          "sentence-transformers/all-MiniLM-L6-v2 (config.json: 6 layers, 384 hidden, 12 heads, 1536 FFN)",
+          params=22.7e6),
+    _gpt("GPT2-L", 36, 1280, 20, 5120, 50257, 1024, "Radford et al. 2019 (GPT-2 large, 774M); Galaxy Table IV",
+         params=774e6),
+    _gpt("OPT-L", 24, 2048, 16, 8192, 50272, 2048,
+         "Zhang et al. 2022, OPT-1.3B; 16 heads as Galaxy Table IV lists them (the released model has 32; "
+         "the head count does not change parameters or FLOPs)", params=1.3158e9),
+    _gpt("OPT-XL", 32, 2560, 32, 10240, 50272, 2048, "Zhang et al. 2022, OPT-2.7B (2.65B); Galaxy Table IV",
+         params=2.6516e9),
+    _llama("Llama 2-3B", 26, 3200, 32, 32, 8640, 32000,
+           "OpenLLaMA-3B (openlm-research/open_llama_3b_v2 config), the 3B Llama-2-architecture model "
+           "TPI-LLM evaluates", params=3.43e9, positions=2048),
+    _llama("Llama 2-7B", 32, 4096, 32, 32, 11008, 32000, "Touvron et al. 2023 (Llama 2, 6.74B)", params=6.74e9),
+    _llama("Llama 2-13B", 40, 5120, 40, 40, 13824, 32000, "Touvron et al. 2023 (Llama 2, 13.0B)", params=13.0e9),
+    _llama("Llama 2-70B", 80, 8192, 64, 8, 28672, 32000, "Touvron et al. 2023 (Llama 2, 69.0B, GQA 8 KV heads)",
+           params=69.0e9),
+    _llama("Llama 3.1-8B", 32, 4096, 32, 8, 14336, 128256, "Meta 2024 (Llama 3.1, 8.03B)", params=8.03e9,
+           positions=131072),
+    _llama("Llama 3.1-70B", 80, 8192, 64, 8, 28672, 128256, "Meta 2024 (Llama 3.1, 70.6B)", params=70.6e9,
+           positions=131072),
+    _llama("Yi-34B", 60, 7168, 56, 8, 20480, 64000, "01.AI 2023 (Yi-34B, 34.4B)", params=34.4e9),
+)
+
+MODELS: dict[str, TransformerConfig] = {m.name: m for m in _MODELS}
+
+
+def model_names() -> list[str]:
+    """Names of every registered model, in registry order."""
+    return list(MODELS)
+
+
+def get_model(name: str | TransformerConfig) -> TransformerConfig:
+    """Look a model up by name (a config passes through); unknown names list the registry."""
+    if isinstance(name, TransformerConfig):
+        return name
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise WorkbenchError(f"unknown model {name!r}; registered models: {', '.join(MODELS)}") from None
+
+
+def tiny_config(family: Family = "llama", **changes) -> TransformerConfig:
+    """A small config of `family` for fast kernel tests (8 heads so meshes of 1/2/4/8 divide it)."""
+    base = dict(name=f"tiny-{family}", family=family, n_layers=2, d_model=64, n_heads=8, d_ff=128,
+                vocab_size=97, max_positions=64, source="test config")
+    if family == "llama":
+        base.update(n_kv_heads=8, tie_embeddings=False)
+    base.update(changes)
+    return TransformerConfig(**base)

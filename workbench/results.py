@@ -1,0 +1,99 @@
+"""Recording what a notebook models: tidy results rows, charts as PNG + SVG + CSV, atomically.
+
+Every notebook does::
+
+    rec = Recorder("galaxy", figures_dir)        # figures/<notebook>/
+    rec.add(df)                                   # rows with the RESULT_COLUMNS
+    rec.chart(chart, "fig8_bandwidth", data=df)   # fig8_bandwidth.png/.svg/.csv
+    rec.write()                                   # figures/<notebook>/results.csv
+
+The join key with the paper-reported numbers in data/reported/ is
+(paper, artifact, model, setting, quantity).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+from workbench.errors import WorkbenchError
+from workbench.io import FIGURES_DIR, REPO_ROOT, atomic_path, write_csv_atomic
+
+RESULT_COLUMNS = ["paper", "artifact", "model", "setting", "quantity", "value", "unit"]
+KEY_COLUMNS = ["paper", "artifact", "model", "setting", "quantity"]
+
+
+def result_rows(paper: str, artifact: str, frame: pd.DataFrame, quantities: dict[str, str],
+                model: str | pd.Series = "", setting: str | pd.Series = "") -> pd.DataFrame:
+    """Melt a wide frame into tidy result rows.
+
+    `quantities` maps column -> unit; `model` and `setting` are a constant or a per-row Series
+    (e.g. ``df.apply(lambda r: f"chips={r.chips}", axis=1)``).
+    """
+    missing = [c for c in quantities if c not in frame.columns]
+    if missing:
+        raise WorkbenchError(f"quantities {missing} are not columns of the frame ({list(frame.columns)})")
+    base = pd.DataFrame({"model": model, "setting": setting}, index=frame.index)
+    parts = []
+    for column, unit in quantities.items():
+        part = base.copy()
+        part["quantity"] = column
+        part["value"] = frame[column].astype(float)
+        part["unit"] = unit
+        parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out["paper"], out["artifact"] = paper, artifact
+    return out[RESULT_COLUMNS]
+
+
+def resolve_figures_dir(figures_dir: str | os.PathLike | None) -> Path:
+    """`None` -> the repository's figures/; a relative path is taken from the repository root."""
+    if figures_dir is None or str(figures_dir) == "":
+        return FIGURES_DIR
+    path = Path(figures_dir)
+    return path if path.is_absolute() else REPO_ROOT / path
+
+
+class Recorder:
+    """Collects one notebook's result rows and charts under figures/<notebook>/."""
+
+    def __init__(self, notebook: str, figures_dir: str | os.PathLike | None = None):
+        self.notebook = notebook
+        self.out_dir = resolve_figures_dir(figures_dir) / notebook
+        self.rows: list[pd.DataFrame] = []
+        self.charts: list[str] = []
+
+    def add(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Add tidy rows (RESULT_COLUMNS); returns them for display."""
+        missing = [c for c in RESULT_COLUMNS if c not in rows.columns]
+        if missing:
+            raise WorkbenchError(f"result rows lack columns {missing}; need {RESULT_COLUMNS}")
+        self.rows.append(rows[RESULT_COLUMNS].copy())
+        return rows
+
+    def table(self) -> pd.DataFrame:
+        """All rows added so far, in a stable order."""
+        if not self.rows:
+            return pd.DataFrame(columns=RESULT_COLUMNS)
+        out = pd.concat(self.rows, ignore_index=True)
+        out["setting"] = out["setting"].fillna("").astype(str)
+        out["model"] = out["model"].fillna("").astype(str)
+        return out
+
+    def chart(self, chart: alt.TopLevelMixin, name: str, data: pd.DataFrame | None = None) -> alt.TopLevelMixin:
+        """Save `chart` as <name>.png and <name>.svg (vl-convert) and `data` as <name>.csv, atomically."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for fmt in ("png", "svg"):
+            with atomic_path(self.out_dir / f"{name}.{fmt}") as tmp:
+                chart.save(str(tmp), format=fmt, **({"scale_factor": 2} if fmt == "png" else {}))
+        if data is not None:
+            write_csv_atomic(self.out_dir / f"{name}.csv", data)
+        self.charts.append(name)
+        return chart
+
+    def write(self) -> Path:
+        """Write figures/<notebook>/results.csv atomically and return its path."""
+        return write_csv_atomic(self.out_dir / "results.csv", self.table())

@@ -1,0 +1,102 @@
+"""Common types every scheme evaluator takes and returns (the arena's contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.hardware import DeviceSpec
+from workbench.models import TransformerConfig
+from workbench.network import Topology
+
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to run: prefill of `seq_len` tokens (time to first token) or one decode step at `kv_len`."""
+
+    phase: str = "prefill"
+    seq_len: int = 128
+    kv_len: int = 128  # decode: tokens attended (cache + 1)
+    weight_bits: float = 16
+    activation_bits: float = 16
+
+    def __post_init__(self) -> None:
+        require_choice("phase", self.phase, PHASES)
+        require_int("seq_len", self.seq_len, low=1)
+        require_int("kv_len", self.kv_len, low=1)
+        require_positive("weight_bits", self.weight_bits)
+        require_positive("activation_bits", self.activation_bits)
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens processed in this step (S in prefill, 1 in decode)."""
+        return self.seq_len if self.phase == "prefill" else 1
+
+    @property
+    def attended(self) -> int:
+        """Keys each query attends to."""
+        return self.seq_len if self.phase == "prefill" else self.kv_len
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Devices (one spec each, possibly different) joined by one topology."""
+
+    devices: tuple[DeviceSpec, ...]
+    topology: Topology
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise WorkbenchError("a cluster needs at least one device")
+        if len(self.devices) != self.topology.n_devices:
+            raise WorkbenchError(
+                f"cluster has {len(self.devices)} devices but the topology is for {self.topology.n_devices}")
+
+    @property
+    def n(self) -> int:
+        """Number of devices."""
+        return len(self.devices)
+
+
+@dataclass(frozen=True)
+class SchemeResult:
+    """One scheme's cost on one model/cluster/workload, with the latency broken down."""
+
+    scheme: str
+    paper: str
+    phase: str
+    latency_s: float
+    compute_s: float = 0.0
+    comm_link_latency_s: float = 0.0  # communication time due to per-hop latency
+    comm_bytes_s: float = 0.0  # communication time due to bytes / bandwidth
+    io_stall_s: float = 0.0  # waiting for weights from storage / off-chip memory
+    other_s: float = 0.0
+    peak_memory_bytes: tuple[float, ...] = ()
+    memory_budget_bytes: tuple[float, ...] = ()
+    oom: bool = False
+    notes: str = ""
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def row(self) -> dict:
+        """A flat dict for a DataFrame row."""
+        return {
+            "scheme": self.scheme, "paper": self.paper, "phase": self.phase, "latency_s": self.latency_s,
+            "compute_s": self.compute_s, "comm_link_latency_s": self.comm_link_latency_s,
+            "comm_bytes_s": self.comm_bytes_s, "io_stall_s": self.io_stall_s, "other_s": self.other_s,
+            "peak_memory_bytes": max(self.peak_memory_bytes, default=0.0), "oom": self.oom, "notes": self.notes,
+        }
+
+
+Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]
+SCHEMES: dict[str, tuple[str, Evaluator]] = {}
+
+
+def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
+    """Decorator: add an evaluator to the arena's registry under `name` (from `paper`)."""
+    def wrap(fn: Evaluator) -> Evaluator:
+        SCHEMES[name] = (paper, fn)
+        return fn
+    return wrap
