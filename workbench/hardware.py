@@ -23,7 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from workbench.constants import Constant, parse_constants
-from workbench.errors import WorkbenchError, require_choice, require_fraction, require_non_negative, require_positive
+from workbench.errors import (
+    WorkbenchError,
+    require_choice,
+    require_fraction,
+    require_non_negative,
+    require_positive,
+)
 from workbench.io import DATA_DIR
 
 DTYPES = ("fp32", "fp16", "bf16", "int8", "int4")

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, require_choice, require_int, require_non_negative, require_positive
+from workbench.errors import (
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
 
 ALGORITHMS = ("ring", "tree", "star", "hierarchical")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")

@@ -5,6 +5,6 @@ Each paper contributes `workbench/schemes/<paper>.py` with evaluator functions o
 (via `register`), so the arena runs every scheme through one cost model.
 """
 
-from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, load_all, register
 
-__all__ = ["SCHEMES", "Cluster", "SchemeResult", "Workload", "register"]
+__all__ = ["SCHEMES", "Cluster", "SchemeResult", "Workload", "load_all", "register"]

@@ -100,3 +100,16 @@ def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
         SCHEMES[name] = (paper, fn)
         return fn
     return wrap
+
+
+def load_all() -> dict[str, tuple[str, Evaluator]]:
+    """Import every scheme module in this package so each registers its evaluators; return the registry."""
+    import importlib
+    import pkgutil
+
+    import workbench.schemes as pkg
+
+    for info in pkgutil.iter_modules(pkg.__path__):
+        if info.name != "base":
+            importlib.import_module(f"workbench.schemes.{info.name}")
+    return SCHEMES
