@@ -1,0 +1,394 @@
+"""Bochem et al., distributed inference on up to 64 Siracusa MCUs: the paper's experiments as tidy frames.
+
+Everything is costed by the arena's scheme (`workbench.schemes.mcu_siracusa`): this module only builds
+the paper's clusters and workloads from the presets (data/devices/siracusa.toml,
+data/constants/mcu_siracusa.toml), sweeps them and names the results the way the paper reports them:
+runtime and energy of *one Transformer block* (Sec. V-A), speedup over one chip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+
+from workbench.constants import Constant, load_constants
+from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.fidelity import load_reported
+from workbench.hardware import BITS, DeviceSpec, load_device
+from workbench.models import TransformerConfig, get_model
+from workbench.network import Link, Topology
+from workbench.results import RESULT_COLUMNS
+from workbench.schemes.base import Cluster, Workload
+from workbench.schemes.mcu_siracusa import PAPER, BlockCost, Placement, block_cost, model_timeline, place
+from workbench.simulate import Timeline
+
+DEVICE_ID = "siracusa"
+MODES = ("autoregressive", "prompt")
+DTYPES = ("int8", "fp16", "fp32")
+DEFAULT_MODEL = "TinyLlama-42M"
+SCALED_MODEL = "TinyLlama-42M-64h"
+ENCODER_MODEL = "MobileBERT"
+FIG4_CHIPS = (1, 2, 4, 8)
+MOBILEBERT_CHIPS = (1, 2, 4)
+FIG6_CHIPS = (1, 2, 4, 8, 16, 32, 64)
+BREAKDOWN = ("computation", "chip-to-chip", "L2", "L3")
+
+
+# ---- presets ------------------------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def paper_constants() -> dict[str, Constant]:
+    """data/constants/mcu_siracusa.toml."""
+    return load_constants("constants/mcu_siracusa.toml")
+
+
+def constant(name: str) -> float:
+    """One paper constant's value."""
+    return paper_constants()[name].value
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What the notebook lets a reader change; None keeps the preset (the paper's setting)."""
+
+    link_bandwidth: float | None = None  # B/s, MIPI
+    l3_bandwidth: float | None = None  # B/s, off-chip memory
+    l2_bandwidth: float | None = None  # B/s, L2<->L1 DMA
+    dtype: str = "int8"
+    efficiency_gemm: float | None = None
+    efficiency_gemv: float | None = None
+
+    def __post_init__(self) -> None:
+        require_choice("dtype", self.dtype, DTYPES)
+        for name in ("link_bandwidth", "l3_bandwidth", "l2_bandwidth"):
+            if getattr(self, name) is not None:
+                require_positive(name, getattr(self, name))
+
+    @property
+    def bits(self) -> int:
+        """Weight and activation precision."""
+        return BITS[self.dtype]
+
+
+def siracusa_device(knobs: Knobs = Knobs()) -> DeviceSpec:
+    """The Siracusa preset with any knob applied."""
+    device = load_device(DEVICE_ID)
+    if knobs.l3_bandwidth is not None:
+        device = device.with_memory("L3", bandwidth_bytes_per_s=float(knobs.l3_bandwidth))
+    if knobs.l2_bandwidth is not None:
+        device = device.with_memory("L2", bandwidth_bytes_per_s=float(knobs.l2_bandwidth))
+    changes = {k: getattr(knobs, k) for k in ("efficiency_gemm", "efficiency_gemv") if getattr(knobs, k) is not None}
+    return device.with_changes(**changes) if changes else device
+
+
+def siracusa_cluster(n_chips: int, knobs: Knobs = Knobs()) -> Cluster:
+    """`n_chips` Siracusa MCUs on direct MIPI links, reduced hierarchically in groups of four."""
+    require_int("chips", n_chips, low=1)
+    bandwidth = knobs.link_bandwidth if knobs.link_bandwidth is not None else constant("mipi_bandwidth")
+    link = Link(float(bandwidth), float(constant("mipi_latency")), float(constant("mipi_energy")), name="MIPI")
+    topology = Topology("direct", n_chips, link, group_size=int(constant("group_size")))
+    device = siracusa_device(knobs)
+    return Cluster(tuple(device for _ in range(n_chips)), topology)
+
+
+def paper_workload(model: TransformerConfig, mode: str, bits: int = 8) -> Workload:
+    """The paper's workloads: autoregressive (one token, KV cache of 128), prompt (16 tokens), MobileBERT (268)."""
+    require_choice("mode", mode, MODES)
+    if not model.is_decoder:
+        if mode != "prompt":
+            raise WorkbenchError(f"model {model.name!r} is an encoder: mode must be 'prompt', got {mode!r}")
+        s = int(constant("mobilebert_seq_len"))
+        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits)
+    if mode == "prompt":
+        s = int(constant("prompt_seq_len"))
+        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits)
+    t = int(constant("autoregressive_kv_len"))
+    return Workload("decode", seq_len=t, kv_len=t, weight_bits=bits, activation_bits=bits)
+
+
+def setting_label(model: TransformerConfig, mode: str, chips: int) -> str:
+    """The `setting` key of a result row: 'autoregressive,S=128,chips=8', 'S=268,chips=4' for the encoder."""
+    w = paper_workload(model, mode)
+    if not model.is_decoder:
+        return f"S={w.seq_len},chips={chips}"
+    return f"{mode},S={w.kv_len if w.phase == 'decode' else w.seq_len},chips={chips}"
+
+
+# ---- one configuration ----------------------------------------------------------------------------------
+def block(model: str | TransformerConfig, mode: str, chips: int, knobs: Knobs = Knobs()) -> BlockCost:
+    """Runtime and energy of one block; bad chip counts or models that fit nowhere raise WorkbenchError."""
+    cfg = get_model(model)
+    return block_cost(cfg, siracusa_cluster(chips, knobs), paper_workload(cfg, mode, knobs.bits), strict=True)
+
+
+def placement(model: str | TransformerConfig, mode: str, chips: int, knobs: Knobs = Knobs()) -> Placement:
+    """What one chip keeps in L2 and L3."""
+    cfg = get_model(model)
+    return place(cfg, siracusa_device(knobs), chips, paper_workload(cfg, mode, knobs.bits))
+
+
+def timeline(model: str | TransformerConfig, mode: str, chips: int, knobs: Knobs = Knobs()) -> Timeline:
+    """All blocks of one inference with the double-buffered L3 prefetch (workbench.simulate)."""
+    cfg = get_model(model)
+    return model_timeline(block(cfg, mode, chips, knobs), cfg.n_layers)
+
+
+def _row(cfg: TransformerConfig, mode: str, chips: int, cost: BlockCost) -> dict:
+    """One configuration as a flat row (ms, mJ, MiB)."""
+    steady = model_timeline(cost, cfg.n_layers).makespan / cfg.n_layers
+    row = {"model": cfg.name, "mode": mode, "chips": chips, "case": cost.placement.case,
+           "runtime_ms": cost.runtime_s * 1e3, "energy_mJ": cost.energy_j * 1e3,
+           "steady_state_ms": steady * 1e3, "prefetch_ms": cost.prefetch_s * 1e3,
+           "l2_traffic_MiB": cost.l2_bytes_per_chip / 2**20, "l3_traffic_MiB": cost.l3_bytes_per_chip / 2**20,
+           "c2c_bytes": cost.c2c_bytes, "weight_slice_MiB": cost.placement.weight_slice_bytes / 2**20}
+    row.update({f"{k}_ms": v * 1e3 for k, v in cost.breakdown().items()})
+    row.update({f"energy_{k}_mJ": v * 1e3 for k, v in cost.energy_breakdown().items()})
+    return row
+
+
+def scaling(model: str | TransformerConfig, mode: str, chips: tuple[int, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """One row per chip count: runtime, breakdown, energy, and speedup/energy ratio vs the first count."""
+    cfg = get_model(model)
+    rows = [_row(cfg, mode, n, block(cfg, mode, n, knobs)) for n in chips]
+    frame = pd.DataFrame(rows)
+    base = frame.iloc[0]
+    frame["speedup"] = base["runtime_ms"] / frame["runtime_ms"]
+    frame["energy_ratio"] = frame["energy_mJ"] / base["energy_mJ"]
+    frame["setting"] = [setting_label(cfg, mode, n) for n in chips]
+    return frame
+
+
+# ---- the paper's figures ----------------------------------------------------------------------------------
+def fig4(knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """Fig. 4 (a) TinyLlama autoregressive, (b) prompt on 1-8 chips, (c) MobileBERT on 1-4 chips."""
+    parts = [scaling(DEFAULT_MODEL, "autoregressive", FIG4_CHIPS, knobs).assign(panel="a"),
+             scaling(DEFAULT_MODEL, "prompt", FIG4_CHIPS, knobs).assign(panel="b"),
+             scaling(ENCODER_MODEL, "prompt", MOBILEBERT_CHIPS, knobs).assign(panel="c")]
+    return pd.concat(parts, ignore_index=True)
+
+
+def breakdown_long(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 4's stacked bars: one row per (configuration, component) with milliseconds."""
+    keep = [c for c in ("panel", "model", "mode", "chips", "setting") if c in frame]
+    long = frame.melt(id_vars=keep, value_vars=[f"{c}_ms" for c in BREAKDOWN], var_name="component",
+                      value_name="ms")
+    long["component"] = long["component"].str.removesuffix("_ms")
+    return long
+
+
+def fig5(knobs: Knobs = Knobs(), scaled_chips: tuple[int, ...] = FIG6_CHIPS) -> pd.DataFrame:
+    """Fig. 5: energy vs latency per block, default models (crosses) and the 64-head model (circles)."""
+    parts = [scaling(DEFAULT_MODEL, "autoregressive", FIG4_CHIPS, knobs).assign(panel="a", variant="default"),
+             scaling(SCALED_MODEL, "autoregressive", scaled_chips, knobs).assign(panel="a", variant="scaled-up"),
+             scaling(DEFAULT_MODEL, "prompt", FIG4_CHIPS, knobs).assign(panel="b", variant="default"),
+             scaling(SCALED_MODEL, "prompt", scaled_chips, knobs).assign(panel="b", variant="scaled-up"),
+             scaling(ENCODER_MODEL, "prompt", MOBILEBERT_CHIPS, knobs).assign(panel="c", variant="default")]
+    return pd.concat(parts, ignore_index=True)
+
+
+def fig6(knobs: Knobs = Knobs(), chips: tuple[int, ...] = FIG6_CHIPS) -> pd.DataFrame:
+    """Fig. 6: speedup of the 64-head TinyLlama on 2-64 chips over one chip, both modes."""
+    return pd.concat([scaling(SCALED_MODEL, m, chips, knobs) for m in MODES], ignore_index=True)
+
+
+def placement_frame(model: str, mode: str, chips: tuple[int, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """Per chip count: what sits in L2 and L3 of one chip, in MiB."""
+    return pd.concat([placement(model, mode, n, knobs).table() for n in chips], ignore_index=True)
+
+
+# ---- fitting and fidelity ---------------------------------------------------------------------------------
+REPORTED_FIT = {  # constant -> (model, mode, chips) of the reported block_runtime it is fitted on
+    "efficiency_gemv": (DEFAULT_MODEL, "autoregressive", 8),
+    "efficiency_gemm": (ENCODER_MODEL, "prompt", 4),
+}
+
+
+def reported() -> pd.DataFrame:
+    """The paper's numbers (data/reported/mcu_siracusa.csv)."""
+    frame = load_reported()
+    return frame[frame["paper"] == PAPER].reset_index(drop=True)
+
+
+def fit_efficiencies(knobs: Knobs = Knobs()) -> dict[str, float]:
+    """Solve each efficiency so the modelled block runtime equals the one reported row it is fitted on."""
+    rows = reported()
+    fitted = {}
+    for name, (model, mode, chips) in REPORTED_FIT.items():
+        cfg = get_model(model)
+        row = rows[(rows["fitted"] == name)]
+        if len(row) != 1:
+            raise WorkbenchError(f"expected one reported row fitted on {name}, found {len(row)}")
+        target_s = float(row["value"].iloc[0]) * 1e-3
+        if row["setting"].iloc[0] != setting_label(cfg, mode, chips):
+            raise WorkbenchError(f"reported row for {name} is {row['setting'].iloc[0]!r}, expected "
+                                 f"{setting_label(cfg, mode, chips)!r}")
+
+        def gap(eff, name=name, model=model, mode=mode, chips=chips, target_s=target_s):
+            k = Knobs(knobs.link_bandwidth, knobs.l3_bandwidth, knobs.l2_bandwidth, knobs.dtype,
+                      **{**{"efficiency_gemm": knobs.efficiency_gemm, "efficiency_gemv": knobs.efficiency_gemv},
+                         name: eff})
+            return block(model, mode, chips, k).runtime_s - target_s
+
+        low, high = 1e-4, 1.0
+        if gap(high) > 0 or gap(low) < 0:
+            raise WorkbenchError(
+                f"cannot fit {name}: no efficiency in ({low}, {high}] gives the reported "
+                f"{target_s * 1e3:g} ms for {model} on {chips} chips under these knobs (the non-compute time "
+                f"alone is {(gap(high) + target_s) * 1e3:.3g} ms at efficiency 1)")
+        fitted[name] = float(brentq(gap, low, high, xtol=1e-9))
+    return fitted
+
+
+FIDELITY = (  # (artifact, model, mode, chips, quantity, unit)
+    ("Fig. 4a", DEFAULT_MODEL, "autoregressive", 8, "speedup", "x"),
+    ("Fig. 4b", DEFAULT_MODEL, "prompt", 8, "speedup", "x"),
+    ("Fig. 4c", ENCODER_MODEL, "prompt", 4, "speedup", "x"),
+    ("Abstract", DEFAULT_MODEL, "autoregressive", 8, "block_energy", "mJ"),
+    ("Abstract", DEFAULT_MODEL, "autoregressive", 8, "block_runtime", "ms"),
+    ("Abstract", ENCODER_MODEL, "prompt", 4, "block_runtime", "ms"),
+)
+
+
+def fidelity_rows(knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """The modelled value of every reported number, keyed exactly like data/reported/mcu_siracusa.csv."""
+    rows = []
+    for artifact, model, mode, chips, quantity, unit in FIDELITY:
+        cfg = get_model(model)
+        cost, single = block(cfg, mode, chips, knobs), block(cfg, mode, 1, knobs)
+        value = {"speedup": single.runtime_s / cost.runtime_s, "block_energy": cost.energy_j * 1e3,
+                 "block_runtime": cost.runtime_s * 1e3}[quantity]
+        rows.append(dict(zip(RESULT_COLUMNS, (PAPER, artifact, cfg.name, setting_label(cfg, mode, chips), quantity,
+                                              float(value), unit))))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def fidelity_table(knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """Reported vs modelled with relative error, tolerance and role (calibration / validation)."""
+    keys = ["artifact", "model", "setting", "quantity"]
+    merged = reported().merge(fidelity_rows(knobs)[keys + ["value"]].rename(columns={"value": "modelled"}), on=keys)
+    merged = merged.rename(columns={"value": "reported"})
+    merged["relative_error"] = (merged["modelled"] - merged["reported"]) / merged["reported"]
+    merged["role"] = np.where(merged["fitted"].str.len() > 0, "calibration (" + merged["fitted"] + ")", "validation")
+    merged["within_tolerance"] = merged["relative_error"].abs() <= merged["tolerance"]
+    return merged[keys + ["unit", "reported", "modelled", "relative_error", "tolerance", "within_tolerance", "role"]]
+
+
+def pattern_checks(knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """The paper's qualitative claims, each with the modelled numbers behind it."""
+    ar = scaling(DEFAULT_MODEL, "autoregressive", FIG4_CHIPS, knobs)
+    pr = scaling(DEFAULT_MODEL, "prompt", FIG4_CHIPS, knobs)
+    mb = scaling(ENCODER_MODEL, "prompt", MOBILEBERT_CHIPS, knobs)
+    sc = scaling(SCALED_MODEL, "autoregressive", (1, 16, 32), knobs)
+    rows = [("autoregressive speedup above N at 8 chips", float(ar.speedup.iloc[3]), bool(ar.speedup.iloc[3] > 8))]
+    for i, n in enumerate(FIG4_CHIPS[:3]):
+        s = float(ar.speedup.iloc[i])
+        rows.append((f"autoregressive speedup at most N at {n} chip(s)", s, bool(s <= n * (1 + 1e-9))))
+    rows += [("autoregressive energy falls at 8 chips (ratio to 1 chip)", float(ar.energy_ratio.iloc[3]),
+              bool(ar.energy_ratio.iloc[3] < 1)),
+             ("prompt energy falls at 8 chips (ratio to 1 chip)", float(pr.energy_ratio.iloc[3]),
+              bool(pr.energy_ratio.iloc[3] < 1)),
+             ("prompt mode: computation is the largest 1-chip component (share)",
+              float(pr.computation_ms.iloc[0] / pr.runtime_ms.iloc[0]),
+              bool(pr[[f"{c}_ms" for c in BREAKDOWN]].iloc[0].idxmax() == "computation_ms")),
+             ("autoregressive: memory (L2+L3) is the largest 1-chip component (share)",
+              float((ar.L2_ms.iloc[0] + ar.L3_ms.iloc[0]) / ar.runtime_ms.iloc[0]),
+              bool(ar.L2_ms.iloc[0] + ar.L3_ms.iloc[0] > ar.computation_ms.iloc[0])),
+             ("MobileBERT energy rises slightly at 4 chips (ratio to 1 chip)", float(mb.energy_ratio.iloc[-1]),
+              bool(mb.energy_ratio.iloc[-1] > 1)),
+             ("64-head model: all blocks on chip from 32 chips, not at 16 (32-chip case)",
+              float(sc.chips.iloc[2]), bool(sc.case.iloc[2] == "all_on_chip" and sc.case.iloc[1] != "all_on_chip"))]
+    return pd.DataFrame(rows, columns=["claim", "modelled", "holds"])
+
+
+def result_rows(frame: pd.DataFrame, artifact: str) -> pd.DataFrame:
+    """Every modelled number of a `scaling`-style frame as tidy result rows."""
+    quantities = {"runtime_ms": ("block_runtime", "ms"), "energy_mJ": ("block_energy", "mJ"),
+                  "speedup": ("speedup", "x"), "steady_state_ms": ("steady_state_block_runtime", "ms"),
+                  "prefetch_ms": ("prefetch_time", "ms"),
+                  **{f"{c}_ms": (f"runtime_{c.replace('-', '_').lower()}", "ms") for c in BREAKDOWN}}
+    parts = []
+    for column, (quantity, unit) in quantities.items():
+        parts.append(pd.DataFrame({"paper": PAPER, "artifact": artifact, "model": frame["model"].values,
+                                   "setting": frame["setting"].values, "quantity": quantity,
+                                   "value": frame[column].astype(float).values, "unit": unit}))
+    return pd.concat(parts, ignore_index=True)[RESULT_COLUMNS]
+
+
+def combine_rows(*frames: pd.DataFrame) -> pd.DataFrame:
+    """Concatenate result rows; a key recorded twice keeps its last value (e.g. Fig. 4 and fidelity)."""
+    out = pd.concat(frames, ignore_index=True)
+    return out.drop_duplicates(["paper", "artifact", "model", "setting", "quantity"], keep="last")
+
+
+def placement_rows(frame: pd.DataFrame, model: str, mode: str) -> pd.DataFrame:
+    """`placement_frame` as result rows: MiB per (level, content) for each chip count."""
+    cfg = get_model(model)
+    settings = [setting_label(cfg, mode, int(n)) for n in frame["chips"]]
+    quantity = ("bytes_" + frame["level"] + "_" + frame["content"].str.replace(r"[^A-Za-z0-9]+", "_", regex=True)
+                .str.strip("_").str.lower())
+    out = pd.DataFrame({"paper": PAPER, "artifact": "Sec. IV placement", "model": cfg.name, "setting": settings,
+                        "quantity": quantity.values, "value": frame["MiB"].astype(float).values, "unit": "MiB"})
+    return out[RESULT_COLUMNS]
+
+
+def dma_sensitivity(bandwidths: tuple[float, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:
+    """The 8-chip autoregressive block vs the assumed L2<->L1 DMA bandwidth, both efficiencies refitted.
+
+    Shows why the energy row misses: the fitted runtime is fixed at 0.54 ms, so a slower DMA leaves
+    less of it to computation and lowers P x T_comp.
+    """
+    rows = []
+    for bw in bandwidths:
+        k = Knobs(knobs.link_bandwidth, knobs.l3_bandwidth, float(bw), knobs.dtype)
+        k = Knobs(k.link_bandwidth, k.l3_bandwidth, k.l2_bandwidth, k.dtype, **fit_efficiencies(k))
+        ar8, ar1 = block(DEFAULT_MODEL, "autoregressive", 8, k), block(DEFAULT_MODEL, "autoregressive", 1, k)
+        rows.append({"l2_bandwidth_GBps": bw / 1e9, "efficiency_gemv": k.efficiency_gemv,
+                     "efficiency_gemm": k.efficiency_gemm, "runtime_ms": ar8.runtime_s * 1e3,
+                     "computation_ms": ar8.compute_s * 1e3, "energy_mJ": ar8.energy_j * 1e3,
+                     "speedup": ar1.runtime_s / ar8.runtime_s,
+                     "setting": f"autoregressive,S=128,chips=8,l2_bw={bw / 1e9:g}GB/s"})
+    return pd.DataFrame(rows)
+
+
+# ---- charts ----------------------------------------------------------------------------------------------
+def speedup_chart(frame: pd.DataFrame, title: str):
+    """Speedup vs chips (log-log) with the linear-speedup line."""
+    import altair as alt
+
+    ideal = pd.DataFrame({"chips": sorted(frame["chips"].unique())})
+    ideal["linear"] = ideal["chips"].astype(float)
+    ticks = [int(n) for n in ideal["chips"]]
+    base = alt.Chart(frame).encode(x=alt.X("chips:Q", scale=alt.Scale(type="log", base=2), title="chips",
+                                           axis=alt.Axis(values=ticks)))
+    lines = base.mark_line(point=True).encode(
+        y=alt.Y("speedup:Q", scale=alt.Scale(type="log", base=2), title="speedup over 1 chip"),
+        color=alt.Color("label:N", title=None), tooltip=["model", "mode", "chips", "case", "speedup", "runtime_ms"])
+    linear = alt.Chart(ideal).mark_line(strokeDash=[4, 4], color="gray").encode(x="chips:Q", y="linear:Q")
+    return (lines + linear).properties(title=title, width=260, height=200)
+
+
+def breakdown_chart(frame: pd.DataFrame, title: str):
+    """Fig. 4's stacked bars: computation / chip-to-chip / L2 / L3 per chip count."""
+    import altair as alt
+
+    long = breakdown_long(frame)
+    return alt.Chart(long).mark_bar().encode(
+        x=alt.X("chips:O"), y=alt.Y("ms:Q", title="block runtime (ms)"),
+        color=alt.Color("component:N", sort=list(BREAKDOWN)), order=alt.Order("component:N"),
+        tooltip=["chips", "component", alt.Tooltip("ms:Q", format=".4g")],
+    ).properties(title=title, width=200, height=200)
+
+
+def energy_latency_chart(frame: pd.DataFrame, title: str):
+    """Fig. 5: energy vs latency per block; crosses for default models, circles for the 64-head model."""
+    import altair as alt
+
+    return alt.Chart(frame).mark_point(size=80, filled=False).encode(
+        x=alt.X("runtime_ms:Q", scale=alt.Scale(type="log"), title="block latency (ms)"),
+        y=alt.Y("energy_mJ:Q", title="block energy (mJ)", scale=alt.Scale(zero=False)),
+        shape=alt.Shape("variant:N", scale=alt.Scale(domain=["default", "scaled-up"], range=["cross", "circle"])),
+        color=alt.Color("chips:O"), tooltip=["model", "mode", "chips", "case", "runtime_ms", "energy_mJ"],
+    ).properties(title=title, width=220, height=200)

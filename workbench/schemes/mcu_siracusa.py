@@ -1,0 +1,436 @@
+"""Head-wise tensor partitioning on a system of MCUs (Bochem et al., Siracusa): placement, runtime, energy.
+
+Who holds what (see `workbench.kernels.mcu_siracusa` for the program): each of N chips keeps 1/N of
+the heads (Q/K/V columns, W_O rows, its KV-cache slice) and 1/N of the FFN width; nothing is
+replicated; two hierarchical all-reduces (groups of four, reduce to the root, broadcast back) per block.
+
+Per chip the memory hierarchy has three roles, innermost first: a tile level (L1: GEMM tiles, double
+buffered), a working level (L2: what a block runs from) and a backing level (L3: off-chip). A block's
+*state* on one chip is its weight slice W plus its KV slice. Placement, as the paper narrates it:
+  * all_on_chip      - every block's state and the activations fit in L2: no L3 traffic at all;
+  * double_buffered  - two blocks' states and the activations fit: the block runs from L2 while the next
+                       block's state is prefetched from L3 (overlap costed with `workbench.simulate`);
+  * streamed         - otherwise the block's weights and intermediate tensors live in L3 and every L1
+                       tile is fetched from L3 through L2 (the paper's 1-4 chip TinyLlama cases).
+Runtime of one block = compute + L2<->L1 transfers + L3 streaming + chip-to-chip (additive, as the
+paper's Fig. 4 breakdown); the next block's prefetch runs in the background. Energy is the paper's
+E_total = N_C2C E_C2C + sum_j (P T_comp,j + N_L3 E_L3 + N_L2 E_L2).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from workbench import network
+from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.hardware import DeviceSpec, MemoryLevel
+from workbench.kernels.mcu_siracusa import GROUP_SIZE, check_partition, tree_steps
+from workbench.models import TransformerConfig
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.simulate import Timeline, pipeline
+
+PAPER = "mcu_siracusa"
+SCHEME = "mcu_headwise_tp"
+CASES = ("all_on_chip", "double_buffered", "streamed")
+DTYPE_OF_BITS = {4: "int4", 8: "int8", 16: "fp16", 32: "fp32"}
+L1_TILE_FRACTION = 0.5  # half of L1 holds the tiles being computed, half the next ones (double buffer)
+MIB = 2**20
+
+
+# ---- kernels of one block on one chip --------------------------------------------------------------
+@dataclass(frozen=True)
+class Matmul:
+    """`batch` products (m x k) @ (k x n) on one chip; B is a weight slice when `weight`, else K/V."""
+
+    name: str
+    batch: int
+    m: int
+    k: int
+    n: int
+    weight: bool = True
+
+    @property
+    def flops(self) -> float:
+        """2 x multiply-adds."""
+        return 2.0 * self.batch * self.m * self.k * self.n
+
+    @property
+    def kind(self) -> str:
+        """GEMV when one row is computed (autoregressive), GEMM otherwise."""
+        return "gemv" if self.m == 1 else "gemm"
+
+
+def block_matmuls(model: TransformerConfig, n_chips: int, new_tokens: int, attended: int) -> list[Matmul]:
+    """The matrix products one chip runs for one block (its heads and its FFN slice)."""
+    s, e, t = new_tokens, model.d_model, attended
+    heads, kv_cols, q_cols, ff = model.n_heads // n_chips, model.kv_dim // n_chips, model.q_dim // n_chips, \
+        model.d_ff // n_chips
+    out = [Matmul("q_proj", 1, s, e, q_cols), Matmul("k_proj", 1, s, e, kv_cols), Matmul("v_proj", 1, s, e, kv_cols),
+           Matmul("scores", heads, s, model.d_head, t, weight=False),
+           Matmul("context", heads, s, t, model.d_head, weight=False),
+           Matmul("o_proj", 1, s, q_cols, e)]
+    if model.gated_ffn:
+        out += [Matmul("gate_proj", 1, s, e, ff), Matmul("up_proj", 1, s, e, ff), Matmul("down_proj", 1, s, ff, e)]
+    else:
+        out += [Matmul("ffn_up", 1, s, e, ff), Matmul("ffn_down", 1, s, ff, e)]
+    return out
+
+
+def small_kernel_size(mm: Matmul) -> float | None:
+    """Kernel size for the small-kernel efficiency loss: GEMMs lose reuse as they shrink; GEMVs do not.
+
+    A GEMV streams each weight once with no reuse, so its rate is set by the load path at any size
+    (None: base efficiency); a GEMM's register and L1 tile reuse shrink with its dimensions.
+    """
+    return mm.flops if mm.kind == "gemm" else None
+
+
+def matmul_time(device: DeviceSpec, mm: Matmul, dtype: str) -> float:
+    """Seconds for one kernel on the cluster: FLOPs / (peak x DeviceSpec.efficiency(kind, size))."""
+    return mm.flops / (device.peak(dtype) * float(device.efficiency(mm.kind, small_kernel_size(mm))))
+
+
+def _tile_sizes(dim: int) -> np.ndarray:
+    """Candidate tile sizes along one dimension: powers of two below it and the full dimension."""
+    return np.unique(np.concatenate([2 ** np.arange(int(math.log2(dim)) + 1), [dim]]))
+
+
+@lru_cache(maxsize=4096)
+def l1_tile_traffic(m: int, k: int, n: int, a_bytes: float, b_bytes: float, l1_budget: float) -> float:
+    """Fewest bytes moved L2<->L1 for C(m,n) = A(m,k) B(k,n) with tiles fitting `l1_budget`.
+
+    `a_bytes`/`b_bytes` are bytes per element of A (and C) and of B. Output-stationary tiling
+    (mt, kt, nt): A is read once per column tile, B once per row tile, C is written once (plus
+    read-modify-write when K is split). If everything fits, each operand moves exactly once.
+    """
+    a, b, c = m * k * a_bytes, k * n * b_bytes, m * n * a_bytes
+    if a + b + c <= l1_budget:
+        return float(a + b + c)
+    mt, kt, nt = np.meshgrid(_tile_sizes(m), _tile_sizes(k), _tile_sizes(n), indexing="ij")
+    fits = (mt * kt + mt * nt) * a_bytes + kt * nt * b_bytes <= l1_budget
+    if not fits.any():
+        raise WorkbenchError(f"L1 budget {l1_budget:.0f} B cannot hold even a 1x1x1 tile")
+    traffic = a * np.ceil(n / nt) + b * np.ceil(m / mt) + c * (2 * np.ceil(k / kt) - 1)
+    return float(traffic[fits].min())
+
+
+# ---- memory roles and placement ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryRoles:
+    """Which level of a device tiles (L1), runs a block (L2) and backs the model (L3); None if absent."""
+
+    tile: MemoryLevel | None
+    work: MemoryLevel
+    backing: MemoryLevel | None
+
+
+def memory_roles(device: DeviceSpec) -> MemoryRoles:
+    """Tile/work/backing levels: [L1, L2, L3] on an MCU, [work, backing] or a single level elsewhere."""
+    levels = device.memory
+    if not levels:
+        raise WorkbenchError(f"device {device.name!r} has no memory levels; head-wise placement needs at least one")
+    if len(levels) >= 3:
+        return MemoryRoles(levels[0], levels[-2], levels[-1])
+    if len(levels) == 2:
+        return MemoryRoles(None, levels[0], levels[1])
+    return MemoryRoles(None, levels[0], None)
+
+
+def root_only_params(model: TransformerConfig) -> int:
+    """Parameters that act on the full (S, E) tensor and live on the root chip: norms, b_O, b_2."""
+    return model.norm_params() + (2 * model.d_model if model.has_bias else 0)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one chip (the root, the fullest) holds in its working memory (L2) and off-chip (L3)."""
+
+    n_chips: int
+    case: str
+    weight_slice_bytes: float  # one block's weights on this chip
+    kv_slice_bytes: float  # one block's KV-cache slice on this chip
+    activation_bytes: float  # the block's intermediate tensors on this chip
+    work_capacity_bytes: float
+    backing_capacity_bytes: float
+    n_layers: int
+    l1_tile_budget_bytes: float = 0.0
+    notes: str = ""
+
+    @property
+    def state_bytes(self) -> float:
+        """One block's weights + KV slice on this chip."""
+        return self.weight_slice_bytes + self.kv_slice_bytes
+
+    @property
+    def footprint_bytes(self) -> float:
+        """Everything this chip holds somewhere: every block's state and one block's activations."""
+        return self.n_layers * self.state_bytes + self.activation_bytes
+
+    def work_contents(self) -> dict[str, float]:
+        """Bytes in L2 by role (the streamed case holds only tiles in flight)."""
+        if self.case == "all_on_chip":
+            return {"weights (all blocks)": self.n_layers * self.weight_slice_bytes,
+                    "KV cache (all blocks)": self.n_layers * self.kv_slice_bytes, "activations": self.activation_bytes}
+        if self.case == "double_buffered":
+            return {"weights (current block)": self.weight_slice_bytes, "KV cache (current block)": self.kv_slice_bytes,
+                    "weights (next block, prefetch)": self.weight_slice_bytes,
+                    "KV cache (next block, prefetch)": self.kv_slice_bytes, "activations": self.activation_bytes}
+        return {"tiles in flight (from L3)": min(self.work_capacity_bytes, self.l1_tile_budget_bytes * 2)}
+
+    def backing_contents(self) -> dict[str, float]:
+        """Bytes in L3 by role."""
+        if self.case == "all_on_chip":
+            return {}
+        out = {"weights (all blocks)": self.n_layers * self.weight_slice_bytes,
+               "KV cache (all blocks)": self.n_layers * self.kv_slice_bytes}
+        if self.case == "streamed":
+            out["activations"] = self.activation_bytes
+        return out
+
+    def table(self) -> pd.DataFrame:
+        """One row per (level, content) with bytes and MiB."""
+        rows = [("L2", k, v) for k, v in self.work_contents().items()]
+        rows += [("L3", k, v) for k, v in self.backing_contents().items()]
+        frame = pd.DataFrame(rows, columns=["level", "content", "bytes"])
+        frame["MiB"] = frame["bytes"] / MIB
+        frame.insert(0, "case", self.case)
+        frame.insert(0, "chips", self.n_chips)
+        return frame
+
+
+def activation_bytes(model: TransformerConfig, n_chips: int, new_tokens: int, attended: int, bits: float) -> float:
+    """One chip's intermediate tensors of a block (no liveness reuse: a conservative footprint).
+
+    Input (S,E) + residual (S,E, root) + local Q,K,V (S,(P+2Pkv)/N) + local scores (H/N,S,T)
+    + local attention output (S,P/N) + partial output (S,E) + local FFN hidden (S,F/N) [x2 gated].
+    """
+    s, e = new_tokens, model.d_model
+    ffn = model.d_ff // n_chips * (2 if model.gated_ffn else 1)
+    elements = (3 * s * e + s * (model.q_dim + 2 * model.kv_dim) // n_chips
+                + model.n_heads // n_chips * s * attended + s * model.q_dim // n_chips + s * ffn)
+    return elements * bits / 8
+
+
+def place(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload,
+          strict: bool = True) -> Placement:
+    """Where one chip keeps its slice; raises InfeasibleError if it fits nowhere (unless not `strict`)."""
+    check_partition(model, n_chips)
+    roles = memory_roles(device)
+    wbits, abits = workload.weight_bits, workload.activation_bits
+    sharded = model.block_params() - root_only_params(model)
+    weight_slice = (sharded / n_chips + root_only_params(model)) * wbits / 8
+    kv_slice = (2 * workload.kv_len * model.kv_dim / n_chips * abits / 8
+                if workload.phase == "decode" and model.is_decoder else 0.0)
+    acts = activation_bytes(model, n_chips, workload.new_tokens, workload.attended, abits)
+    work = roles.work.capacity_bytes
+    backing = roles.backing.capacity_bytes if roles.backing else 0.0
+    state = weight_slice + kv_slice
+    budget = roles.tile.capacity_bytes * L1_TILE_FRACTION if roles.tile else 0.0
+    if model.n_layers * state + acts <= work:
+        case = "all_on_chip"
+    elif 2 * state + acts <= work:
+        case = "double_buffered"
+    else:
+        case = "streamed"
+    placement = Placement(n_chips, case, weight_slice, kv_slice, acts, work, backing, model.n_layers, budget)
+    if case != "all_on_chip" and placement.footprint_bytes > backing:
+        message = (f"infeasible: {model.name} at {wbits:g}-bit weights needs "
+                   f"{placement.footprint_bytes / MIB:.1f} MiB per chip on {n_chips} chip(s) but a "
+                   f"{device.name} holds {work / MIB:.1f} MiB on chip"
+                   + (f" and {backing / MIB:.1f} MiB off chip" if backing else " and has no off-chip memory")
+                   + f"; use more chips (up to {model.n_kv_heads}) or fewer bits")
+        if strict:
+            raise InfeasibleError(message)
+        placement = Placement(n_chips, case, weight_slice, kv_slice, acts, work, backing, model.n_layers, budget,
+                              notes=message)
+    return placement
+
+
+# ---- chip-to-chip: the hierarchical reduce + broadcast ---------------------------------------------
+@dataclass(frozen=True)
+class SyncCost:
+    """One synchronisation (reduce to the root + broadcast back) over the group tree."""
+
+    link_latency_s: float
+    data_s: float
+    system_bytes: float  # bytes sent over all links (for energy)
+    energy_j: float
+    levels: tuple[int, ...]  # largest group at each level
+
+    @property
+    def seconds(self) -> float:
+        """Latency + serialised bytes."""
+        return self.link_latency_s + self.data_s
+
+
+def tree_levels(n_chips: int, group_size: int = GROUP_SIZE) -> tuple[int, ...]:
+    """Size of the largest group at each level of the tree (e.g. 8 chips, groups of 4: (4, 2))."""
+    largest: dict[int, int] = {}
+    for stride, j, _ in tree_steps(n_chips, group_size):
+        largest[stride] = max(largest.get(stride, 1), j + 1)
+    return tuple(largest[s] for s in sorted(largest))
+
+
+def sync_cost(n_chips: int, message_bytes: float, topology: network.Topology) -> SyncCost:
+    """A reduce to the root and a broadcast back, level by level, each level a star in its group.
+
+    At each level the leader receives (k-1) partials serially and later sends (k-1) copies back, so a
+    level costs `network.collective_latency('star', ...)` for its largest group k; every non-root chip
+    sends its message once up and receives it once down.
+    """
+    link = topology.link
+    levels = tree_levels(n_chips, topology.group_size)
+    link_s = data_s = system = 0.0
+    for k in levels:
+        for collective in ("reduce", "broadcast"):
+            lat, dat = network.collective_latency("star", collective, k, message_bytes, link.bandwidth_bytes_per_s,
+                                                  link.latency_s, topology.path_hops, breakdown=True)
+            link_s, data_s = link_s + float(lat), data_s + float(dat)
+    for _, _, pairs in tree_steps(n_chips, topology.group_size):
+        system += 2 * len(pairs) * message_bytes  # up once, down once
+    energy = system * topology.path_hops * link.energy_pj_per_byte * 1e-12
+    return SyncCost(link_s, data_s, system, energy, levels)
+
+
+# ---- one block --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockCost:
+    """Runtime and energy of one Transformer block on the whole system (the paper's unit of report)."""
+
+    n_chips: int
+    placement: Placement
+    compute_s: float
+    l2_s: float  # L2<->L1 transfers (not overlapped)
+    l3_s: float  # L3 streaming in the streamed case
+    c2c_link_s: float
+    c2c_data_s: float
+    prefetch_s: float  # next block's state from L3 (background, double-buffered case)
+    l2_bytes_per_chip: float
+    l3_bytes_per_chip: float  # streamed traffic or the prefetch
+    c2c_bytes: float
+    compute_energy_j: float
+    l2_energy_j: float
+    l3_energy_j: float
+    c2c_energy_j: float
+    idle_energy_j: float = 0.0
+    kernels: tuple[Matmul, ...] = field(default=(), repr=False)
+
+    @property
+    def c2c_s(self) -> float:
+        """Chip-to-chip time of the block's two synchronisations."""
+        return self.c2c_link_s + self.c2c_data_s
+
+    @property
+    def runtime_s(self) -> float:
+        """Single-block latency with its state on chip (the paper's metric; the prefetch is hidden)."""
+        return self.compute_s + self.l2_s + self.l3_s + self.c2c_s
+
+    @property
+    def energy_j(self) -> float:
+        """The paper's E_total for one block over all chips."""
+        return self.compute_energy_j + self.l2_energy_j + self.l3_energy_j + self.c2c_energy_j + self.idle_energy_j
+
+    @property
+    def prefetch_exposed_s(self) -> float:
+        """Steady-state stall per block when the prefetch is slower than the block."""
+        return max(0.0, self.prefetch_s - self.runtime_s) if self.placement.case == "double_buffered" else 0.0
+
+    def breakdown(self) -> dict[str, float]:
+        """Fig. 4 components: computation, chip-to-chip, L2, L3."""
+        return {"computation": self.compute_s, "chip-to-chip": self.c2c_s, "L2": self.l2_s, "L3": self.l3_s}
+
+    def energy_breakdown(self) -> dict[str, float]:
+        """E_total's terms: cores, L3, L2, chip-to-chip (J)."""
+        return {"cores": self.compute_energy_j + self.idle_energy_j, "L3": self.l3_energy_j,
+                "L2": self.l2_energy_j, "chip-to-chip": self.c2c_energy_j}
+
+
+def dtype_for_bits(bits: float) -> str:
+    """Peak-rate dtype for a weight precision: 8 -> int8, 16 -> fp16, ..."""
+    if bits not in DTYPE_OF_BITS:
+        raise WorkbenchError(f"weight_bits must be one of {sorted(DTYPE_OF_BITS)} for this scheme, got {bits!r}")
+    return DTYPE_OF_BITS[int(bits)]
+
+
+def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload, strict: bool):
+    """Per-chip compute, transfer times and bytes for one block."""
+    placement = place(model, device, n_chips, workload, strict=strict)
+    roles = memory_roles(device)
+    dtype = dtype_for_bits(workload.weight_bits)
+    kernels = block_matmuls(model, n_chips, workload.new_tokens, workload.attended)
+    a_bytes = workload.activation_bits / 8
+    compute = sum(matmul_time(device, mm, dtype) for mm in kernels)
+    traffic = 0.0
+    for mm in kernels:
+        b_bytes = workload.weight_bits / 8 if mm.weight else a_bytes
+        if roles.tile is not None:
+            traffic += mm.batch * l1_tile_traffic(mm.m, mm.k, mm.n, a_bytes, b_bytes, placement.l1_tile_budget_bytes)
+        else:
+            traffic += mm.batch * ((mm.m * mm.k + mm.m * mm.n) * a_bytes + mm.k * mm.n * b_bytes)
+    l2_s = traffic / roles.work.bandwidth_bytes_per_s
+    l3_s = l3_bytes = prefetch_s = 0.0
+    if placement.case == "streamed" and roles.backing is not None:
+        l3_bytes = traffic
+        l3_s = traffic / roles.backing.bandwidth_bytes_per_s
+    elif placement.case == "double_buffered" and roles.backing is not None:
+        l3_bytes = placement.state_bytes
+        prefetch_s = l3_bytes / roles.backing.bandwidth_bytes_per_s
+    return placement, kernels, compute, traffic, l2_s, l3_bytes, l3_s, prefetch_s
+
+
+def block_cost(model: TransformerConfig, cluster: Cluster, workload: Workload, strict: bool = True) -> BlockCost:
+    """Runtime and energy of one block on `cluster` (the slowest chip sets the pace)."""
+    n = cluster.n
+    per_device = {}
+    for device in cluster.devices:
+        if device.name not in per_device:
+            per_device[device.name] = (device, _chip_cost(model, device, n, workload, strict))
+    device, (placement, kernels, compute, traffic, l2_s, l3_bytes, l3_s, prefetch_s) = max(
+        per_device.values(), key=lambda item: item[1][2] + item[1][4] + item[1][6])
+    message = workload.new_tokens * model.d_model * workload.activation_bits / 8
+    sync = sync_cost(n, message, cluster.topology)
+    runtime = compute + l2_s + l3_s + 2 * sync.seconds
+    compute_j = l2_j = l3_j = idle_j = 0.0
+    for dev in cluster.devices:
+        _, _, c, t, _, l3b, _, _ = per_device[dev.name][1]
+        roles = memory_roles(dev)
+        compute_j += dev.power_w * c + dev.idle_power_w * max(runtime - c, 0.0)
+        l2_j += t * roles.work.energy_pj_per_byte * 1e-12
+        if roles.backing is not None:
+            l3_j += l3b * roles.backing.energy_pj_per_byte * 1e-12
+    return BlockCost(n, placement, compute, l2_s, l3_s, 2 * sync.link_latency_s, 2 * sync.data_s, prefetch_s,
+                     traffic, l3_bytes, 2 * sync.system_bytes, compute_j, l2_j, l3_j, 2 * sync.energy_j, idle_j,
+                     tuple(kernels))
+
+
+def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
+    """All blocks of one inference step: the block chain with the double-buffered L3 prefetch overlapped."""
+    case = block.placement.case
+    preloaded = 1 if case == "double_buffered" else n_layers
+    return pipeline([block.prefetch_s] * n_layers, [block.runtime_s] * n_layers, buffer_slots=2,
+                    preloaded=preloaded, io_resource="L3->L2 DMA", compute_resource="cluster + links")
+
+
+@register(SCHEME, PAPER)
+def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch."""
+    block = block_cost(model, cluster, workload, strict=False)
+    layers = model.n_layers
+    timeline = model_timeline(block, layers)
+    latency = timeline.makespan
+    stall = latency - layers * block.runtime_s  # prefetch not hidden behind the blocks (0 if it is)
+    stall = stall if stall > 1e-9 * latency else 0.0
+    footprint = block.placement.footprint_bytes
+    oom = bool(block.placement.notes)
+    return SchemeResult(
+        scheme=SCHEME, paper=PAPER, phase=workload.phase, latency_s=latency,
+        compute_s=layers * block.compute_s, comm_link_latency_s=layers * block.c2c_link_s,
+        comm_bytes_s=layers * block.c2c_data_s, io_stall_s=layers * block.l3_s + stall,
+        other_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
+        notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in other_s",
+        extra={"block": block, "timeline": timeline, "energy_j": layers * block.energy_j})
