@@ -34,7 +34,7 @@ lint: install
 	$(VENV)/bin/ruff check workbench tests benchmarks
 
 bench: install
-	$(PY) -m pytest benchmarks --benchmark-enable -q
+	$(PY) -m pytest benchmarks --benchmark-enable -q -p no:cacheprovider
 
 clean-figures:
 	rm -rf figures/*/ figures/fidelity.csv figures/REPORT.md

@@ -35,9 +35,19 @@ def rms_norm(x_se, gamma_e, eps: float = LN_EPS):
     return x_se * jax.lax.rsqrt((x_se**2).mean(-1, keepdims=True) + eps) * gamma_e
 
 
-def gelu(x):
-    """GELU, tanh approximation (as GPT-2 and most BERT ports use)."""
-    return jax.nn.gelu(x, approximate=True)
+def gelu(x, approximate: bool = True):
+    """GELU, tanh approximation by default (as GPT-2 and most BERT ports use); exact erf when False."""
+    return jax.nn.gelu(x, approximate=approximate)
+
+
+def norm_eps(cfg: TransformerConfig) -> float:
+    """LayerNorm epsilon: `cfg.extra["ln_eps"]` when a real checkpoint needs it (MiniLM: 1e-12), else LN_EPS."""
+    return float(cfg.extra.get("ln_eps", LN_EPS))
+
+
+def gelu_is_approximate(cfg: TransformerConfig) -> bool:
+    """tanh GELU unless `cfg.extra["gelu"] == "erf"` (real BERT checkpoints use the exact erf form)."""
+    return cfg.extra.get("gelu", "tanh") != "erf"
 
 
 def rotary(x_shd, positions_s):
@@ -77,7 +87,7 @@ def ffn(cfg: TransformerConfig, p: Params, x_se):
     """The block's FFN on (S, E): SwiGLU for Llama, GELU MLP with biases otherwise. Works on slices too."""
     if cfg.gated_ffn:
         return (jax.nn.silu(x_se @ p["w_gate"]) * (x_se @ p["w_up"])) @ p["w_down"]
-    return gelu(x_se @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+    return gelu(x_se @ p["w1"] + p["b1"], gelu_is_approximate(cfg)) @ p["w2"] + p["b2"]
 
 
 def qkv_project(cfg: TransformerConfig, p: Params, x_se, positions_s):
@@ -100,7 +110,7 @@ def pre_attention_norm(cfg: TransformerConfig, p: Params, x_se):
     if cfg.family == "llama":
         return rms_norm(x_se, p["attn_norm"])
     if cfg.family == "gpt":
-        return layer_norm(x_se, p["ln1_g"], p["ln1_b"])
+        return layer_norm(x_se, p["ln1_g"], p["ln1_b"], norm_eps(cfg))
     return x_se
 
 
@@ -129,13 +139,13 @@ def block_forward(cfg: TransformerConfig, p: Params, x_se, positions_s, cache: P
     if cfg.has_bias:
         attn_se = attn_se + p["bo"]
     if cfg.family == "bert":  # post-LN
-        x_se = layer_norm(x_se + attn_se, p["ln1_g"], p["ln1_b"])
-        return layer_norm(x_se + ffn(cfg, p, x_se), p["ln2_g"], p["ln2_b"]), new_cache
+        x_se = layer_norm(x_se + attn_se, p["ln1_g"], p["ln1_b"], norm_eps(cfg))
+        return layer_norm(x_se + ffn(cfg, p, x_se), p["ln2_g"], p["ln2_b"], norm_eps(cfg)), new_cache
     x_se = x_se + attn_se
     if cfg.family == "llama":
         h_se = rms_norm(x_se, p["ffn_norm"])
     else:
-        h_se = layer_norm(x_se, p["ln2_g"], p["ln2_b"])
+        h_se = layer_norm(x_se, p["ln2_g"], p["ln2_b"], norm_eps(cfg))
     return x_se + ffn(cfg, p, h_se), new_cache
 
 
@@ -187,7 +197,7 @@ def embed(cfg: TransformerConfig, params: Params, tokens_s, positions_s):
     if cfg.family != "llama":
         x_se = x_se + params["pos"][positions_s]
     if cfg.family == "bert":
-        x_se = layer_norm(x_se, params["emb_ln_g"], params["emb_ln_b"])
+        x_se = layer_norm(x_se, params["emb_ln_g"], params["emb_ln_b"], norm_eps(cfg))
     return x_se
 
 
@@ -196,7 +206,7 @@ def final_norm(cfg: TransformerConfig, params: Params, x_se):
     if cfg.family == "llama":
         return rms_norm(x_se, params["final_norm_g"])
     if cfg.family == "gpt":
-        return layer_norm(x_se, params["final_norm_g"], params["final_norm_b"])
+        return layer_norm(x_se, params["final_norm_g"], params["final_norm_b"], norm_eps(cfg))
     return x_se
 
 
