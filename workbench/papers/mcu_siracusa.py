@@ -204,6 +204,8 @@ REPORTED_FIT = {  # constant -> (model, mode, chips) of the reported block_runti
     "efficiency_gemv": (DEFAULT_MODEL, "autoregressive", 8),
     "efficiency_gemm": (ENCODER_MODEL, "prompt", 4),
 }
+ENERGY_FIT = ("mem_L2_bandwidth", DEFAULT_MODEL, "autoregressive", 8)  # constant, then its block_energy row
+DMA_RANGE = (0.1e9, 64e9)  # B/s: the L2<->L1 DMA bandwidths fit_constants searches (0.2-128 B/cycle at 500 MHz)
 
 
 def reported() -> pd.DataFrame:
@@ -212,25 +214,44 @@ def reported() -> pd.DataFrame:
     return frame[frame["paper"] == PAPER].reset_index(drop=True)
 
 
+def _fit_target(rows: pd.DataFrame, name: str, model: str, mode: str, chips: int, quantity: str) -> float:
+    """The value of the one reported row `name` is fitted on, checked against the expected key."""
+    row = rows[rows["fitted"] == name]
+    if len(row) != 1:
+        raise WorkbenchError(f"expected one reported row fitted on {name}, found {len(row)}")
+    expected = (get_model(model).name, setting_label(get_model(model), mode, chips), quantity)
+    found = (row["model"].iloc[0], row["setting"].iloc[0], row["quantity"].iloc[0])
+    if found != expected:
+        raise WorkbenchError(f"reported row for {name} is {found!r}, expected {expected!r}")
+    return float(row["value"].iloc[0])
+
+
+def _with(knobs: Knobs, **changes) -> Knobs:
+    """`knobs` with some fields replaced (Knobs is frozen)."""
+    return Knobs(**{**{f: getattr(knobs, f) for f in Knobs.__dataclass_fields__}, **changes})
+
+
+def _runtime_targets(rows: pd.DataFrame) -> dict[str, float]:
+    """Seconds: the reported block runtime each efficiency is fitted on."""
+    return {name: _fit_target(rows, name, *key, "block_runtime") * 1e-3 for name, key in REPORTED_FIT.items()}
+
+
 def fit_efficiencies(knobs: Knobs = Knobs()) -> dict[str, float]:
-    """Solve each efficiency so the modelled block runtime equals the one reported row it is fitted on."""
-    rows = reported()
+    """Solve each efficiency so the modelled block runtime equals the one reported row it is fitted on.
+
+    The L2<->L1 DMA bandwidth is the one in `knobs` (None: the preset); `fit_constants` fits it too.
+    """
+    return _fit_efficiencies(knobs, _runtime_targets(reported()))
+
+
+def _fit_efficiencies(knobs: Knobs, targets_s: dict[str, float]) -> dict[str, float]:
+    """`fit_efficiencies` with the reported runtimes already read (the joint fit calls it many times)."""
     fitted = {}
     for name, (model, mode, chips) in REPORTED_FIT.items():
-        cfg = get_model(model)
-        row = rows[(rows["fitted"] == name)]
-        if len(row) != 1:
-            raise WorkbenchError(f"expected one reported row fitted on {name}, found {len(row)}")
-        target_s = float(row["value"].iloc[0]) * 1e-3
-        if row["setting"].iloc[0] != setting_label(cfg, mode, chips):
-            raise WorkbenchError(f"reported row for {name} is {row['setting'].iloc[0]!r}, expected "
-                                 f"{setting_label(cfg, mode, chips)!r}")
+        target_s = targets_s[name]
 
         def gap(eff, name=name, model=model, mode=mode, chips=chips, target_s=target_s):
-            k = Knobs(knobs.link_bandwidth, knobs.l3_bandwidth, knobs.l2_bandwidth, knobs.dtype,
-                      **{**{"efficiency_gemm": knobs.efficiency_gemm, "efficiency_gemv": knobs.efficiency_gemv},
-                         name: eff})
-            return block(model, mode, chips, k).runtime_s - target_s
+            return block(model, mode, chips, _with(knobs, **{name: eff})).runtime_s - target_s
 
         low, high = 1e-4, 1.0
         if gap(high) > 0 or gap(low) < 0:
@@ -240,6 +261,55 @@ def fit_efficiencies(knobs: Knobs = Knobs()) -> dict[str, float]:
                 f"alone is {(gap(high) + target_s) * 1e3:.3g} ms at efficiency 1)")
         fitted[name] = float(brentq(gap, low, high, xtol=1e-9))
     return fitted
+
+
+def _runtime_excess_at_full_efficiency(l2_bandwidth: float, knobs: Knobs, targets_s: dict[str, float]) -> float:
+    """Largest (runtime at efficiency 1 - reported runtime) over the efficiency rows: > 0 means no fit."""
+    k = _with(knobs, l2_bandwidth=float(l2_bandwidth), efficiency_gemm=1.0, efficiency_gemv=1.0)
+    return max(block(model, mode, chips, k).runtime_s - targets_s[name]
+               for name, (model, mode, chips) in REPORTED_FIT.items())
+
+
+def fit_constants(knobs: Knobs = Knobs(), dma_range: tuple[float, float] = DMA_RANGE) -> dict[str, float]:
+    """Fit the L2<->L1 DMA bandwidth and both efficiencies jointly on 0.54 ms, 38.8 ms and 0.64 mJ.
+
+    Nested solve: for a DMA bandwidth the efficiencies are fitted on the two runtimes; the bandwidth is
+    then solved (brentq) so that the 8-chip autoregressive block's E_total equals the reported energy. A
+    faster DMA leaves more of the fitted runtime to computation, so the energy rises with the bandwidth.
+    `knobs.l2_bandwidth` and the knobs' efficiencies are ignored (they are what is fitted).
+    """
+    name, model, mode, chips = ENERGY_FIT
+    low, high = (float(b) for b in dma_range)
+    if not 0 < low < high:
+        raise WorkbenchError(f"dma_range must be (low, high) with 0 < low < high B/s, got {dma_range!r}")
+    rows = reported()
+    target_j, targets_s = _fit_target(rows, name, model, mode, chips, "block_energy") * 1e-3, _runtime_targets(rows)
+    span = f"[{low / 1e9:g}, {high / 1e9:g}] GB/s"
+    if _runtime_excess_at_full_efficiency(high, knobs, targets_s) > 0:
+        raise WorkbenchError(f"cannot fit {name}: even at {high / 1e9:g} GB/s the non-compute time exceeds a "
+                             f"reported block runtime at efficiency 1, so no DMA bandwidth in {span} works")
+    if _runtime_excess_at_full_efficiency(low, knobs, targets_s) > 0:  # the slowest DMA leaving time to compute
+        low = float(brentq(_runtime_excess_at_full_efficiency, low, high, args=(knobs, targets_s), xtol=1.0,
+                           rtol=1e-12))
+        low *= 1 + 1e-6  # just inside: brentq stops within ~1 B/s of the boundary
+
+    def fitted_at(bandwidth: float) -> Knobs:
+        k = _with(knobs, l2_bandwidth=float(bandwidth))
+        return _with(k, **_fit_efficiencies(k, targets_s))
+
+    def gap(bandwidth: float) -> float:
+        return block(model, mode, chips, fitted_at(bandwidth)).energy_j - target_j
+
+    gap_low, gap_high = gap(low), gap(high)
+    if gap_low > 0 or gap_high < 0:
+        raise WorkbenchError(
+            f"cannot fit {name}: no L2<->L1 DMA bandwidth in {span} gives the reported {target_j * 1e3:g} mJ for "
+            f"{model} {mode} on {chips} chips with both efficiencies refitted (the modelled energy spans "
+            f"{(gap_low + target_j) * 1e3:.3g}-{(gap_high + target_j) * 1e3:.3g} mJ from {low / 1e9:.3g} to "
+            f"{high / 1e9:g} GB/s, where both runtimes can be fitted)")
+    bandwidth = float(brentq(gap, low, high, xtol=1.0, rtol=1e-12))
+    k = fitted_at(bandwidth)
+    return {name: bandwidth, "efficiency_gemv": float(k.efficiency_gemv), "efficiency_gemm": float(k.efficiency_gemm)}
 
 
 FIDELITY = (  # (artifact, model, mode, chips, quantity, unit)
@@ -335,15 +405,15 @@ def placement_rows(frame: pd.DataFrame, model: str, mode: str) -> pd.DataFrame:
 
 
 def dma_sensitivity(bandwidths: tuple[float, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:
-    """The 8-chip autoregressive block vs the assumed L2<->L1 DMA bandwidth, both efficiencies refitted.
+    """The 8-chip autoregressive block vs the L2<->L1 DMA bandwidth, both efficiencies refitted.
 
-    Shows why the energy row misses: the fitted runtime is fixed at 0.54 ms, so a slower DMA leaves
-    less of it to computation and lowers P x T_comp.
+    Shows what pins the fitted DMA bandwidth: the fitted runtime is fixed at 0.54 ms, so a slower DMA
+    leaves less of it to computation and lowers P x T_comp (the energy the bandwidth is fitted on).
     """
     rows = []
     for bw in bandwidths:
-        k = Knobs(knobs.link_bandwidth, knobs.l3_bandwidth, float(bw), knobs.dtype)
-        k = Knobs(k.link_bandwidth, k.l3_bandwidth, k.l2_bandwidth, k.dtype, **fit_efficiencies(k))
+        k = _with(knobs, l2_bandwidth=float(bw), efficiency_gemm=None, efficiency_gemv=None)
+        k = _with(k, **fit_efficiencies(k))
         ar8, ar1 = block(DEFAULT_MODEL, "autoregressive", 8, k), block(DEFAULT_MODEL, "autoregressive", 1, k)
         rows.append({"l2_bandwidth_GBps": bw / 1e9, "efficiency_gemv": k.efficiency_gemv,
                      "efficiency_gemm": k.efficiency_gemm, "runtime_ms": ar8.runtime_s * 1e3,
