@@ -1,0 +1,255 @@
+# %% [markdown]
+# # TPI-LLM: star all-reduce tensor parallelism and the sliding-window memory scheduler
+# Reproduces Li et al., *TPI-LLM: Serving 70B-scale LLMs Efficiently on Low-resource Edge Devices*
+# (`../shared/papers/tpi_llm.txt`): Tables 1-3, Fig. 1(b,c), 3, 5 and 6, and the example of Sec. 3.3.
+#
+# **One cost model.** Every number comes from the registered evaluators in `workbench/schemes/tpi_llm.py`:
+# a timeline (`workbench.simulate`) of each device computing its share of every attention and FFN block,
+# an all-reduce after each (star by default, costed by `workbench.network` on the home-gateway tree:
+# 4 links between devices), and - with the scheduler on - a loader per device that reads block k
+# once block k - w has been released. Peak memory is read off the same timeline
+# (gamma x resident block weights + runtime overhead + KV cache). The JAX kernel
+# (`workbench/kernels/tpi_llm.py`) runs the same partition and is tested token-for-token against the reference.
+#
+# **Fitted vs validation.** Nine constants are fitted, each on the rows named in `data/reported/tpi_llm.csv`
+# (`fitted` column) and re-derived in the table near the end: gamma and the runtime overhead (Table 2,
+# scheduler on, N = 8), the emulated device's weight-streaming rate (Table 1, 7B, off, token latency), the
+# prompt length (Table 1, 7B, off, TTFT), the emulated disk rate (Table 1, 70B, on, token latency), the
+# M1's streaming and SSD rates (Sec. 3.3's measured times), its swap and Accelerate-offload rates
+# (Table 3, 7B) and its swap ceiling (Table 3's OOM cells). Everything else is validation.
+
+# %% tags=["parameters"]
+figures_dir = None  # None -> the repository's figures/
+interactive = True  # False in batch runs: the what-if widgets are skipped
+quick = False  # True: two models, small sweeps (the test suite)
+model = "Llama 2-70B"  # the model of Fig. 5 and the what-if section
+devices = 8  # emulated devices (Sec. 4: 8)
+window = 2  # memory window on the emulated testbed (Sec. 4.1: 2 by default)
+laptop_window = 4  # memory window on the laptops (Sec. 3.3: a window of 4 in Sec. 4.4)
+bandwidth_mbps = 300.0  # emulated link bandwidth (Sec. 4: 300 Mbps)
+link_latency_ms = 1.0  # emulated per-link latency (Sec. 4: 1 ms; 4 links between two devices)
+cores = 8  # cores per emulated device (Sec. 4: 8 logical cores)
+testbed = "emulated"  # "emulated" or "laptops": the testbed of the what-if section
+laptops = ["Mac Pro", "Mac Air", "Dell", "Dell"]  # Table 7; the first one is the master
+
+# %%
+import altair as alt
+import pandas as pd
+
+from workbench.fidelity import load_reported, scoreboard
+from workbench.models import get_model
+from workbench.papers import tpi_llm as T
+from workbench.results import Recorder
+
+rec = Recorder("tpi_llm", figures_dir)
+get_model(model)
+models = ("Llama 2-7B", "Llama 2-70B") if quick else T.MODELS
+laptop_models = ("Llama 2-7B",) if quick else T.TABLE3_MODELS
+emu = T.emulated_cluster(devices, bandwidth_mbps, link_latency_ms, cores)
+emu_suffix = T.emulated_suffix(devices, bandwidth_mbps, link_latency_ms, cores)
+lap_suffix = T.laptop_suffix(laptops, laptop_window)
+print(f"emulated: {emu.n} x {emu.devices[0].name}; laptops: {laptops}")
+
+# %% [markdown]
+# ## Table 1: TTFT, token latency and peak memory, scheduler off and on
+# With the scheduler off, every device holds its share of all weights (OOM above 8 GB + 4 GB swap);
+# with it on, the master streams the embedding, every block and the task head from disk each token.
+
+# %%
+t1 = T.table1(models, emu, window)
+rec.add(T.table1_rows(t1, emu_suffix))
+long1 = t1.melt(id_vars=["model", "setting", "oom"], value_vars=["ttft", "token_latency"], var_name="metric")
+rec.chart(alt.Chart(long1[long1.oom == 0]).mark_bar().encode(
+    x=alt.X("setting:N", title=None), y=alt.Y("value:Q", title="seconds"), color="setting:N",
+    column=alt.Column("model:N"), row=alt.Row("metric:N"),
+).properties(width=90, height=140, title="Table 1 (modelled)"), "table1", data=t1)
+t1.round(3)
+
+# %% [markdown]
+# ## Table 2: peak memory per device vs devices (window 2)
+# The timeline's peak equals Prop. 5 when the loader fills the window; the N dependence at N = 2 comes
+# from FFN shares that outweigh the embedding (e.g. Llama 2-70B), which Prop. 5's w = 2 case ignores.
+
+# %%
+n_list = (2, 8) if quick else (2, 4, 6, 8)
+t2 = T.table2(models, n_list, window, bandwidth_mbps, link_latency_ms)
+rec.add(T.table2_rows(t2, T.emulated_suffix(8, bandwidth_mbps, link_latency_ms, 8)))
+rec.chart(alt.Chart(t2).mark_line(point=True).encode(
+    x=alt.X("devices:O"), y=alt.Y("peak_memory:Q", scale=alt.Scale(type="log"), title="peak memory per device (GiB)"),
+    color="model:N", strokeDash="scheduler:N",
+).properties(width=360, height=240, title="Table 2 (modelled)"), "table2", data=t2)
+t2.pivot(index="model", columns="setting", values="peak_memory").round(2)
+
+# %% [markdown]
+# ## Table 3: the laptops (Transformers, Accelerate, Transformers + memory scheduler, TPI-LLM)
+# The three single-device systems run on the master laptop; TPI-LLM splits heads equally (p_i = 0.25, Sec. 3.3).
+
+# %%
+t3 = T.table3(laptop_models, laptops, laptop_window)
+rec.add(T.table3_rows(t3, lap_suffix))
+rec.chart(alt.Chart(t3.dropna(subset=["token_latency"])).mark_bar().encode(
+    x=alt.X("setting:N", title=None, sort=["Transformers", "Accelerate", "Transformers+MS", "TPI-LLM"]),
+    y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"), color="setting:N",
+    column="model:N",
+).properties(width=110, height=200, title="Table 3 (modelled; OOM cells missing)"), "table3", data=t3)
+t3.pivot(index="model", columns="setting", values="token_latency").round(2)
+
+# %% [markdown]
+# ## Sec. 3.3: block times on the laptops and the steady-state conditions (Prop. 3, 4)
+
+# %%
+p4 = T.prop4_example(laptops, laptop_window)
+rec.add(T.prop4_rows(p4) if lap_suffix == "" else T.prop4_rows(p4).assign(setting=lambda d: d.setting + lap_suffix))
+p4.round(2)
+
+# %% [markdown]
+# ## Fig. 1: why tensor parallelism, and why it is not enough
+# (b) share of the token time spent communicating, TP vs MP, Llama 3.1-8B on the laptops at 178 Mbps;
+# (c) memory per device vs tensor-parallel nodes without the scheduler: parameters / N vs the footprint.
+
+# %%
+f1 = T.fig1ab(laptops=laptops)
+rec.add(T.fig1_rows(f1) if lap_suffix == "" else T.fig1_rows(f1).assign(setting=lambda d: d.setting + lap_suffix))
+f1c = T.fig1c()
+rec.add(T.tidy_rows("Fig. 1(c)", f1c.assign(model="Llama 3.1-8B", setting="nodes=" + f1c.nodes.astype(str)),
+                {"master_gib": "GiB", "theoretical_gib": "GiB"}))
+fig1c_long = f1c.melt(id_vars="nodes", value_vars=["theoretical_gib", "master_gib", "worker_gib"], var_name="curve")
+rec.chart(alt.Chart(fig1c_long).mark_line(point=True).encode(
+    x="nodes:O", y=alt.Y("value:Q", title="memory per device (GiB)"), color="curve:N",
+).properties(width=320, height=220, title="Fig. 1(c): Llama 3.1-8B, scheduler off"), "fig1c", data=f1c)
+f1.round(3)
+
+# %% [markdown]
+# ## Fig. 3 and Sec. 3.2: link latency dominates the all-reduce
+# A 4-byte all-reduce over the gateway tree: star crosses 8 links, a depth-2 tree 16, the ring 56.
+
+# %%
+f3 = T.fig3((1, 5) if quick else (1, 2, 4, 6, 8, 10))
+rec.add(T.sec32_rows())
+rec.add(T.tidy_rows("Fig. 3", f3.assign(model="", setting=f3.algorithm + ",tau=" + f3.tau_ms.map("{:g}ms".format)),
+                {"latency_ms": "ms"}))
+rec.chart(alt.Chart(f3).mark_line(point=True).encode(
+    x=alt.X("tau_ms:Q", title="per-link latency tau (ms)"), y=alt.Y("latency_ms:Q", title="all-reduce latency (ms)"),
+    color="algorithm:N",
+).properties(width=320, height=220, title="Fig. 3: 4-byte all-reduce, 8 devices"), "fig3", data=f3)
+T.link_latency_hops()
+
+# %% [markdown]
+# ## Fig. 5: token latency of Llama 2-70B vs devices, cores and bandwidth
+# The emulated 70B run is load-bound (the master reads ~36 GB per token), so the network and the cores
+# barely matter; the paper's point that 300 Mbps -> 1 Gbps changes little holds (< 10 %). The paper also
+# reports that more cores help; in this model they do not, because compute is hidden behind disk reads.
+
+# %%
+f5 = T.fig5(model, (4, 8) if quick else (2, 4, 6, 8), (4, 8) if quick else (2, 4, 6, 8),
+            (300, 1000) if quick else (100, 300, 500, 1000), window, link_latency_ms)
+sens = T.bandwidth_sensitivity(model, 300, 1000)
+rec.add(T.fig5_rows(f5, sens).assign(model=model))
+rec.chart(alt.Chart(f5).mark_line(point=True).encode(
+    x=alt.X("value:Q", title=None), y=alt.Y("token_latency:Q", title="s/token"),
+    column=alt.Column("knob:N", header=alt.Header(title=None)),
+).resolve_scale(x="independent").properties(width=170, height=180, title=f"Fig. 5: {model}"), "fig5", data=f5)
+print(f"token latency change 300 -> 1000 Mbps: {sens:.1%}")
+
+# %% [markdown]
+# ## Fig. 6: TPI-LLM vs Standalone, MP and Galaxy (ring all-reduce) on the emulated testbed
+# The paper's qualitative claims hold in the model: Standalone is OOM from 3B on, MP and Galaxy fit up to
+# 13B, Galaxy's 56 link latencies per all-reduce make it slower than MP, and only TPI-LLM with the memory
+# scheduler (MS) runs the 34B/70B models. Without MS, TPI-LLM is the fastest where it fits; with MS the
+# emulated devices are disk-bound, so MP (weights resident) is faster than TPI-LLM + MS for small models
+# in this model - the paper's figure has no numbers to check this against.
+
+# %%
+f6 = T.fig6(models, emu, window)
+rec.add(T.fig6_rows(f6, emu_suffix))
+rec.chart(alt.Chart(f6.dropna(subset=["token_latency"])).mark_bar().encode(
+    x=alt.X("system:N", title=None), y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"),
+    color="system:N", column="model:N",
+).properties(width=90, height=200, title="Fig. 6 (modelled; OOM bars missing)"), "fig6", data=f6)
+f6.pivot(index="model", columns="system", values="token_latency").round(2)
+
+# %% [markdown]
+# ## One decode token on the timeline (Fig. 4's picture): Llama 2-7B, 4 devices, window 2
+
+# %%
+gantt = T.token_gantt_frame("Llama 2-7B", 4, window)
+rec.chart(alt.Chart(gantt).mark_bar().encode(
+    x=alt.X("start:Q", title="ms into the token"), x2="end:Q", y=alt.Y("resource:N", sort=None), color="kind:N",
+    tooltip=["name", "start", "end"],
+).properties(width=520, height=160, title="first layers of a steady decode token"), "fig4_timeline", data=gantt)
+
+# %% [markdown]
+# ## Fitted constants, re-derived from the rows they were fitted on
+
+# %%
+if not quick:
+    fits = T.fitted_constants_table()
+    display(fits)  # noqa: F821
+
+# %% [markdown]
+# ## Scoreboard for this notebook
+# Where the model misses (see the report for the reasons): Llama 2-13B with the scheduler (the paper's
+# 2.9 s/token implies reading 7.7 GB per token at 2.6 GB/s, twice the rate every other model implies);
+# Llama 3.1-8B with the scheduler and on the laptops, Transformers+MS on one 8 GB Mac and Yi-34B there
+# (the paper's numbers slow down with the window's footprint, i.e. memory pressure on an 8 GB device,
+# which the model does not have below the OOM line); Accelerate's 3B TTFT; the Fig. 1(b) TP
+# communication share (0.43 vs 0.70); and Sec. 3.2's t_data = 3.4 ms, which counts one worker's path
+# while the modelled star serialises all 7 workers' messages on the master's 300 Mbps link (12 ms).
+
+# %%
+reported = load_reported()
+board = scoreboard(reported[reported.paper == "tpi_llm"], rec.table())
+board = board[board.modelled.notna()]
+summary = board.groupby(["artifact", "role"]).agg(rows=("reported", "size"),
+                                                  within=("within_tolerance", lambda s: int((s == "yes").sum())))
+display(summary)  # noqa: F821
+board[board.within_tolerance == "no"][["artifact", "model", "setting", "quantity", "reported", "modelled",
+                                        "relative_error"]].round(3)
+
+# %% [markdown]
+# ## What if? (interactive)
+# Pick the testbed, model, window, devices, bandwidth, link latency and the laptops. A model that cannot
+# fit even with a window of 1 reports why.
+
+# %%
+if interactive:
+    import ipywidgets as widgets
+    from IPython.display import display as show
+
+    from workbench.errors import WorkbenchError
+
+    w_testbed = widgets.ToggleButtons(options=list(T.TESTBEDS), value=testbed, description="testbed")
+    w_model = widgets.Dropdown(options=list(T.MODELS), value=model, description="model")
+    w_window = widgets.IntSlider(value=window, min=1, max=12, description="window")
+    w_devices = widgets.IntSlider(value=devices, min=1, max=16, description="devices")
+    w_bw = widgets.FloatLogSlider(value=bandwidth_mbps, base=10, min=1, max=4, description="Mbps")
+    w_tau = widgets.FloatSlider(value=link_latency_ms, min=0, max=20, step=0.5, description="tau (ms)")
+    w_laptops = widgets.SelectMultiple(options=["Mac Pro", "Mac Air", "Dell", "Dell #2"],
+                                       value=["Mac Pro", "Mac Air", "Dell", "Dell #2"], description="laptops")
+    out = widgets.Output()
+    sweep_chart = alt.JupyterChart(alt.Chart(pd.DataFrame({"window": [], "token_latency": []})).mark_line())
+
+    def update(_=None):
+        names = [n.replace(" #2", "") for n in w_laptops.value]
+        kw = dict(testbed=w_testbed.value, devices=w_devices.value, bandwidth_mbps=w_bw.value,
+                  link_latency_ms=w_tau.value, laptops=names)
+        with out:
+            out.clear_output()
+            try:
+                show(T.scenario(w_model.value, window=w_window.value, **kw).round(3))
+                sweep = T.window_sweep(w_model.value, windows=sorted({1, 2, 4, 8, w_window.value}), **kw)
+                sweep_chart.chart = alt.Chart(sweep.melt(id_vars="window", value_vars=[
+                    "token_latency", "timeline_memory", "prop5_memory"])).mark_line(point=True).encode(
+                    x="window:Q", y="value:Q", color="variable:N").properties(width=380, height=200)
+            except WorkbenchError as err:
+                print(err)
+
+    for w in (w_testbed, w_model, w_window, w_devices, w_bw, w_tau, w_laptops):
+        w.observe(update, names="value")
+    update()
+    show(widgets.VBox([widgets.HBox([w_testbed, w_model]), widgets.HBox([w_window, w_devices]),
+                       widgets.HBox([w_bw, w_tau]), w_laptops, out, sweep_chart]))
+
+# %%
+path = rec.write()
+print(f"wrote {path} ({len(rec.table())} rows)")

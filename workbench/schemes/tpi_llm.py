@@ -1,0 +1,662 @@
+"""TPI-LLM's cost model: star all-reduce tensor parallelism with the sliding-window memory scheduler.
+
+One timeline (workbench.simulate) per run: for every token, each device computes its share of every
+attention and FFN block, an all-reduce follows each block (one task on the network), the master
+embeds before and runs the task head after. With the scheduler on, each device's loader thread reads
+the next blocks from disk while the device computes and all-reduces; load k waits until block k - w
+has been released (its compute ended), so at most w blocks are resident (TPI-LLM Sec. 3.3, Fig. 4).
+Optionally one FFN block in every k is retained after the first token (Prop. 6).
+
+Peak memory = gamma x (largest set of block weights resident at once, read off the timeline)
++ runtime overhead + KV cache with the scheduler (Prop. 5); resident weights + overhead + KV without.
+A device runs out of memory when its peak exceeds DRAM + swap.
+
+Registered evaluators: ``tpi_star_tp`` (TPI-LLM), and the baselines of Sec. 4.3-4.4:
+``single_device_resident`` (Standalone / Transformers, swapping when weights exceed memory),
+``disk_offload_blocking`` (Accelerate), ``layerwise_mp`` (model parallelism, layer-sequential) and
+``tp_ring_allreduce`` (Galaxy-style tensor parallelism with ring collectives, no scheduler).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+import numpy as np
+
+from workbench.constants import load_constants
+from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
+from workbench.hardware import DeviceSpec
+from workbench.models import TransformerConfig
+from workbench.network import ALGORITHMS, collective_latency, on_topology, traversals
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.simulate import Task, Timeline, schedule
+
+GIB = 2.0**30
+PAPER = "tpi_llm"
+SPLITS = ("capability", "equal")
+
+
+@lru_cache(maxsize=1)
+def paper_constants() -> dict:
+    """Values of data/constants/tpi_llm.toml (gamma, runtime overhead, prompt length, windows...)."""
+    return {k: c.value for k, c in load_constants("constants/tpi_llm.toml").items()}
+
+
+@dataclass(frozen=True)
+class TPIOptions:
+    """Knobs of one TPI-LLM run; None fields take the values of data/constants/tpi_llm.toml."""
+
+    scheduler: bool = True
+    window: int | None = None  # None: the paper's default (2)
+    retain_every: int | None = None  # Prop. 6: keep one FFN block in every `retain_every` (0: none)
+    allreduce: str = "star"
+    tree_depth: int | None = None
+    split: str = "capability"
+    gamma: float | None = None  # memory scaling factor of Prop. 5 (fitted)
+    runtime_overhead_bytes: float | None = None  # libraries, buffers (fitted)
+    context_tokens: int | None = None  # KV-cache length for the memory model
+    decode_tokens: int = 3  # decode steps simulated after the prompt (steady state from the 2nd on)
+
+    def __post_init__(self) -> None:
+        c = paper_constants()
+        defaults = {"window": int(c["window_default"]), "retain_every": int(c["retain_every_default"]),
+                    "gamma": float(c["gamma"]), "runtime_overhead_bytes": float(c["runtime_overhead"]) * GIB,
+                    "context_tokens": int(c["context_tokens"])}
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        require_int("window", self.window, low=1)
+        require_int("retain_every", self.retain_every, low=0)
+        require_choice("allreduce", self.allreduce, ALGORITHMS)
+        require_choice("split", self.split, SPLITS)
+        require_positive("gamma", self.gamma)
+        if self.runtime_overhead_bytes < 0:
+            raise WorkbenchError(f"runtime_overhead_bytes must be >= 0, got {self.runtime_overhead_bytes}")
+        require_int("context_tokens", self.context_tokens, low=1)
+        require_int("decode_tokens", self.decode_tokens, low=2)
+
+
+def default_options(**changes) -> TPIOptions:
+    """TPIOptions at the paper's constants (window 2, fitted gamma and overhead), with `changes`."""
+    return TPIOptions(**changes)
+
+
+# ---- blocks (Table 4) ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Block:
+    """One unit the scheduler loads: pre(process), attn, ffn or post(process), with its parameters."""
+
+    name: str
+    kind: str
+    layer: int
+    params: float
+
+
+def table4_block_params(model: TransformerConfig, share: float) -> dict[str, float]:
+    """Parameters of TPI-LLM's blocks for a device handling `share` of the heads (Table 4)."""
+    h, v = model.d_model, model.vocab_size
+    return {"pre": h * v, "attn": model.attention_params() * share + h, "ffn": model.ffn_params() * share + h,
+            "post": h * v + h}
+
+
+def device_blocks(model: TransformerConfig, share: float, master: bool) -> list[Block]:
+    """The device's blocks in execution order: [pre], attn 1, ffn 1, ..., attn L, ffn L, [post]."""
+    size = table4_block_params(model, share)
+    blocks = [Block("pre", "pre", 0, size["pre"])] if master else []
+    for layer in range(1, model.n_layers + 1):
+        blocks += [Block(f"attn{layer}", "attn", layer, size["attn"]), Block(f"ffn{layer}", "ffn", layer, size["ffn"])]
+    if master:
+        blocks.append(Block("post", "post", model.n_layers + 1, size["post"]))
+    return blocks
+
+
+def prop5_peak_params(model: TransformerConfig, share: float, window: int, master: bool) -> float:
+    """Prop. 5 / eq. (7)-(8): parameters resident at the peak (multiply by gamma x bytes/param)."""
+    require_int("window", window, low=1)
+    h, v, a, b, s = model.d_model, model.vocab_size, model.n_heads, model.n_kv_heads, model.d_ff
+    attn = 2 * (1 + b / a) * h * h * share + h
+    ffn = 3 * h * s * share + h
+    if not master:
+        return (window // 2) * attn + ((window + 1) // 2) * ffn
+    if window == 1:
+        return h * v + h
+    if window == 2:
+        return 2 * h * v + h
+    return 2 * h * v + h + ((window - 2) // 2) * attn + ((window - 1) // 2) * ffn
+
+
+def window_peak_params(blocks: list[Block], window: int) -> float:
+    """Largest sum of `window` consecutive blocks in the cyclic block order (tokens repeat)."""
+    require_int("window", window, low=1)
+    sizes = np.array([blk.params for blk in blocks], dtype=float)
+    if window >= len(sizes):
+        return float(sizes.sum())
+    ring = np.concatenate([sizes, sizes[: window - 1]])
+    sums = np.convolve(ring, np.ones(window), mode="valid")[: len(sizes)]
+    return float(sums.max())
+
+
+# ---- steady-state conditions (Prop. 3, 4, 6) --------------------------------------------------------
+def loose_steady(t_attn: float, t_ffn: float, t_allreduce: float, tau_attn: float, tau_ffn: float,
+                 n_layers: int, retain_every: int = 0) -> bool:
+    """Prop. 3 (retain_every=0) or Prop. 6 (one FFN block kept in every T): loads never stall compute."""
+    require_int("n_layers", n_layers, low=1)
+    layers = np.arange(1, n_layers + 1, dtype=float)
+    loaded_ffn = layers - (np.ceil(layers / retain_every) if retain_every else 0.0)
+    if retain_every:  # eq. (9)-(10)
+        c9 = layers * t_attn + layers * t_ffn + 2 * layers * t_allreduce >= loaded_ffn * tau_ffn + layers * tau_attn
+        c10 = (layers * t_attn + (layers - 1) * t_ffn + (2 * layers - 1) * t_allreduce
+               >= loaded_ffn * tau_ffn + (layers - 1) * tau_attn)
+        return bool(np.all(c9) and np.all(c10))
+    c4 = t_attn + t_ffn + 2 * t_allreduce >= tau_ffn + tau_attn
+    c5 = layers * t_attn + (layers - 1) * t_ffn + (2 * layers - 1) * t_allreduce >= layers * tau_ffn + (layers - 1) * tau_attn
+    c6 = (layers - 1) * t_attn + layers * t_ffn + (2 * layers - 1) * t_allreduce >= (layers - 1) * tau_ffn + layers * tau_attn
+    return bool(c4 and (np.all(c5) or np.all(c6)))
+
+
+def tight_steady(t_attn: float, t_ffn: float, t_allreduce: float, tau_attn: float, tau_ffn: float) -> bool:
+    """Prop. 4: each block's compute + all-reduce covers the next block's load."""
+    return bool(t_attn + t_allreduce >= tau_ffn and t_ffn + t_allreduce >= tau_attn)
+
+
+def block_pipeline(t_attn: float, t_ffn: float, t_allreduce: float, tau_attn: float, tau_ffn: float,
+                   n_layers: int, window: int | None = None, retain_every: int = 0) -> Timeline:
+    """The setting of Prop. 3-6 on the timeline: one device, attn/ffn blocks of L layers plus the next
+    layer's attention, an all-reduce after each block, one loader; load k waits for the compute of
+    load k - w (window None: unlimited look-ahead, the proofs' assumption). Retained FFN blocks
+    (layers 1, 1 + T, ...) are not loaded."""
+    require_int("n_layers", n_layers, low=1)
+    if window is not None:
+        require_int("window", window, low=1)
+    seq = [blk for layer in range(1, n_layers + 1) for blk in (("attn", layer), ("ffn", layer))]
+    seq.append(("attn", n_layers + 1))
+    tasks, loaded, prev = [], [], ()
+    for k, (kind, layer) in enumerate(seq):
+        name = f"{kind}{layer}"
+        deps = list(prev)
+        if not (kind == "ffn" and retain_every and (layer - 1) % retain_every == 0):
+            j = len(loaded)
+            load_deps = (loaded[j - window],) if window is not None and j - window >= 0 else ()
+            tasks.append(Task(f"load:{name}", "disk", tau_attn if kind == "attn" else tau_ffn, load_deps, "io"))
+            loaded.append(name)
+            deps.append(f"load:{name}")
+        tasks.append(Task(name, "cpu", t_attn if kind == "attn" else t_ffn, tuple(deps), "compute"))
+        if k < len(seq) - 1:
+            tasks.append(Task(f"ar:{name}", "net", t_allreduce, (name,), "communication"))
+            prev = (f"ar:{name}",)
+    return schedule(tasks)
+
+
+def compute_stalls(timeline: Timeline) -> list[float]:
+    """Seconds each compute block waited for its weights after its input was ready (block_pipeline order)."""
+    frame = timeline.frame
+    end = dict(zip(frame["name"], frame["end"]))
+    computes = frame[frame["kind"] == "compute"]
+    stalls, ready = [], 0.0
+    for name, start in zip(computes["name"], computes["start"]):
+        stalls.append(max(0.0, float(start) - ready))
+        ready = end.get(f"ar:{name}", 0.0)
+    return stalls
+
+
+# ---- devices and network -------------------------------------------------------------------------
+def device_constant(device: DeviceSpec, name: str, default: float | None = None) -> float:
+    """An extra constant of a device preset (swap_capacity, swap_bandwidth, link_bandwidth, ...)."""
+    if name in device.provenance:
+        return float(device.provenance[name].value)
+    if default is None:
+        raise WorkbenchError(f"device {device.name!r} has no constant {name!r}")
+    return default
+
+
+def memory_limit(device: DeviceSpec) -> float:
+    """Bytes a device can hold before OOM: DRAM + swap."""
+    return device.memory_bytes + device_constant(device, "swap_capacity", 0.0)
+
+
+def stream_bandwidth(device: DeviceSpec) -> float:
+    """Achievable weight-streaming rate of the compute (the DRAM level's bandwidth)."""
+    return device.memory[-1].bandwidth_bytes_per_s
+
+
+def with_cores(device: DeviceSpec, cores: int) -> DeviceSpec:
+    """The device limited to `cores` cores: peak and streaming rate scale per core (assumption)."""
+    require_int("cores", cores, low=1)
+    ratio = cores / device.cores
+    memory = tuple(replace(m, bandwidth_bytes_per_s=m.bandwidth_bytes_per_s * ratio) if i == len(device.memory) - 1
+                   else m for i, m in enumerate(device.memory))
+    return device.with_changes(cores=cores, peak_flops={k: v * ratio for k, v in device.peak_flops.items()},
+                               memory=memory)
+
+
+def compute_time(device: DeviceSpec, flops: float, weight_bytes: float) -> float:
+    """Roofline: max(FLOPs at peak x GEMM efficiency, bytes at the streaming rate)."""
+    peak = device.peak("fp32") * device.efficiency("gemm")
+    return max(flops / peak, weight_bytes / stream_bandwidth(device))
+
+
+def check_devices(model: TransformerConfig, n_devices: int) -> int:
+    """Tensor parallelism over heads needs 1 <= devices <= heads; return n_devices."""
+    if not isinstance(n_devices, int) or isinstance(n_devices, bool) or n_devices < 1:
+        raise WorkbenchError(f"n_devices must be an integer >= 1, got {n_devices!r}")
+    if n_devices > model.n_heads:
+        raise WorkbenchError(f"n_devices must be <= n_heads ({model.n_heads}) of {model.name!r}: TPI-LLM splits "
+                             f"attention heads, got {n_devices} devices")
+    return n_devices
+
+
+def capability(device: DeviceSpec) -> float:
+    """Computing power used to split heads (TPI-LLM Step 1): weight-streaming rate (decode-bound)."""
+    return stream_bandwidth(device)
+
+
+def device_shares(cluster: Cluster, split: str = "capability") -> np.ndarray:
+    """p_i: each device's fraction of heads and FFN columns (equal, or in proportion to capability)."""
+    require_choice("split", split, SPLITS)
+    w = np.ones(cluster.n) if split == "equal" else np.array([capability(d) for d in cluster.devices])
+    return w / w.sum()
+
+
+def _access_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-device (bandwidth B/s, one-way latency s) to the router when every preset gives them (Table 7)."""
+    devs = cluster.devices
+    if cluster.n > 1 and all("link_bandwidth" in d.provenance and "link_latency" in d.provenance for d in devs):
+        return (np.array([device_constant(d, "link_bandwidth") for d in devs]),
+                np.array([device_constant(d, "link_latency") for d in devs]))
+    return None
+
+
+def collective_time(cluster: Cluster, algorithm: str, collective: str, message_bytes: float,
+                    depth: int | None = None) -> tuple[float, float]:
+    """(link-latency seconds, bytes seconds) of a collective among the cluster's devices (master = 0).
+
+    Homogeneous: workbench.network on the cluster's topology. Per-device access links (the laptops'
+    Wi-Fi, Table 7): a star goes worker -> router -> master (latencies add), the master's link
+    serialises the (n-1) messages; ring/tree use the slowest link for every hop.
+    """
+    if cluster.n == 1 or message_bytes == 0:
+        return 0.0, 0.0
+    links = _access_links(cluster)
+    if links is None:
+        link_s, bytes_s = on_topology(cluster.topology, algorithm, collective, message_bytes, depth=depth, breakdown=True)
+        return float(link_s), float(bytes_s)
+    bw, lat = links
+    n = cluster.n
+    if algorithm == "star":
+        steps = float(traversals("star", collective, n))
+        path = float(np.max(lat[1:] + lat[0]))
+        phase = max((n - 1) * message_bytes / bw[0], float(np.max(message_bytes / bw[1:])))
+        phases = 2.0 if collective in ("all_reduce", "reduce_scatter", "all_gather") else 1.0
+        return steps * path, phases * phase
+    link_s, bytes_s = collective_latency(algorithm, collective, n, message_bytes, float(bw.min()), float(lat.max()),
+                                         path_hops=2, depth=depth, breakdown=True)
+    return float(link_s), float(bytes_s)
+
+
+def p2p_time(cluster: Cluster, src: int, dst: int, message_bytes: float) -> float:
+    """Seconds to send one message from device src to dst (model parallelism's hand-off)."""
+    if src == dst or cluster.n == 1:
+        return 0.0
+    links = _access_links(cluster)
+    if links is None:
+        topo = cluster.topology
+        return float(collective_latency("star", "broadcast", 2, message_bytes, topo.link.bandwidth_bytes_per_s,
+                                        topo.link.latency_s, topo.path_hops))
+    bw, lat = links
+    return float(lat[src] + lat[dst] + message_bytes / min(bw[src], bw[dst]))
+
+
+# ---- the TPI-LLM timeline --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceClass:
+    """Devices that behave identically (same spec and share) are simulated once."""
+
+    index: int  # first device of the class (0 = master)
+    device: DeviceSpec
+    share: float
+    count: int
+    master: bool
+
+
+def device_classes(cluster: Cluster, shares: np.ndarray) -> list[DeviceClass]:
+    """Master first, then one class per distinct (worker spec, share)."""
+    classes = [DeviceClass(0, cluster.devices[0], float(shares[0]), 1, True)]
+    for i in range(1, cluster.n):
+        dev, share = cluster.devices[i], float(shares[i])
+        for j, c in enumerate(classes):
+            if not c.master and c.device == dev and abs(c.share - share) < 1e-12:
+                classes[j] = replace(c, count=c.count + 1)
+                break
+        else:
+            classes.append(DeviceClass(i, dev, share, 1, False))
+    return classes
+
+
+@dataclass
+class TPIRun:
+    """One simulated TPI-LLM run: TTFT, steady token latency, per-device peak memory, the timeline."""
+
+    ttft_s: float
+    token_latency_s: float
+    peak_memory_bytes: tuple[float, ...]
+    memory_limit_bytes: tuple[float, ...]
+    oom: bool
+    timeline: Timeline
+    breakdown: dict = field(default_factory=dict)
+    block_times: dict = field(default_factory=dict)
+
+
+def _block_compute(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
+                   bits: float) -> float:
+    if blk.kind == "pre":
+        return compute_time(dev, 0.0, tokens * model.d_model * bits / 8)
+    if blk.kind == "post":
+        return compute_time(dev, 2.0 * tokens * model.d_model * model.vocab_size, blk.params * bits / 8)
+    if blk.kind == "attn":
+        flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
+        kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
+        return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes)
+    return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8)
+
+
+def _retained(blk: Block, retain_every: int) -> bool:
+    return retain_every > 0 and blk.kind == "ffn" and (blk.layer - 1) % retain_every == 0
+
+
+def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, options: TPIOptions,
+                classes: list[DeviceClass]) -> tuple[list[Task], dict]:
+    """Tasks of a prompt + `decode_tokens` decode steps (list order = each resource's order).
+
+    With the scheduler, load k of a device (on its disk) waits for the compute of its load k - w:
+    the window holds at most w blocks, and the loader runs ahead while the device computes and
+    all-reduces. Retained FFN blocks (Prop. 6) are loaded in the first token only.
+    """
+    bits, act = workload.weight_bits, workload.activation_bits / 8
+    prompt = workload.seq_len
+    blocks = {c.index: device_blocks(model, c.share, c.master) for c in classes}
+    tasks: list[Task] = []
+    loaded: dict[int, list[str]] = {c.index: [] for c in classes}  # compute task of each loaded block, in order
+    net_split: dict[str, tuple[float, float]] = {}
+    comm_cache: dict[tuple[str, int], tuple[float, float]] = {}
+    w = options.window
+
+    def compute(c: DeviceClass, blk: Block, token: int, tokens: int, kv_len: int, deps: list[str]) -> str:
+        name = f"t{token}.d{c.index}.{blk.name}"
+        if options.scheduler and not (token > 0 and _retained(blk, options.retain_every)):
+            read = c.device.storage_read_bytes_per_s
+            if read is None:
+                raise WorkbenchError(f"device {c.device.name!r} has no storage_read_bandwidth: the scheduler needs it")
+            k = len(loaded[c.index])
+            load_deps = (loaded[c.index][k - w],) if k - w >= 0 else ()
+            # the scheduler starts before the prompt arrives (Alg. 1 line 3, Alg. 2 line 2): the first
+            # w blocks are already resident at t = 0
+            seconds = 0.0 if k < w else blk.params * bits / 8 / read
+            tasks.append(Task(f"load:{name}", f"disk{c.index}", seconds, load_deps, "io", c.device.name))
+            loaded[c.index].append(name)
+            deps = deps + [f"load:{name}"]
+        duration = _block_compute(model, blk, c.device, c.share, tokens, kv_len, bits)
+        tasks.append(Task(name, f"cpu{c.index}", duration, tuple(deps), "compute", c.device.name))
+        return name
+
+    def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
+        key = (collective, tokens)
+        if key not in comm_cache:
+            algo = "star" if collective == "broadcast" and options.allreduce == "star" else options.allreduce
+            comm_cache[key] = collective_time(cluster, algo, collective, tokens * model.d_model * act,
+                                              options.tree_depth)
+        net_split[name] = comm_cache[key]
+        tasks.append(Task(name, "net", sum(comm_cache[key]), tuple(deps), "communication", "network"))
+        return name
+
+    master = classes[0]
+    prev_post: list[str] = []
+    for token in range(options.decode_tokens + 1):
+        tokens = prompt if token == 0 else 1
+        kv_len = prompt + token
+        pre = compute(master, blocks[0][0], token, tokens, kv_len, prev_post)
+        prev = network(f"t{token}.bcast", "broadcast", tokens, [pre])
+        for layer in range(model.n_layers):
+            for kind in (0, 1):
+                names = [compute(c, blocks[c.index][2 * layer + kind + (1 if c.master else 0)], token, tokens,
+                                 kv_len, [prev]) for c in classes]
+                prev = network(f"t{token}.ar{layer + 1}.{'attn' if kind == 0 else 'ffn'}", "all_reduce", tokens, names)
+        post = compute(master, blocks[0][-1], token, tokens, kv_len, [prev])
+        prev_post = [post]
+    return tasks, {"blocks": blocks, "net_split": net_split}
+
+
+def _window_peak_bytes(frame, c: DeviceClass, blocks: list[Block], bits: float, retain_every: int) -> float:
+    """Largest sum of block weights resident at once on class c (load start -> compute end)."""
+    sizes = {blk.name: blk.params * bits / 8 for blk in blocks}
+    rows = frame[frame["resource"].isin([f"disk{c.index}", f"cpu{c.index}"])]
+    ends = dict(zip(rows["name"], rows["end"]))
+    events = []
+    for name, start in zip(rows["name"], rows["start"]):
+        if not name.startswith("load:"):
+            continue
+        compute_name = name[len("load:"):]
+        blk_name = compute_name.split(".", 2)[2]
+        retained = retain_every > 0 and blk_name.startswith("ffn") and (int(blk_name[3:]) - 1) % retain_every == 0
+        events.append((start, sizes[blk_name]))
+        if not retained:
+            events.append((ends[compute_name], -sizes[blk_name]))
+    events.sort(key=lambda e: (e[0], e[1]))  # release before load at equal times
+    level = peak = 0.0
+    for _, delta in events:
+        level += delta
+        peak = max(peak, level)
+    return peak
+
+
+def resident_weight_bytes(model: TransformerConfig, share: float, master: bool, bits: float) -> float:
+    """Bytes of every block a device holds when the scheduler is off."""
+    return sum(blk.params for blk in device_blocks(model, share, master)) * bits / 8
+
+
+def kv_bytes(model: TransformerConfig, share: float, tokens: int, bits: float) -> float:
+    """The device's part of the distributed KV cache for `tokens` tokens."""
+    return share * model.kv_cache_bytes(tokens, bits)
+
+
+def _min_window_fits(model: TransformerConfig, cluster: Cluster, shares: np.ndarray, options: TPIOptions,
+                     bits: float) -> None:
+    """Raise InfeasibleError when some device cannot hold even a one-block window."""
+    for i, dev in enumerate(cluster.devices):
+        need = (options.gamma * window_peak_params(device_blocks(model, shares[i], i == 0), 1) * bits / 8
+                + options.runtime_overhead_bytes + kv_bytes(model, shares[i], options.context_tokens, bits))
+        if need > memory_limit(dev):
+            raise InfeasibleError(
+                f"infeasible: {model.name} needs {need / GIB:.2f} GiB on device {i} ({dev.name}) even with the "
+                f"memory scheduler at window 1, but the device holds {memory_limit(dev) / GIB:.2f} GiB (DRAM + swap)")
+
+
+def simulate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload, options: TPIOptions | None = None,
+                 strict: bool = False) -> TPIRun:
+    """Simulate TPI-LLM on `cluster`: prompt of workload.seq_len tokens, then decode steps.
+
+    `strict`: raise InfeasibleError if the model cannot fit even with the scheduler at window 1.
+    """
+    options = options or default_options()
+    check_devices(model, cluster.n)
+    if model.family != "llama":
+        raise WorkbenchError(f"TPI-LLM's cost model covers Llama-family decoders; got {model.family!r}")
+    bits = workload.weight_bits
+    shares = device_shares(cluster, options.split)
+    if strict and options.scheduler:
+        _min_window_fits(model, cluster, shares, options, bits)
+    classes = device_classes(cluster, shares)
+    tasks, meta = build_tasks(model, cluster, workload, options, classes)
+    timeline = schedule(tasks)
+    frame = timeline.frame
+    post_end = [timeline.end_of(f"t{t}.d0.post") for t in range(options.decode_tokens + 1)]
+    ttft = post_end[0]
+    token_latency = post_end[-1] - post_end[-2]
+    peaks, limits = [0.0] * cluster.n, [0.0] * cluster.n
+    for c in classes:
+        kv = kv_bytes(model, c.share, options.context_tokens, bits)
+        if options.scheduler:
+            window = _window_peak_bytes(frame, c, meta["blocks"][c.index], bits, options.retain_every)
+            peak = options.gamma * window + options.runtime_overhead_bytes + kv
+        else:
+            peak = resident_weight_bytes(model, c.share, c.master, bits) + options.runtime_overhead_bytes + kv
+        for i in range(cluster.n):
+            same = i == c.index or (not c.master and i > 0 and cluster.devices[i] == c.device
+                                    and abs(shares[i] - c.share) < 1e-12)
+            if same:
+                peaks[i], limits[i] = peak, memory_limit(cluster.devices[i])
+    oom = any(p > lim for p, lim in zip(peaks, limits))
+    breakdown = {"ttft": _breakdown(frame, 0.0, post_end[0], meta["net_split"]),
+                 "token": _breakdown(frame, post_end[-2], post_end[-1], meta["net_split"])}
+    return TPIRun(ttft, token_latency, tuple(peaks), tuple(limits), oom, timeline, breakdown,
+                  _steady_block_times(frame, options.decode_tokens))
+
+
+def _breakdown(frame, t0: float, t1: float, net_split: dict) -> dict[str, float]:
+    """Critical-path shares of [t0, t1]: master compute, communication (link / bytes), waiting (IO, stragglers)."""
+    inside = frame[(frame["start"] >= t0 - 1e-12) & (frame["end"] <= t1 + 1e-12)]
+    compute = float(inside.loc[inside["resource"] == "cpu0", "duration"].sum())
+    nets = inside.loc[inside["resource"] == "net", "name"]
+    link = sum(net_split[n][0] for n in nets)
+    data = sum(net_split[n][1] for n in nets)
+    wait = max(0.0, (t1 - t0) - compute - link - data)
+    return {"compute_s": compute, "comm_link_latency_s": link, "comm_bytes_s": data, "wait_s": wait}
+
+
+def _steady_block_times(frame, last_token: int) -> dict[str, float]:
+    """Prop. 3/4 inputs measured on the master in the last token: t_attn, t_ffn, t_allreduce, tau_attn, tau_ffn."""
+    tok = f"t{last_token}."
+
+    def mean(mask) -> float:
+        sel = frame.loc[mask, "duration"]
+        return float(sel.mean()) if len(sel) else 0.0
+
+    names = frame["name"]
+    return {"t_attn": mean(names.str.startswith(tok + "d0.attn")),
+            "t_ffn": mean(names.str.startswith(tok + "d0.ffn")),
+            "t_allreduce": mean(names.str.startswith(tok + "ar")),
+            "tau_attn": mean(names.str.startswith("load:" + tok + "d0.attn")),
+            "tau_ffn": mean(names.str.startswith("load:" + tok + "d0.ffn"))}
+
+
+def _result(scheme: str, paper: str, workload: Workload, latency: float, breakdown: dict, peaks, limits,
+            oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None) -> SchemeResult:
+    wait = breakdown.get("wait_s", 0.0)
+    return SchemeResult(scheme, paper, workload.phase, float(latency), compute_s=breakdown.get("compute_s", 0.0),
+                        comm_link_latency_s=breakdown.get("comm_link_latency_s", 0.0),
+                        comm_bytes_s=breakdown.get("comm_bytes_s", 0.0),
+                        io_stall_s=wait if io_is_wait else breakdown.get("io_s", 0.0),
+                        other_s=0.0 if io_is_wait else wait,
+                        peak_memory_bytes=tuple(peaks), memory_budget_bytes=tuple(limits), oom=bool(oom),
+                        notes=notes, extra=extra or {})
+
+
+def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload, options: TPIOptions | None = None,
+                 scheme: str = "tpi_star_tp", paper: str = PAPER) -> SchemeResult:
+    """TPI-LLM on the cost model: TTFT for a prefill workload, steady token latency for decode."""
+    options = options or default_options()
+    run = simulate_tpi(model, cluster, workload, options)
+    key = "ttft" if workload.phase == "prefill" else "token"
+    latency = run.ttft_s if key == "ttft" else run.token_latency_s
+    note = f"{options.allreduce} all-reduce, " + (f"scheduler w={options.window}" if options.scheduler else "no scheduler")
+    return _result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
+                   run.memory_limit_bytes, run.oom, note, io_is_wait=options.scheduler,
+                   extra={"run": run, "block_times": run.block_times})
+
+
+@register("tpi_star_tp", PAPER)
+def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """TPI-LLM: capability-proportional heads, star all-reduce, sliding-window scheduler (w = 2)."""
+    return evaluate_tpi(model, cluster, workload, default_options())
+
+
+@register("tp_ring_allreduce", "baseline")
+def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident."""
+    return evaluate_tpi(model, cluster, workload, default_options(scheduler=False, allreduce="ring", split="equal"),
+                        scheme="tp_ring_allreduce", paper="baseline")
+
+
+# ---- single-device and model-parallel baselines ------------------------------------------------------
+def _sequential_compute(model: TransformerConfig, dev: DeviceSpec, blocks: list[Block], tokens: int, kv_len: int,
+                        bits: float) -> float:
+    return sum(_block_compute(model, blk, dev, 1.0, tokens, kv_len, bits) for blk in blocks)
+
+
+def _phase_tokens(workload: Workload) -> tuple[int, int]:
+    return (workload.seq_len, workload.seq_len) if workload.phase == "prefill" else (1, workload.kv_len)
+
+
+@register("single_device_resident", "baseline")
+def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Standalone / Transformers on device 0: all weights resident, swapped when they exceed DRAM.
+
+    Each pass touches every weight in the same order, so once they exceed DRAM the OS's LRU evicts
+    every page before its reuse: every pass pages all weights in from swap. The first pass also
+    writes them out (they are dirty anonymous pages until swapped once), so it moves twice the bytes.
+    """
+    opts = default_options()
+    dev, bits = cluster.devices[0], workload.weight_bits
+    blocks = device_blocks(model, 1.0, True)
+    weights = sum(b.params for b in blocks) * bits / 8
+    peak = weights + opts.runtime_overhead_bytes + kv_bytes(model, 1.0, opts.context_tokens, bits)
+    tokens, kv_len = _phase_tokens(workload)
+    compute = _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+    swapping = peak > dev.memory_bytes
+    passes = 2.0 if workload.phase == "prefill" else 1.0
+    swap = passes * weights / device_constant(dev, "swap_bandwidth", dev.storage_read_bytes_per_s or 1e9) \
+        if swapping else 0.0
+    return _result("single_device_resident", "baseline", workload, compute + swap,
+                   {"compute_s": compute, "wait_s": swap}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
+                   "swaps every weight each pass" if swapping else "fits in DRAM")
+
+
+@register("disk_offload_blocking", "baseline")
+def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Accelerate-style disk offload on device 0: every block is read (blocking) before it is computed.
+
+    Accelerate first loads the full weights to split them, so it is OOM when they exceed DRAM + swap.
+    """
+    opts = default_options()
+    dev, bits = cluster.devices[0], workload.weight_bits
+    blocks = device_blocks(model, 1.0, True)
+    weights = sum(b.params for b in blocks) * bits / 8
+    load_peak = weights + opts.runtime_overhead_bytes
+    tokens, kv_len = _phase_tokens(workload)
+    compute = _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+    io = weights / device_constant(dev, "offload_read_bandwidth", dev.storage_read_bytes_per_s or 1e9)
+    running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
+    return _result("disk_offload_blocking", "baseline", workload, compute + io, {"compute_s": compute, "wait_s": io},
+                   (max(load_peak, running),), (memory_limit(dev),), load_peak > memory_limit(dev),
+                   "blocking reads of every block")
+
+
+def mp_layer_ranges(n_layers: int, n_devices: int) -> list[tuple[int, int]]:
+    """Contiguous layer ranges per device for model parallelism (as even as possible, earlier get more)."""
+    base, extra = divmod(n_layers, n_devices)
+    edges = np.cumsum([0] + [base + (1 if i < extra else 0) for i in range(n_devices)])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+@register("layerwise_mp", "baseline")
+def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Model parallelism (pipeline degraded to one request): devices run their layers one after another."""
+    opts = default_options()
+    bits, act = workload.weight_bits, workload.activation_bits / 8
+    tokens, kv_len = _phase_tokens(workload)
+    size = table4_block_params(model, 1.0)
+    compute, comm, peaks, limits = 0.0, 0.0, [], []
+    ranges = mp_layer_ranges(model.n_layers, cluster.n)
+    for i, (dev, (a, b)) in enumerate(zip(cluster.devices, ranges)):
+        blocks = [Block(f"{k}{layer}", k, layer, size[k]) for layer in range(a + 1, b + 1) for k in ("attn", "ffn")]
+        if i == 0:
+            blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
+        compute += _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+        comm += p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
+        weights = sum(blk.params for blk in blocks) * bits / 8
+        kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
+        peaks.append(weights + opts.runtime_overhead_bytes + kv)
+        limits.append(memory_limit(dev))
+    oom = any(p > lim for p, lim in zip(peaks, limits))
+    return _result("layerwise_mp", "baseline", workload, compute + comm,
+                   {"compute_s": compute, "comm_link_latency_s": comm}, peaks, limits, oom, "layer-sequential")
