@@ -1,0 +1,115 @@
+# %% [markdown]
+# # Arena: every scheme on one model, one set of devices, one cost model
+# Each paper compares itself with its own baselines on its own hardware. Here every partition scheme the
+# workbench implements (everything registered in `workbench.schemes`) runs on the *same* model, devices
+# and network through the shared cost-model core, for prefill (time to first token) and decode (time per
+# token), with peak memory per device and out-of-memory marked. The deployment comes from a TOML file
+# (`examples/*.toml`, or your own: `python -m workbench whatif FILE.toml`).
+#
+# Nothing here is fitted: the arena only re-runs each paper's evaluator (with that paper's fitted
+# constants where its own devices are used) on common ground, so these numbers are predictions, not
+# validations. Where a scheme does not apply (e.g. device count not dividing the heads, a weight format
+# a scheme does not support) its row says "n/a" with the reason.
+
+# %% tags=["parameters"]
+figures_dir = None  # None -> figures/
+interactive = True  # False in batch runs: widgets are skipped
+quick = False  # True: tiny sweeps, used by the test suite
+config = "examples/sbc_gigabit.toml"  # the deployment (devices, network, prompt)
+model = "Llama 2-7B"  # overrides the file's model for the arena and the regime map ("" keeps it)
+weight_bits = 8.0  # overrides the file's weight format (0 keeps it); 8 bit runs on every scheme
+
+# %%
+import pandas as pd
+
+from workbench.arena import (
+    arena_result_rows,
+    breakdown_chart,
+    breakdown_frame,
+    format_table,
+    memory_chart,
+    ranking_chart,
+    run_arena,
+)
+from workbench.io import REPO_ROOT
+from workbench.regimes import (
+    SLICES,
+    Base,
+    claim_chart,
+    claims_summary,
+    regime_chart,
+    regime_result_rows,
+    study,
+)
+from workbench.results import Recorder
+from workbench.userconfig import load_config
+
+rec = Recorder("arena", figures_dir)
+deployment = load_config(REPO_ROOT / config)
+base = Base.from_config(deployment, model=model or None, weight_bits=weight_bits or None)
+arena = run_arena(base.model, base.cluster, base.seq_len, base.seq_len, base.weight_bits,
+                  base.activation_bits).check_feasible()
+table = arena.table()
+rec.add(arena_result_rows(arena))
+print(format_table(arena))
+
+# %% [markdown]
+# ## The table and the latency breakdown
+# Bars stack the busy time of each component (compute, communication split into per-hop link latency
+# and bytes over bandwidth, IO stall waiting for weights); the black tick is the end-to-end latency,
+# shorter than the stack where a scheme overlaps communication or IO with compute.
+
+# %%
+rec.chart(ranking_chart(arena), "table", data=table)
+rec.chart(breakdown_chart(arena), "breakdown", data=breakdown_frame(arena))
+
+# %%
+rec.chart(memory_chart(arena, "decode"), "memory", data=arena.memory())
+
+# %% [markdown]
+# ## Regime map
+# Around the same deployment, three slices: network (link bandwidth x per-hop latency), scale (device
+# count x memory per device) and prompt (bandwidth x sequence length). Each tile is coloured by the
+# fastest scheme that fits there and labelled with its margin over the runner-up; black lines are the
+# boundaries between regimes.
+
+# %%
+results = study(base, quick=quick)
+charts = []
+for name, (x, y, phases) in SLICES.items():
+    for phase in phases:
+        charts.append(regime_chart(results[name], x, y, phase, title=f"{name}: winner ({phase})", width=260))
+import altair as alt  # noqa: E402
+
+regime_map = alt.vconcat(*[alt.hconcat(*charts[i:i + 2]) for i in range(0, len(charts), 2)]).resolve_scale(
+    color="shared")
+winners_all = pd.concat([results[n].assign(slice=n) for n in SLICES], ignore_index=True)
+rec.chart(regime_map, "regime_map", data=winners_all)
+rec.add(regime_result_rows(results, base.model.name))
+
+# %% [markdown]
+# ## Where each paper's headline claim holds, and where it stops
+# Each claim is a ratio (baseline latency / the paper's scheme latency) over the axis the claim is about;
+# it holds where the ratio exceeds the threshold (green) and stops where it does not (red). The
+# super-linear MCU claim is speedup over one chip divided by the chip count. "fits" claims hold where the
+# paper's scheme runs and the baseline is out of memory. TPI-LLM's star-vs-ring and TP-vs-model-parallel
+# claims use TPI-LLM's own evaluator with all weights resident (no sliding window) so that only the
+# all-reduce (or the parallelism) differs.
+
+# %%
+claims = results["claims"]
+rec.chart(claim_chart(claims), "claims", data=claims)
+summary = claims_summary(claims)
+rec.chart(alt.Chart(summary).mark_text(align="left").encode(
+    y=alt.Y("claim:N", title=None), text="holds_at:N").properties(title="claims: where they hold", width=500),
+    "claims_summary", data=summary)
+rec.write()
+summary
+
+# %%
+if interactive:
+    from IPython.display import display
+
+    from workbench.explore import Explorer, settings_for_preset
+
+    display(Explorer(settings_for_preset(config)).widget)

@@ -1,0 +1,157 @@
+"""The explorer notebook in a real browser: Voila on 127.0.0.1, Debian's Chromium headless via Playwright.
+
+Moves the device-count slider and checks that the charts and the summary number change, then drags the
+memory budget to its minimum and checks that the one-line message appears and the charts stay.
+Skips (printing why) when /usr/bin/chromium is missing, except in CI (CI=true), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.io import FIGURES_DIR, NOTEBOOKS_DIR
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SERVER_START_S = 60
+PAGE_READY_MS = 120_000
+UPDATE_MS = 30_000
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _require_chromium() -> None:
+    if CHROMIUM.exists():
+        return
+    reason = f"{CHROMIUM} is missing (install Debian's chromium: bash scripts/ensure_chromium.sh)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser test must run in CI: {reason}")
+    print(f"skipping the browser test: {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"voila exited early with code {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.25)
+    raise TimeoutError(f"voila did not listen on 127.0.0.1:{port} within {timeout_s} s")
+
+
+@pytest.fixture
+def voila_url(tmp_path):
+    """Serve notebooks/explore.ipynb with Voila on 127.0.0.1; always kill the server afterwards."""
+    _require_chromium()
+    from workbench.runner import ensure_kernel
+
+    ensure_kernel()
+    port = _free_port()
+    voila = Path(sys.executable).with_name("voila")
+    log = open(tmp_path / "voila.log", "w")
+    proc = subprocess.Popen(
+        [str(voila), str(NOTEBOOKS_DIR / "explore.ipynb"), "--no-browser", f"--port={port}",
+         "--Voila.ip=127.0.0.1", "--Voila.port_retries=0", "--VoilaConfiguration.show_tracebacks=True"],
+        cwd=NOTEBOOKS_DIR, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    try:
+        _wait_for_port(port, proc, SERVER_START_S)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+        print((tmp_path / "voila.log").read_text()[-3000:])
+
+
+def _summary(page) -> str:
+    return page.locator(".wb-summary").inner_text()
+
+
+def _chart_svg(page, name: str) -> str:
+    return page.locator(f".wb-chart-{name} svg").first.inner_html()
+
+
+def _settled(page, timeout_s: float = 30.0) -> tuple[str, str]:
+    """(summary, ranking SVG) once they stop changing: a slider moved by several steps sends several updates."""
+    deadline, last, same = time.monotonic() + timeout_s, None, 0
+    while time.monotonic() < deadline:
+        state = (_summary(page), _chart_svg(page, "ranking"))
+        same = same + 1 if state == last else 0
+        if same >= 3:
+            return state
+        last = state
+        page.wait_for_timeout(500)
+    raise TimeoutError("the explorer kept changing for 30 s")
+
+
+def _press(page, control: str, key: str, times: int = 1) -> None:
+    """Move a slider with the keyboard, as a person would after clicking its handle."""
+    handle = page.locator(f".wb-{control} .noUi-handle").first
+    handle.focus()
+    for _ in range(times):
+        handle.press(key)
+
+
+def test_explorer_follows_slider_and_shows_invalid_message(voila_url):
+    from playwright.sync_api import sync_playwright
+
+    out = FIGURES_DIR / "explorer"
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1500})
+            page.goto(voila_url, timeout=PAGE_READY_MS)
+            page.wait_for_selector(".wb-summary b", timeout=PAGE_READY_MS)
+            page.wait_for_selector(".wb-chart-ranking svg .mark-symbol path", timeout=PAGE_READY_MS)
+            summary0, svg0 = _settled(page)
+            assert "best" in summary0, summary0
+
+            # 4 devices -> 2: the ranking and the best latency must change.
+            _press(page, "n-devices", "ArrowLeft", times=2)
+            page.wait_for_function(
+                "s => document.querySelector('.wb-summary').innerText !== s", arg=summary0, timeout=UPDATE_MS)
+            page.wait_for_function(
+                "s => document.querySelector('.wb-chart-ranking svg').innerHTML !== s", arg=svg0, timeout=UPDATE_MS)
+            summary1, svg1 = _settled(page)
+            assert page.locator(".wb-n-devices .widget-readout").inner_text().strip() == "2"
+            assert summary1 != summary0 and svg1 != svg0
+            assert page.locator(".wb-message").inner_text().strip() == ""
+            page.screenshot(path=str(out / "explorer.png"), full_page=True)
+
+            # A memory budget nothing fits in: one line, no traceback, previous charts kept.
+            _press(page, "memory-gib", "Home")
+            page.wait_for_function(
+                "() => document.querySelector('.wb-message').innerText.includes('infeasible')", timeout=UPDATE_MS)
+            message = page.locator(".wb-message").inner_text()
+            assert "Traceback" not in page.content()
+            assert len(message.strip().splitlines()) == 1, message
+            assert _chart_svg(page, "ranking") == svg1
+            assert _summary(page) == summary1
+            page.screenshot(path=str(out / "explorer_invalid.png"), full_page=True)
+        finally:
+            browser.close()

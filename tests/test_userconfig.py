@@ -1,0 +1,244 @@
+"""Deployment TOML files: the examples load with every constant cited; bad files give one-line errors
+naming the key and the range; random configs never raise anything but WorkbenchError."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.hardware import device_names
+from workbench.io import REPO_ROOT
+from workbench.userconfig import (
+    WEIGHT_FORMATS,
+    config_from_text,
+    load_config,
+    missing_sources,
+    parse_config,
+)
+
+EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
+GIB = 2**30
+
+
+def example_table(stem: str = "sbc_gigabit") -> dict:
+    with open(REPO_ROOT / "examples" / f"{stem}.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def one_line_error(table: dict, *fragments: str, error=WorkbenchError) -> str:
+    with pytest.raises(error) as info:
+        parse_config(table, "x.toml")
+    message = str(info.value)
+    assert "\n" not in message, message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_three_examples_ship():
+    assert {p.stem for p in EXAMPLES} >= {"sbc_gigabit", "laptops_wifi", "smart_home"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_examples_load_and_cite_every_constant(path):
+    config = load_config(path)
+    assert config.cluster.n >= 2 and config.model.name
+    with open(path, "rb") as f:
+        assert missing_sources(tomllib.load(f)) == []
+
+
+def test_sbc_example_values_are_converted_to_si_units():
+    config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
+    pi = config.cluster.devices[0]
+    assert config.cluster.n == 4 and config.weight_bits == 4.5
+    assert pi.peak("fp16") == pytest.approx(307.2e9)
+    assert pi.memory_level("DRAM").capacity_bytes == 7 * GIB
+    assert pi.memory_level("DRAM").bandwidth_bytes_per_s == pytest.approx(17.1e9)
+    assert pi.memory_level("LLC").capacity_bytes == 2 * 2**20
+    assert pi.storage_read_bytes_per_s == pytest.approx(90e6)
+    link = config.cluster.topology.link
+    assert link.bandwidth_bytes_per_s == pytest.approx(125e6) and link.latency_s == pytest.approx(50e-6)
+    assert config.workload("decode").kv_len == 128
+
+
+def test_missing_sources_finds_an_uncited_number():
+    table = example_table()
+    del table["devices"][0]["sources"]["efficiency_gemv"]
+    assert missing_sources(table) == ["devices[0].efficiency_gemv"]
+
+
+def test_missing_key_names_it():
+    table = example_table()
+    del table["network"]["bandwidth_mbps"]
+    one_line_error(table, "missing key network.bandwidth_mbps")
+    table = example_table()
+    del table["devices"][0]["memory"][1]["bandwidth_gb_per_s"]
+    one_line_error(table, "devices[0].memory[1].bandwidth_gb_per_s")
+
+
+@pytest.mark.parametrize("where, key, value, fragment", [
+    ("network", "bandwidth_mbps", -5, "network.bandwidth_mbps must be a number > 0"),
+    ("network", "latency_ms", -1, "network.latency_ms must be a number >= 0"),
+    ("device", "efficiency_gemm", 1.5, "devices[0].efficiency_gemm must be a number > 0 and <= 1"),
+    ("device", "storage_read_mb_per_s", 0, "devices[0].storage_read_mb_per_s must be a number > 0"),
+    ("device", "count", 0, "devices[0].count must be an integer in [1, 1024]"),
+    ("device", "peak_gflops", {"fp16": -1.0}, "devices[0].peak_gflops.fp16 must be a number > 0"),
+    ("device", "peak_gflops", {"fp8": 1.0}, "unknown dtype devices[0].peak_gflops.fp8"),
+    ("model", "weight_bits", 0.5, "model.weight_bits must be a number >= 1"),
+    ("model", "name", "GPT-5", "model.name must be a registered model"),
+    ("network", "topology", "mesh", "network.topology must be one of"),
+    ("network", "bandwith_mbps", 100, "unknown key network.bandwith_mbps"),
+])
+def test_bad_values_name_the_key_and_range(where, key, value, fragment):
+    table = example_table()
+    target = {"network": table["network"], "device": table["devices"][0], "model": table["model"]}[where]
+    if where == "model" and key == "weight_bits":
+        del target["weight_format"]
+    target[key] = value
+    one_line_error(table, fragment)
+
+
+def test_negative_memory_bandwidth_names_the_level():
+    table = example_table()
+    table["devices"][0]["memory"][1]["bandwidth_gb_per_s"] = -17.1
+    one_line_error(table, "devices[0].memory[1].bandwidth_gb_per_s", "> 0")
+
+
+def test_a_model_that_fits_nowhere_is_infeasible():
+    table = example_table()
+    table["model"] = {"name": "Llama 2-70B", "weight_format": "fp32"}  # one block ~3.2 GiB
+    for device in table["devices"]:
+        device["memory"][1]["capacity_gib"] = 1
+    one_line_error(table, "infeasible", "fits nowhere", "Llama 2-70B", error=InfeasibleError)
+
+
+def test_too_big_without_storage_is_infeasible():
+    table = example_table()
+    table["model"] = {"name": "Llama 2-13B", "weight_format": "fp16"}  # 24 GiB > 4 x 7 GiB? no: 28 GiB
+    table["devices"][0]["count"] = 2
+    del table["devices"][0]["storage_read_mb_per_s"]
+    one_line_error(table, "infeasible", "stream", error=InfeasibleError)
+
+
+def test_weight_formats_include_4bit_block_formats():
+    assert WEIGHT_FORMATS["q4_0"] == 4.5 and WEIGHT_FORMATS["q4_1"] == 5.0 and WEIGHT_FORMATS["q8_0"] == 8.5
+    table = example_table()
+    table["model"]["weight_bits"] = 4.5
+    one_line_error(table, "not both")
+
+
+def test_model_by_dimensions():
+    table = example_table()
+    table["model"] = {"name": "my-llama", "family": "llama", "n_layers": 4, "d_model": 256, "n_heads": 8,
+                      "n_kv_heads": 2, "d_ff": 512, "vocab_size": 1000, "weight_bits": 8}
+    config = parse_config(table, "x.toml")
+    assert config.model.name == "my-llama" and config.model.n_kv_heads == 2 and config.weight_bits == 8
+    del table["model"]["d_ff"]
+    one_line_error(table, "missing key model.d_ff")
+    table["model"]["d_ff"] = 512
+    table["model"]["n_heads"] = 7  # 256 not divisible by 7
+    one_line_error(table, "model:", "n_heads")
+
+
+def test_sequence_longer_than_the_model_allows():
+    table = example_table()
+    table["workload"]["seq_len"] = 10**6
+    one_line_error(table, "workload.seq_len must be <= the model's max_positions")
+
+
+@pytest.mark.skipif(not device_names(), reason="no device presets in data/devices")
+def test_devices_from_presets():
+    table = example_table()
+    preset = device_names()[0]
+    table["devices"] = [{"preset": preset, "count": 2}]
+    table["model"] = {"name": "TinyLlama-42M", "weight_bits": 8}
+    config = parse_config(table, "x.toml")
+    assert config.cluster.n == 2
+    table["devices"][0]["efficiency_gemm"] = 0.5
+    one_line_error(table, "uses preset")
+
+
+def test_bad_toml_text_and_missing_file():
+    with pytest.raises(WorkbenchError, match="not valid TOML"):
+        config_from_text("[network\nbandwidth_mbps = 1", "x.toml")
+    with pytest.raises(WorkbenchError, match="does not exist"):
+        load_config(REPO_ROOT / "examples" / "nope.toml")
+
+
+# ---- random configs -------------------------------------------------------------------------------
+numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(-10, 10**7),
+                    st.booleans(), st.text(max_size=3), st.none())
+positive = st.floats(1e-3, 1e4, allow_nan=False)
+
+
+@st.composite
+def mutated_configs(draw):
+    """An example with a few values replaced by anything (wrong types, NaN, negatives, huge)."""
+    table = copy.deepcopy(example_table(draw(st.sampled_from(["sbc_gigabit", "laptops_wifi", "smart_home"]))))
+    paths = [("network", "bandwidth_mbps"), ("network", "latency_ms"), ("network", "topology"),
+             ("network", "group_size"), ("workload", "seq_len"), ("workload", "kv_len"), ("model", "name"),
+             ("model", "activation_bits"), ("devices", 0, "count"), ("devices", 0, "efficiency_gemm"),
+             ("devices", 0, "storage_read_mb_per_s"), ("devices", 0, "memory", 0, "capacity_mib"),
+             ("devices", 0, "memory", 1, "capacity_gib"), ("devices", 0, "memory", 1, "bandwidth_gb_per_s"),
+             ("devices", 0, "peak_gflops")]
+    for path in draw(st.lists(st.sampled_from(paths), min_size=1, max_size=3)):
+        node = table
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = draw(st.one_of(numbers, st.dictionaries(st.sampled_from(["fp16", "int8", "xx"]), numbers,
+                                                                 max_size=2)))
+    return table
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_configs())
+def test_mutated_configs_raise_only_workbench_errors(table):
+    try:
+        parse_config(table, "random.toml")
+    except WorkbenchError as exc:
+        assert "\n" not in str(exc)
+
+
+@st.composite
+def valid_configs(draw):
+    """A valid deployment: 1-8 devices of 1-2 kinds with random peaks, memories, links, models."""
+    kinds = []
+    for i in range(draw(st.integers(1, 2))):
+        inner_mib = draw(st.floats(0.25, 16))
+        kinds.append({
+            "name": f"dev{i}", "count": draw(st.integers(1, 4)),
+            "peak_gflops": {"fp16": draw(st.floats(1, 5e4)), "int8": draw(st.floats(1, 1e5))},
+            "efficiency_gemm": draw(st.floats(0.05, 1)), "efficiency_gemv": draw(st.floats(0.05, 1)),
+            "storage_read_mb_per_s": draw(st.floats(10, 5e3)),
+            "memory": [{"name": "LLC", "capacity_mib": inner_mib, "bandwidth_gb_per_s": draw(st.floats(1, 1e3))},
+                       {"name": "DRAM", "capacity_gib": draw(st.floats(0.5, 64)),
+                        "bandwidth_gb_per_s": draw(st.floats(0.5, 500))}]})
+    model = draw(st.sampled_from(["TinyLlama-42M", "DistilBERT", "BERT-base", "GPT2-L", "Llama 2-7B", "OPT-L"]))
+    seq = draw(st.integers(1, 512))
+    return {"model": {"name": model, "weight_format": draw(st.sampled_from(sorted(WEIGHT_FORMATS)))},
+            "workload": {"seq_len": seq, "kv_len": draw(st.integers(1, 512))},
+            "network": {"topology": draw(st.sampled_from(["switch", "gateway_tree", "direct", "ring"])),
+                        "bandwidth_mbps": draw(positive), "latency_ms": draw(st.floats(0, 50))},
+            "devices": kinds}
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(valid_configs())
+def test_random_valid_configs_run_in_the_arena_raising_only_workbench_errors(table):
+    from workbench.arena import arena_for_config
+
+    try:
+        config = parse_config(table, "random.toml")
+    except InfeasibleError:
+        return
+    arena = arena_for_config(config)  # a scheme may refuse (n/a); any other exception fails the test
+    try:
+        arena.check_feasible()
+    except InfeasibleError as exc:
+        assert "nothing fits" in str(exc)
+    assert len(arena.table()) == 2 * len(arena.entries) // 2

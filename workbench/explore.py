@@ -1,0 +1,331 @@
+"""Live what-if explorer: ipywidgets controls driving the arena's charts through `alt.JupyterChart`.
+
+The model call is the pure function `compute(Settings) -> View` (what the benchmark times); the
+`Explorer` widget only turns controls into `Settings`, calls `compute`, and swaps the charts' specs.
+Invalid settings (more devices than heads for the chosen scheme, a budget nothing fits in) raise
+`WorkbenchError`; the explorer shows its one line and keeps the previous charts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.arena import (
+    GIB,
+    METRIC,
+    Arena,
+    Registry,
+    breakdown_chart,
+    breakdown_frame,
+    memory_chart,
+    memory_frame,
+    ranking_chart,
+    ranking_frame,
+    run_arena,
+    with_data,
+)
+from workbench.errors import (
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
+from workbench.hardware import DeviceSpec, device_names, load_device
+from workbench.io import REPO_ROOT
+from workbench.models import MODELS, get_model
+from workbench.network import Link, Topology
+from workbench.regimes import vary_cluster
+from workbench.schemes.base import PHASES, Cluster, load_all
+from workbench.userconfig import UserConfig, load_config
+
+EXAMPLES_DIR = REPO_ROOT / "examples"
+ALL = "all"
+MAX_DEVICES = 64
+
+
+def preset_names() -> list[str]:
+    """Example deployments (examples/<stem>.toml) first, then device presets (data/devices/<id>.toml)."""
+    return sorted(p.stem for p in EXAMPLES_DIR.glob("*.toml")) + device_names()
+
+
+@lru_cache(maxsize=64)
+def _load_config_cached(path: str, mtime: float) -> UserConfig:
+    return load_config(path)
+
+
+def load_preset(preset: str) -> UserConfig | DeviceSpec:
+    """An example or any TOML path -> its UserConfig; a device id -> its DeviceSpec."""
+    path = Path(preset)
+    if preset.endswith(".toml"):
+        path = path if path.is_absolute() else (REPO_ROOT / path if not path.exists() else path)
+    elif (EXAMPLES_DIR / f"{preset}.toml").exists():
+        path = EXAMPLES_DIR / f"{preset}.toml"
+    else:
+        return load_device(preset)
+    if not path.is_file():
+        raise WorkbenchError(f"config file {preset!r} does not exist")
+    return _load_config_cached(str(path), path.stat().st_mtime)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the explorer's controls set; validated on construction (one-line errors)."""
+
+    preset: str = "sbc_gigabit"
+    model: str = "Llama 2-7B"
+    scheme: str = ALL
+    n_devices: int = 4
+    bandwidth_mbps: float = 1000.0
+    latency_ms: float = 0.05
+    memory_gib: float = 7.0
+    seq_len: int = 128
+    phase: str = "prefill"
+    weight_bits: float = 16.0
+    topology: str = "switch"
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            get_model(self.model)  # raises listing the registry
+        require_int("device count", self.n_devices, low=1, high=MAX_DEVICES)
+        require_positive("link bandwidth (Mbps)", self.bandwidth_mbps)
+        require_non_negative("per-hop latency (ms)", self.latency_ms)
+        require_positive("memory budget per device (GiB)", self.memory_gib)
+        require_int("sequence length", self.seq_len, low=1)
+        require_choice("phase", self.phase, PHASES)
+        require_positive("weight bits", self.weight_bits)
+
+
+def settings_for_preset(preset: str, **changes) -> Settings:
+    """Settings that start from a preset's own model, devices, network and prompt length."""
+    base = load_preset(preset)
+    if isinstance(base, UserConfig):
+        link = base.cluster.topology.link
+        values = dict(model=base.model.name if base.model.name in MODELS else Settings.model,
+                      n_devices=base.cluster.n, bandwidth_mbps=link.bandwidth_bytes_per_s * 8 / 1e6,
+                      latency_ms=link.latency_s * 1e3, memory_gib=base.cluster.devices[0].memory_bytes / GIB,
+                      seq_len=base.seq_len, weight_bits=base.weight_bits, topology=base.cluster.topology.kind)
+    else:
+        values = dict(memory_gib=base.memory_bytes / GIB if base.memory else Settings.memory_gib)
+    return Settings(preset=preset, **{**values, **changes})
+
+
+def build_cluster(settings: Settings) -> Cluster:
+    """The preset's devices (cycled to the device count, memory capped at the budget) on the slider link."""
+    base = load_preset(settings.preset)
+    link = Link.from_mbps(settings.bandwidth_mbps, settings.latency_ms, name="explorer link")
+    if isinstance(base, UserConfig):
+        cluster = base.cluster
+    else:
+        cluster = Cluster((base,), Topology(settings.topology, 1, link))
+    return vary_cluster(cluster, settings.n_devices, settings.bandwidth_mbps, settings.latency_ms,
+                        settings.memory_gib)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the explorer shows for one setting: the arena of one phase and a one-line summary."""
+
+    settings: Settings
+    arena: Arena
+    summary: str
+    notes: tuple[str, ...] = field(default=())
+
+    def table(self) -> pd.DataFrame:
+        """The arena rows of this phase."""
+        return self.arena.table()
+
+
+def compute(settings: Settings, registry: Registry | None = None) -> View:
+    """Evaluate the arena for `settings` (one phase); raise WorkbenchError when nothing can be shown."""
+    registry = load_all() if registry is None else registry
+    model = get_model(settings.model)
+    if settings.seq_len > model.max_positions:
+        raise WorkbenchError(f"sequence length {settings.seq_len} exceeds {model.name}'s max_positions "
+                             f"({model.max_positions})")
+    schemes = None if settings.scheme == ALL else [require_choice("scheme", settings.scheme, sorted(registry))]
+    arena = run_arena(model, build_cluster(settings), settings.seq_len, settings.seq_len, settings.weight_bits,
+                      phases=(settings.phase,), schemes=schemes, registry=registry)
+    if schemes is not None and arena.entries and arena.entries[0].status == "n/a":
+        raise WorkbenchError(f"{settings.scheme} does not apply here: {arena.entries[0].error}")
+    arena.check_feasible()
+    table = arena.table()
+    ok = table[table["status"] == "ok"].sort_values("latency_s")
+    best = ok.iloc[0]
+    counts = table["status"].value_counts()
+    summary = (f"best {METRIC[settings.phase]}: {best.scheme} ({best.paper}) {format_seconds(best.latency_s)}"
+               f" | {int(counts.get('ok', 0))} fit, {int(counts.get('OOM', 0))} OOM, {int(counts.get('n/a', 0))} n/a")
+    notes = tuple(f"{e.scheme}: {e.error}" for e in arena.entries if e.status == "n/a")
+    return View(settings, arena, summary, notes)
+
+
+def format_seconds(seconds: float) -> str:
+    """'12.3 ms' or '1.23 s'."""
+    if not math.isfinite(seconds):
+        return "n/a"
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def charts(view: View) -> dict:
+    """The three explorer charts (altair) for `view`: latency breakdown, ranking, memory vs budget."""
+    return {"breakdown": breakdown_chart(view.arena, width=300, title="", composition=False),
+            "ranking": ranking_chart(view.arena, width=300),
+            "memory": memory_chart(view.arena, phase=view.settings.phase, width=300)}
+
+
+def chart_frames(view: View) -> dict[str, pd.DataFrame]:
+    """The data behind each explorer chart."""
+    return {"breakdown": breakdown_frame(view.arena), "ranking": ranking_frame(view.arena),
+            "memory": memory_frame(view.arena, view.settings.phase)}
+
+
+class ChartBook:
+    """Vega-Lite specs built once per (chart, phase) with altair, then redrawn by swapping their data."""
+
+    def __init__(self) -> None:
+        self.templates: dict[tuple[str, str], dict] = {}
+
+    def specs(self, view: View) -> dict[str, dict]:
+        """Specs of the three charts for `view` (altair builds each template once; ~1 ms per redraw)."""
+        phase = view.settings.phase
+        if any((name, phase) not in self.templates for name in ("breakdown", "ranking", "memory")):
+            for name, chart in charts(view).items():
+                self.templates[(name, phase)] = chart.to_dict(validate=False)
+        return {name: with_data(self.templates[(name, phase)], frame) for name, frame in chart_frames(view).items()}
+
+
+def chart_specs(view: View, book: ChartBook | None = None) -> dict[str, dict]:
+    """Vega-Lite specs (dicts) of the three explorer charts, what the widgets receive on an update."""
+    return (book or ChartBook()).specs(view)
+
+
+class Explorer:
+    """The widget: controls on the left, charts on the right; every change recomputes and redraws."""
+
+    def __init__(self, settings: Settings | None = None, registry: Registry | None = None):
+        import altair as alt
+        import ipywidgets as w
+
+        alt.JupyterChart.enable_offline()  # vega from vl-convert's bundle: no CDN needed
+        self.registry = load_all() if registry is None else registry
+        self.settings = settings or settings_for_preset(Settings.preset)
+        s = self.settings
+        style = {"description_width": "150px"}
+        layout = w.Layout(width="420px")
+        names = preset_names()
+        listed = s.preset in names  # else a TOML path of one's own, shown in the text box
+        self.controls = {
+            "preset": w.Dropdown(options=names, value=s.preset if listed else names[0], description="device preset",
+                                 style=style, layout=layout),
+            "toml": w.Text(value="" if listed else s.preset, placeholder="or a TOML file of your own (Enter)",
+                           description="TOML file", continuous_update=False, style=style, layout=layout),
+            "model": w.Dropdown(options=list(MODELS), value=s.model, description="model", style=style, layout=layout),
+            "scheme": w.Dropdown(options=[ALL] + sorted(self.registry), value=s.scheme, description="scheme",
+                                 style=style, layout=layout),
+            "n_devices": w.IntSlider(value=s.n_devices, min=1, max=MAX_DEVICES, description="devices", style=style,
+                                     layout=layout, continuous_update=False),
+            "bandwidth_mbps": w.FloatLogSlider(value=s.bandwidth_mbps, base=10, min=0, max=5, step=0.1,
+                                               description="link bandwidth (Mbps)", style=style, layout=layout,
+                                               continuous_update=False),
+            "latency_ms": w.FloatLogSlider(value=max(s.latency_ms, 1e-3), base=10, min=-3, max=2, step=0.1,
+                                           description="per-hop latency (ms)", style=style, layout=layout,
+                                           continuous_update=False),
+            "memory_gib": w.FloatLogSlider(value=s.memory_gib, base=2, min=-10, max=7, step=0.25,
+                                           description="memory budget (GiB)", style=style, layout=layout,
+                                           continuous_update=False),
+            "seq_len": w.IntSlider(value=s.seq_len, min=1, max=4096, description="sequence length", style=style,
+                                   layout=layout, continuous_update=False),
+            "phase": w.ToggleButtons(options=list(PHASES), value=s.phase, description="phase", style=style),
+        }
+        for name, control in self.controls.items():
+            control.add_class(f"wb-{name.replace('_', '-')}")
+        self.message = w.HTML(value="").add_class("wb-message")
+        self.summary = w.HTML(value="").add_class("wb-summary")
+        self.view = compute(s, self.registry)
+        self.book = ChartBook()
+        self.book.specs(self.view)  # build this phase's templates now: the first slider move is then fast
+        embed = {"renderer": "svg", "actions": False}
+        self.charts = {name: alt.JupyterChart(chart, embed_options=embed) for name, chart in charts(self.view).items()}
+        for name, chart in self.charts.items():
+            chart.add_class(f"wb-chart-{name}")
+        self._show(self.view)
+        self._suspend = False
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        left = w.VBox(list(self.controls.values()) + [self.summary, self.message],
+                      layout=w.Layout(width="450px", flex="0 0 450px"))
+        right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"]])
+        self.widget = w.HBox([left, right])
+
+    def _show(self, view: View) -> None:
+        note = f" ({len(view.notes)} n/a: {view.notes[0]})" if view.notes else ""
+        self.summary.value = f"<b>{view.summary}</b>{note}"
+
+    def current_settings(self) -> Settings:
+        """Settings from the controls (raises WorkbenchError when they are invalid)."""
+        c = self.controls
+        preset = c["toml"].value.strip() or c["preset"].value
+        return replace(self.settings, preset=preset, model=c["model"].value, scheme=c["scheme"].value,
+                       n_devices=int(c["n_devices"].value), bandwidth_mbps=float(c["bandwidth_mbps"].value),
+                       latency_ms=float(c["latency_ms"].value), memory_gib=float(c["memory_gib"].value),
+                       seq_len=int(c["seq_len"].value), phase=c["phase"].value)
+
+    def _on_change(self, change) -> None:
+        if self._suspend:
+            return
+        if change["owner"] in (self.controls["preset"], self.controls["toml"]):
+            self._load_preset()
+        self.update()
+
+    def _load_preset(self) -> None:
+        """Move the controls to a newly chosen preset's own values (one update afterwards)."""
+        preset = self.controls["toml"].value.strip() or self.controls["preset"].value
+        try:
+            s = settings_for_preset(preset, scheme=self.controls["scheme"].value, phase=self.controls["phase"].value)
+        except WorkbenchError as exc:
+            self.message.value = f"⚠ {exc}"
+            return
+        self._suspend = True
+        try:
+            self.settings = s
+            for name in ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len"):
+                self.controls[name].value = getattr(s, name)
+        finally:
+            self._suspend = False
+
+    def update(self) -> bool:
+        """Recompute from the controls and redraw; on invalid input show one line and keep the charts."""
+        try:
+            view = compute(self.current_settings(), self.registry)
+            specs = self.book.specs(view)
+        except WorkbenchError as exc:
+            self.message.value = f"⚠ {str(exc).splitlines()[0]}"
+            return False
+        for name, spec in specs.items():
+            self.charts[name].spec = spec
+        self.view = view
+        self.message.value = ""
+        self._show(view)
+        return True
+
+
+def view_result_rows(view: View) -> pd.DataFrame:
+    """Tidy result rows (workbench.results columns) of a view: each scheme's latency and peak memory."""
+    from workbench.results import RESULT_COLUMNS
+
+    s = view.settings
+    setting = (f"preset={s.preset},n={s.n_devices},bw={s.bandwidth_mbps:g}Mbps,tau={s.latency_ms:g}ms,"
+               f"mem={s.memory_gib:g}GiB,S={s.seq_len},{s.phase}")
+    rows = []
+    for r in view.table().itertuples():
+        if r.status == "n/a":
+            continue
+        for quantity, value, unit in ((f"{r.scheme}_latency", r.latency_s, "s"),
+                                      (f"{r.scheme}_peak_memory", r.peak_memory_bytes / GIB, "GiB")):
+            rows.append(("workbench", "explorer", s.model, setting, quantity, float(value), unit))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)

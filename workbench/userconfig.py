@@ -1,0 +1,321 @@
+"""Your own hardware: devices, network and model from a TOML file (stdlib tomllib), validated on load.
+
+A file describes one deployment (see examples/*.toml)::
+
+    [meta]     name = "..."
+    [model]    name = "Llama 2-7B" (a registered model) or family/n_layers/d_model/... (its dimensions)
+               weight_format = "q4_0" (or weight_bits = 4.5), activation_bits = 16
+    [workload] seq_len = 128, kv_len = 128            # prompt length; tokens attended per decode step
+    [network]  topology = "switch", bandwidth_mbps = 1000, latency_ms = 0.1  # per hop
+    [[devices]] name, count, peak_gflops = {fp16 = .., int8 = ..}, efficiency_gemm, efficiency_gemv,
+                storage_read_mb_per_s, [[devices.memory]] name, capacity_mib | capacity_gib, bandwidth_gb_per_s
+                (or preset = "<data/devices id>" with count)
+
+Any table may carry a `[*.sources]` sub-table mapping its numeric keys to a citation or "assumed".
+Every error is one line naming the key (e.g. ``devices[1].memory[0].bandwidth_gb_per_s``) and the
+allowed range; a model that cannot fit anywhere is an `InfeasibleError`.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, load_device
+from workbench.models import FAMILIES, MODELS, TransformerConfig
+from workbench.network import TOPOLOGY_KINDS, Link, Topology
+from workbench.schemes.base import Cluster, Workload
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
+# Bits per weight of common formats. Block formats store a scale (and a minimum) per block of 32:
+# q4_0 = 32 x 4 bit + fp16 scale = 18 B / 32 weights = 4.5 bit; q4_1 adds an fp16 minimum (5.0);
+# q8_0 = 32 x 8 bit + fp16 scale (8.5); q4_k packs 256 weights in 144 B (4.5). Source: llama.cpp
+# ggml-common.h block definitions (block_q4_0, block_q4_1, block_q8_0, block_q4_K).
+WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0": 8.5, "int4": 4.0,
+                  "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
+
+TOP_KEYS = ("meta", "model", "workload", "network", "devices")
+MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
+              "max_positions", "tie_embeddings")
+MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "sources") + MODEL_DIMS
+DEVICE_KEYS = ("name", "count", "preset", "peak_gflops", "efficiency_gemm", "efficiency_gemv",
+               "small_kernel_mflop", "storage_read_mb_per_s", "power_w", "memory", "sources")
+MEMORY_KEYS = ("name", "capacity_kib", "capacity_mib", "capacity_gib", "bandwidth_gb_per_s", "sources")
+NETWORK_KEYS = ("topology", "bandwidth_mbps", "latency_ms", "group_size", "sources")
+WORKLOAD_KEYS = ("seq_len", "kv_len", "sources")
+META_KEYS = ("name", "description", "sources")
+CAPACITY_UNITS = {"capacity_kib": KIB, "capacity_mib": MIB, "capacity_gib": GIB}
+
+# (low, high, low_inclusive) per numeric key: generous physical bounds that catch unit slips.
+RANGES = {
+    "peak_gflops": (0.0, 1e7, False), "efficiency_gemm": (0.0, 1.0, False), "efficiency_gemv": (0.0, 1.0, False),
+    "small_kernel_mflop": (0.0, 1e6, True), "storage_read_mb_per_s": (0.0, 1e6, False), "power_w": (0.0, 1e4, True),
+    "capacity_kib": (0.0, 2.0**30, False), "capacity_mib": (0.0, 2.0**20, False), "capacity_gib": (0.0, 1024.0, False),
+    "bandwidth_gb_per_s": (0.0, 1e5, False), "bandwidth_mbps": (0.0, 1e7, False), "latency_ms": (0.0, 1e4, True),
+    "weight_bits": (1.0, 32.0, True), "activation_bits": (1.0, 32.0, True),
+}
+INT_RANGES = {"count": (1, 1024), "group_size": (2, 1024), "seq_len": (1, 1 << 20), "kv_len": (1, 1 << 20),
+              "n_layers": (1, 1000), "d_model": (1, 1 << 17), "n_heads": (1, 4096), "n_kv_heads": (1, 4096),
+              "d_head": (1, 4096), "d_ff": (1, 1 << 19), "vocab_size": (1, 10_000_000),
+              "max_positions": (1, 1 << 21)}
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """One deployment: a model at a weight format, a cluster of devices on one network, a prompt length."""
+
+    name: str
+    model: TransformerConfig
+    cluster: Cluster
+    weight_bits: float = 16.0
+    activation_bits: float = 16.0
+    seq_len: int = 128
+    kv_len: int = 128
+    path: str = ""
+
+    def workload(self, phase: str) -> Workload:
+        """The prefill (time to first token) or decode (time per token) workload of this deployment."""
+        return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
+                        activation_bits=self.activation_bits)
+
+
+# ---- one-line checks naming the key ------------------------------------------------------------
+def _number(where: str, key: str, value, range_key: str | None = None) -> float:
+    """A finite real in RANGES[range_key], else a one-line error naming `key` and the range."""
+    low, high, inclusive = RANGES[range_key or key.rsplit(".", 1)[-1]]
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value >= low if inclusive else value > low) and value <= high
+    if not ok:
+        op = ">=" if inclusive else ">"
+        raise WorkbenchError(f"{where}: {key} must be a number {op} {low:g} and <= {high:g}, got {value!r}")
+    return float(value)
+
+
+def _integer(where: str, key: str, value) -> int:
+    """An int in INT_RANGES, else a one-line error naming `key` and the range."""
+    low, high = INT_RANGES[key.rsplit(".", 1)[-1]]
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise WorkbenchError(f"{where}: {key} must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def _text(where: str, key: str, value) -> str:
+    """A non-empty string, else a one-line error."""
+    if not isinstance(value, str) or not value.strip():
+        raise WorkbenchError(f"{where}: {key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _table(where: str, key: str, value, allowed: tuple[str, ...], required: tuple[str, ...] = ()) -> dict:
+    """A TOML table with only `allowed` keys and every `required` one, else a one-line error."""
+    if not isinstance(value, dict):
+        raise WorkbenchError(f"{where}: {key} must be a table, got {type(value).__name__}")
+    unknown = sorted(set(value) - set(allowed))
+    if unknown:
+        raise WorkbenchError(f"{where}: unknown key {key + '.' if key else ''}{unknown[0]}; allowed: {', '.join(allowed)}")
+    for name in required:
+        if name not in value:
+            raise WorkbenchError(f"{where}: missing key {key + '.' if key else ''}{name}")
+    sources = value.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise WorkbenchError(f"{where}: {key}.sources must be a table of strings (key = \"citation\")")
+    return value
+
+
+# ---- sections ----------------------------------------------------------------------------------
+def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
+    """The [model] table: a registered name or dimensions, plus weight/activation bits."""
+    table = _table(where, "model", table, MODEL_KEYS)
+    if "weight_bits" in table and "weight_format" in table:
+        raise WorkbenchError(f"{where}: give model.weight_bits or model.weight_format, not both")
+    if "weight_format" in table:
+        fmt = table["weight_format"]
+        if not isinstance(fmt, str) or fmt not in WEIGHT_FORMATS:
+            raise WorkbenchError(f"{where}: model.weight_format must be one of {', '.join(WEIGHT_FORMATS)}, got {fmt!r}")
+        weight_bits = WEIGHT_FORMATS[fmt]
+    else:
+        weight_bits = _number(where, "model.weight_bits", table.get("weight_bits", 16.0))
+    activation_bits = _number(where, "model.activation_bits", table.get("activation_bits", 16.0))
+    dims = {k: table[k] for k in MODEL_DIMS if k in table}
+    if not dims:
+        name = table.get("name")
+        if not isinstance(name, str) or name not in MODELS:
+            raise WorkbenchError(f"{where}: model.name must be a registered model ({', '.join(MODELS)}) "
+                                 f"or give the dimensions {', '.join(MODEL_DIMS[:6])}, got {name!r}")
+        return MODELS[name], weight_bits, activation_bits
+    for key in ("family", "n_layers", "d_model", "n_heads", "d_ff", "vocab_size"):
+        if key not in dims:
+            raise WorkbenchError(f"{where}: missing key model.{key} (a model given by its dimensions needs "
+                                 "family, n_layers, d_model, n_heads, d_ff, vocab_size)")
+    if not isinstance(dims["family"], str) or dims["family"] not in FAMILIES:
+        raise WorkbenchError(f"{where}: model.family must be one of {', '.join(FAMILIES)}, got {dims['family']!r}")
+    for key, value in dims.items():
+        if key in INT_RANGES:
+            _integer(where, f"model.{key}", value)
+    if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
+        raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
+    name = _text(where, "model.name", table.get("name", "custom"))
+    try:
+        model = TransformerConfig(name=name, source=f"user config {where}", **dims)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: model: {exc}") from None
+    return model, weight_bits, activation_bits
+
+
+def parse_memory(where: str, key: str, table: dict) -> MemoryLevel:
+    """One [[devices.memory]] level: name, capacity in one unit, bandwidth in GB/s."""
+    table = _table(where, key, table, MEMORY_KEYS, ("name", "bandwidth_gb_per_s"))
+    units = [u for u in CAPACITY_UNITS if u in table]
+    if len(units) != 1:
+        raise WorkbenchError(f"{where}: {key} needs exactly one of capacity_kib, capacity_mib, capacity_gib")
+    capacity = _number(where, f"{key}.{units[0]}", table[units[0]]) * CAPACITY_UNITS[units[0]]
+    bandwidth = _number(where, f"{key}.bandwidth_gb_per_s", table["bandwidth_gb_per_s"]) * 1e9
+    return MemoryLevel(_text(where, f"{key}.name", table["name"]), capacity, bandwidth)
+
+
+def parse_device(where: str, index: int, table: dict) -> tuple[DeviceSpec, int]:
+    """One [[devices]] entry -> (spec, count): a data/devices preset or peaks, efficiencies and memory."""
+    key = f"devices[{index}]"
+    table = _table(where, key, table, DEVICE_KEYS)
+    count = _integer(where, f"{key}.count", table.get("count", 1))
+    if "preset" in table:
+        extra = sorted(set(table) - {"preset", "count", "name", "sources"})
+        if extra:
+            raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count)")
+        spec = load_device(_text(where, f"{key}.preset", table["preset"]))
+        return (spec.with_changes(name=table["name"]) if "name" in table else spec), count
+    for name in ("name", "peak_gflops", "memory"):
+        if name not in table:
+            raise WorkbenchError(f"{where}: missing key {key}.{name}")
+    peaks = table["peak_gflops"]
+    if not isinstance(peaks, dict) or not peaks:
+        raise WorkbenchError(f"{where}: {key}.peak_gflops must be a table of dtype = GFLOP/s ({', '.join(DTYPES)})")
+    for dtype in peaks:
+        if dtype not in DTYPES:  # TOML keys are always strings
+            raise WorkbenchError(f"{where}: unknown dtype {key}.peak_gflops.{dtype}; allowed: {', '.join(DTYPES)}")
+    peak_flops = {d: _number(where, f"{key}.peak_gflops.{d}", v, "peak_gflops") * 1e9 for d, v in peaks.items()}
+    levels = table["memory"]
+    if not isinstance(levels, list) or not levels:
+        raise WorkbenchError(f"{where}: {key}.memory must be a list of [[devices.memory]] levels (innermost first)")
+    memory = tuple(parse_memory(where, f"{key}.memory[{j}]", level) for j, level in enumerate(levels))
+    if len({m.name for m in memory}) != len(memory):
+        raise WorkbenchError(f"{where}: {key}.memory level names must be unique")
+    storage = table.get("storage_read_mb_per_s")
+    try:
+        spec = DeviceSpec(
+            name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops,
+            efficiency_gemm=_number(where, f"{key}.efficiency_gemm", table.get("efficiency_gemm", 1.0)),
+            efficiency_gemv=_number(where, f"{key}.efficiency_gemv", table.get("efficiency_gemv", 1.0)),
+            small_kernel_flops=_number(where, f"{key}.small_kernel_mflop", table.get("small_kernel_mflop", 0.0)) * 1e6,
+            memory=memory, power_w=_number(where, f"{key}.power_w", table.get("power_w", 0.0)),
+            storage_read_bytes_per_s=None if storage is None else
+            _number(where, f"{key}.storage_read_mb_per_s", storage) * 1e6,
+        )
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: {key}: {exc}") from None
+    return spec, count
+
+
+def parse_network(where: str, table: dict, n_devices: int) -> Topology:
+    """The [network] table: topology kind, one link class (bandwidth, per-hop latency)."""
+    table = _table(where, "network", table, NETWORK_KEYS, ("topology", "bandwidth_mbps"))
+    kind = table["topology"]
+    if not isinstance(kind, str) or kind not in TOPOLOGY_KINDS:
+        raise WorkbenchError(f"{where}: network.topology must be one of {', '.join(TOPOLOGY_KINDS)}, got {kind!r}")
+    bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"])
+    latency = _number(where, "network.latency_ms", table.get("latency_ms", 0.0))
+    group = _integer(where, "network.group_size", table.get("group_size", 4))
+    return Topology(kind, n_devices, Link.from_mbps(bandwidth, latency, name=f"{bandwidth:g} Mbps"), group_size=group)
+
+
+def check_fits(model: TransformerConfig, cluster: Cluster, weight_bits: float, where: str = "config") -> None:
+    """Raise InfeasibleError when no scheme could hold the model: one block must fit on some device,
+    and the whole model must fit in the devices' memory together unless a device can stream from storage."""
+    capacities = [d.memory_bytes for d in cluster.devices]
+    block = model.block_weight_bytes(weight_bits)
+    if block > max(capacities):
+        raise InfeasibleError(
+            f"infeasible: {where}: one block of {model.name} is {block / MIB:.1f} MiB at {weight_bits:g} bit, "
+            f"more than the largest device memory ({max(capacities) / MIB:.1f} MiB); it fits nowhere")
+    total = model.weight_bytes(weight_bits)
+    if total > sum(capacities) and not any(d.storage_read_bytes_per_s for d in cluster.devices):
+        raise InfeasibleError(
+            f"infeasible: {where}: {model.name} needs {total / GIB:.2f} GiB at {weight_bits:g} bit but the devices "
+            f"hold {sum(capacities) / GIB:.2f} GiB together and none has storage_read_mb_per_s to stream from")
+
+
+def parse_config(table: dict, where: str = "config") -> UserConfig:
+    """Validate a parsed TOML document and build the deployment it describes."""
+    table = _table(where, "", table, TOP_KEYS, ("model", "network", "devices"))
+    meta = _table(where, "meta", table.get("meta", {}), META_KEYS)
+    model, weight_bits, activation_bits = parse_model(where, table["model"])
+    devices_table = table["devices"]
+    if not isinstance(devices_table, list) or not devices_table:
+        raise WorkbenchError(f"{where}: devices must be a non-empty list of [[devices]] tables")
+    devices: list[DeviceSpec] = []
+    for i, entry in enumerate(devices_table):
+        spec, count = parse_device(where, i, entry)
+        devices += [spec] * count
+    if len(devices) > INT_RANGES["count"][1]:
+        raise WorkbenchError(f"{where}: at most {INT_RANGES['count'][1]} devices in total, got {len(devices)}")
+    topology = parse_network(where, table["network"], len(devices))
+    cluster = Cluster(tuple(devices), topology)
+    workload = _table(where, "workload", table.get("workload", {}), WORKLOAD_KEYS)
+    seq_len = _integer(where, "workload.seq_len", workload.get("seq_len", 128))
+    kv_len = _integer(where, "workload.kv_len", workload.get("kv_len", seq_len))
+    for key, value in (("seq_len", seq_len), ("kv_len", kv_len)):
+        if value > model.max_positions:
+            raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
+                                 f"({model.max_positions}), got {value}")
+    check_fits(model, cluster, weight_bits, where)
+    name = meta.get("name", Path(where).stem)
+    return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
+                      kv_len, where)
+
+
+def load_config(path: str | Path) -> UserConfig:
+    """Load and validate a deployment TOML file."""
+    path = Path(path)
+    if not path.is_file():
+        raise WorkbenchError(f"config file {str(path)!r} does not exist")
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not valid UTF-8 text: {exc}") from None
+    return parse_config(table, path.name)
+
+
+def config_from_text(text: str, where: str = "config") -> UserConfig:
+    """Parse a deployment from TOML text (tests, the explorer's text box)."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(f"{where}: not valid TOML: {exc}") from None
+    return parse_config(table, where)
+
+
+def missing_sources(table: dict, prefix: str = "") -> list[str]:
+    """Numeric keys of a parsed TOML document that no `sources` entry cites (for shipped examples)."""
+    missing = []
+    cited = table.get("sources", {}) if isinstance(table, dict) else {}
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        if key == "sources":
+            continue
+        if isinstance(value, dict):
+            if key not in cited:  # a cited table (e.g. peak_gflops) covers all its numbers
+                missing += missing_sources(value, f"{path}.")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    missing += missing_sources(item, f"{path}[{i}].")
+        elif isinstance(value, int | float) and not isinstance(value, bool) and key not in cited:
+            missing.append(path)
+    return missing
