@@ -1,0 +1,324 @@
+"""Galaxy: shard_map kernels equal the reference and move what the cost model says; Algorithm 1 and its
+exact optimum; the latency/memory model pinned to Table I, Table IV and Figs. 8-10."""
+
+import math
+import tomllib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.fidelity import load_reported
+from workbench.io import DATA_DIR
+from workbench.kernels import reference as ref
+from workbench.kernels.galaxy import KERNEL_SCHEMES, expected_collectives, galaxy_forward, program
+from workbench.kernels.mesh import make_mesh
+from workbench.kernels.traffic import parse_collectives
+from workbench.models import get_model, tiny_config
+from workbench.network import Link, Topology, bottleneck_bytes
+from workbench.papers import galaxy as G
+from workbench.planners import galaxy as PL
+from workbench.schemes.base import SCHEMES, Cluster, Workload
+from workbench.schemes.galaxy import (
+    Partition,
+    evaluate,
+    layer_collectives,
+    overlap_timeline,
+    tp_memory_bytes,
+    uniform_partition,
+)
+
+SEQ = 11
+
+
+def _cfg(family: str, layers: int = 1):
+    return tiny_config(family, n_layers=layers, **({"n_kv_heads": 4} if family == "llama" else {}))
+
+
+def _reference_stack(cfg, blocks, x_se):
+    positions = jnp.arange(x_se.shape[0])
+    for p in blocks:
+        x_se, _ = ref.block_forward(cfg, p, x_se, positions)
+    return x_se
+
+
+def _check_kernel(cfg, part: Partition, scheme: str, seed: int = 0):
+    """Compile once: the output equals the reference stack and the HLO's collectives the analytical model."""
+    params = ref.init_params(cfg, seed)
+    x_se = jax.random.normal(jax.random.PRNGKey(seed + 1), (sum(part.seq), cfg.d_model))
+    prog = program(cfg, params["blocks"], sum(part.seq), make_mesh(part.n), scheme, part)
+    compiled = prog.compile(x_se)
+    got = prog.unpad(compiled(*prog.weights, prog.pad(x_se)))
+    want = _reference_stack(cfg, params["blocks"], x_se)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-5, rtol=1e-4)
+    moved: dict[str, int] = {}
+    for c in parse_collectives(compiled.as_text()):
+        moved[c.kind] = moved.get(c.kind, 0) + c.result_bytes
+    assert moved == expected_collectives(cfg, scheme, part)
+
+
+# ---- kernels -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("family,n", [("gpt", 1), ("gpt", 8), ("bert", 2), ("llama", 4)])
+@pytest.mark.parametrize("scheme", KERNEL_SCHEMES)
+def test_kernels_equal_reference_on_even_splits(cpu_devices, family, n, scheme):
+    cfg = _cfg(family)
+    _check_kernel(cfg, uniform_partition(cfg, n, SEQ), scheme)
+
+
+UNEVEN = {
+    "gpt-2": ("gpt", Partition((3, 5), (40, 88), (4, 7))),
+    "bert-4-zero-shares": ("bert", Partition((1, 2, 0, 5), (8, 0, 70, 50), (0, 5, 3, 3))),
+    "llama-4-gqa": ("llama", Partition((2, 0, 4, 2), (30, 30, 30, 38), (6, 1, 0, 4))),
+}
+
+
+@pytest.mark.parametrize("case", list(UNEVEN))
+@pytest.mark.parametrize("scheme", KERNEL_SCHEMES)
+def test_kernels_equal_reference_on_uneven_planner_splits(cpu_devices, case, scheme):
+    family, part = UNEVEN[case]
+    _check_kernel(_cfg(family), part, scheme, seed=3)
+
+
+def test_whole_model_forward_with_overlap(cpu_devices):
+    cfg = _cfg("gpt", layers=2)
+    params = ref.init_params(cfg, 5)
+    tokens = jnp.arange(SEQ) * 7 % cfg.vocab_size
+    got = galaxy_forward(cfg, params, tokens, make_mesh(2), "galaxy_hmp_overlap", Partition((3, 5), (40, 88), (4, 7)))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref.forward(cfg, params, tokens)), atol=2e-5, rtol=1e-4)
+
+
+def test_ring_overlap_moves_exactly_the_ring_collectives_bytes():
+    cfg = _cfg("gpt", layers=3)
+    part = uniform_partition(cfg, 4, 16)
+    wl = Workload("prefill", 16, 16, weight_bits=32, activation_bits=32)
+    ring = sum(bottleneck_bytes("ring", k, 4, m) for k, m in layer_collectives("galaxy_hmp", cfg, wl)) * 3
+    assert expected_collectives(cfg, "galaxy_hmp_overlap", part) == {"collective-permute": int(ring)}
+
+
+def test_kernel_input_errors(cpu_devices):
+    cfg = _cfg("gpt")
+    blocks = ref.init_params(cfg, 0)["blocks"]
+    with pytest.raises(WorkbenchError, match="heads must sum to 8"):
+        program(cfg, blocks, SEQ, make_mesh(2), "galaxy_hmp", Partition((3, 3), (64, 64), (5, 6)))
+    with pytest.raises(WorkbenchError, match="mesh has 4"):
+        program(cfg, blocks, SEQ, make_mesh(4), "sp", Partition((4, 4), (64, 64), (5, 6)))
+    with pytest.raises(WorkbenchError, match="unknown scheme"):
+        program(cfg, blocks, SEQ, make_mesh(2), "pipeline")
+    with pytest.raises(WorkbenchError, match="GQA group"):
+        program(_cfg("llama"), blocks, SEQ, make_mesh(2), "galaxy_hmp", Partition((3, 5), (64, 64), (5, 6)))
+    with pytest.raises(WorkbenchError, match="integers >= 0"):
+        Partition((4, -4), (64, 64), (5, 6))
+
+
+# ---- cost model ------------------------------------------------------------------------------------
+def test_all_four_parallel_schemes_are_registered():
+    for name in ("megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap", "local"):
+        assert SCHEMES[name][0] == "galaxy"
+    cluster = G.environment("B", 125)
+    r = SCHEMES["galaxy_hmp_overlap"][1](get_model("BERT-L"), cluster, G.workload(284))
+    assert r.latency_s == pytest.approx(r.compute_s + r.comm_link_latency_s + r.comm_bytes_s)
+    assert len(r.peak_memory_bytes) == 3 and not r.oom
+
+
+def test_hmp_moves_the_same_bytes_as_megatron():
+    """Sec. III-B5: two ring RS + two ring AG carry what two ring all-reduces carry."""
+    m, wl = get_model("GPT2-L"), G.workload(284)
+    for n in (2, 3, 4):
+        link = {s: sum(bottleneck_bytes("ring", k, n, b) for k, b in layer_collectives(s, m, wl))
+                for s in ("megatron_tp", "galaxy_hmp")}
+        assert link["megatron_tp"] == pytest.approx(link["galaxy_hmp"])
+
+
+def test_overlap_hides_communication_but_never_beats_compute():
+    m, wl = get_model("BERT-L"), G.workload(284)
+    for env in ("A", "C", "F"):
+        cluster = G.environment(env, 125)
+        plain = evaluate("galaxy_hmp", m, cluster, wl)
+        fused = evaluate("galaxy_hmp_overlap", m, cluster, wl)
+        assert fused.latency_s < plain.latency_s
+        assert fused.latency_s >= fused.compute_s > 0
+    # a link with no latency and near-infinite bandwidth: nothing left to hide, the two coincide
+    fast = Cluster(cluster.devices, Topology("switch", 3, Link(1e15, 0.0)))
+    assert evaluate("galaxy_hmp_overlap", m, fast, wl).latency_s == pytest.approx(
+        evaluate("galaxy_hmp", m, fast, wl).latency_s, rel=1e-3)
+
+
+def test_overlap_timeline_follows_the_ring():
+    m, wl = get_model("DistilBERT"), G.workload(30)
+    cluster = G.environment("B", 125)
+    part = uniform_partition(m, 3, 30)
+    tl = overlap_timeline(m, cluster, wl, part, 1)
+    # step 1 of the AG+QKV on device 0 multiplies the chunk device 2 sent in step 0
+    assert tl.frame.set_index("name").loc["L0.qkv.c0.1", "start"] >= tl.end_of("L0.qkv.s2.0")
+    # the reduced chunk of device 1 waits for device 0's last forward
+    assert tl.end_of("L0.con1.1") >= tl.end_of("L0.out.s0.1")
+    assert set(tl.frame.kind) == {"compute", "communication"}
+
+
+def test_memory_model_and_oom_pattern_of_table4():
+    df = G.table4()
+    oom = {(r.model, r.environment): (r.oom_vs_mlm, r.oom_vs_sp) for r in df.itertuples()}
+    for model in ("GPT2-L", "OPT-L"):
+        for env in ("A", "B", "C"):
+            if (model, env) in oom:
+                assert oom[(model, env)] == (False, True)
+    assert oom[("OPT-XL", "A")] == oom[("OPT-XL", "B")] == (True, True)
+    assert oom[("OPT-XL", "C")] == (False, True)
+    assert oom[("BERT-L", "B")] == oom[("DistilBERT", "A")] == (False, False)
+
+
+def _reported(artifact: str) -> pd.DataFrame:
+    rep = load_reported()
+    return rep[(rep.paper == "galaxy") & (rep.artifact == artifact)]
+
+
+def test_table4_speedups_within_tolerance_and_oom_cells_exact():
+    modelled = G.speedup_rows("Table IV", G.table4())
+    joined = _reported("Table IV").merge(modelled, on=["model", "setting", "quantity"], suffixes=("_r", "_m"))
+    assert len(joined) == len(_reported("Table IV")) == 22
+    err = (joined.value_m - joined.value_r).abs() / joined.value_r
+    assert (err <= joined.tolerance + 1e-12).all(), joined.assign(err=err)[["model", "setting", "quantity", "err"]]
+
+
+def test_fig8_bandwidth_sweep_range():
+    low, high = G.speedup_range(G.bandwidth_sweep())
+    assert low == pytest.approx(1.04, rel=0.10) and high == pytest.approx(1.45, rel=0.10)
+
+
+@pytest.mark.xfail(strict=True, reason="known miss: the model's smallest heterogeneous speedup is 1.48x "
+                   "(env D vs SP), the paper's 1.3x; compute is assumed proportional to CPU frequency")
+def test_fig9_heterogeneous_range():
+    low, high = G.speedup_range(G.heterogeneous())
+    assert low == pytest.approx(1.3, rel=0.10) and high == pytest.approx(2.5, rel=0.10)
+
+
+def test_fig9_upper_end_and_memory_awareness():
+    df = G.heterogeneous()
+    _, high = G.speedup_range(df)
+    assert high == pytest.approx(2.5, rel=0.10)
+    # Galaxy fits models the memory-blind baselines cannot (Sec. IV-C)
+    assert ((~df.galaxy_oom) & df.mlm_oom).any() and ((~df.galaxy_oom) & df.sp_oom).any()
+
+
+@pytest.mark.xfail(strict=True, reason="known miss: at 1000 Mbps every ring step hides behind a GEMM tile, so "
+                   "the model scales at ~100 %, not the paper's 81 % / 86 %")
+def test_fig10_weak_scaling_efficiency():
+    df = G.weak_scaling()
+    four = df[df.devices == 4].set_index("model").scaling_efficiency
+    assert abs(four["GPT2-L"] - 0.81) <= 0.05 and abs(four["OPT-XL"] - 0.86) <= 0.05
+
+
+def test_table1_fitted_constants_reproduce_their_rows_and_validate():
+    with open(DATA_DIR / "devices" / "jetson_nano_cpu_m.toml", "rb") as f:
+        stored = tomllib.load(f)["efficiency_gemm"]["value"]
+    for mode in ("s", "l"):
+        with open(DATA_DIR / "devices" / f"jetson_nano_cpu_{mode}.toml", "rb") as f:
+            assert tomllib.load(f)["efficiency_gemm"]["value"] == stored
+    assert stored == pytest.approx(G.fit_nano_cpu_efficiency(), rel=1e-3)
+    with open(DATA_DIR / "devices" / "a100.toml", "rb") as f:
+        assert tomllib.load(f)["layer_overhead"]["value"] == pytest.approx(G.fit_a100_layer_overhead(), rel=1e-3)
+    t1 = G.table1().set_index(["model", "device"])
+    assert t1.loc[("DistilBERT", "Nano-M"), "latency_s"] == pytest.approx(0.37, rel=0.10)
+    assert [bool(t1.loc[(m, "Nano-M"), "oom"]) for m in G.MODELS] == [False, False, True, True, True]
+
+
+def test_experiments_are_deterministic():
+    pd.testing.assert_frame_equal(G.table4(), G.table4())
+
+
+def test_bad_experiment_inputs():
+    with pytest.raises(WorkbenchError, match="environment"):
+        G.environment("Z", 125)
+    with pytest.raises(WorkbenchError, match="processor"):
+        G.environment("A", 125, processor="tpu")
+    with pytest.raises(WorkbenchError, match="bandwidth_mbps"):
+        G.environment("A", 0)
+    with pytest.raises(WorkbenchError, match="homogeneous"):
+        G.environment("D", 125, devices=3)
+    with pytest.raises(WorkbenchError, match="GPU environment"):
+        G.environment("E", 125, processor="gpu")
+    with pytest.raises(WorkbenchError, match="partition is for 2"):
+        evaluate("galaxy_hmp", get_model("BERT-L"), G.environment("B", 125), G.workload(284),
+                 uniform_partition(get_model("BERT-L"), 2, 284))
+
+
+# ---- planner ---------------------------------------------------------------------------------------
+def test_capacity_split_is_proportional_and_homogeneous_split_even():
+    m, wl = get_model("BERT-L"), G.workload(284)
+    assert PL.plan(m, G.environment("C", 125), wl) == uniform_partition(m, 4, 284)
+    part = PL.plan(m, G.environment("E", 125), wl)  # Nano-L : Nano-S = 1470 : 403 MHz
+    assert part.mlp_cols[0] / part.mlp_cols[1] == pytest.approx(1470 / 403, rel=0.01)
+    assert part.seq == (142, 142)
+
+
+def test_memory_aware_balancing_moves_mlp_first_then_heads():
+    m, wl = get_model("OPT-L"), G.workload(284)
+    cluster = G.environment("F", 125)  # Nano-L 1.5 GB, Nano-M 1.2 GB, Nano-S 0.7 GB
+    first = PL.capacity_split(m, cluster, wl)
+    assert np.all(tp_memory_bytes(m, wl, first) <= PL.budgets(cluster))  # fits as split: nothing moves
+    tight = Cluster((G.nano_cpu("L", 1.7e9), G.nano_cpu("M", 0.7e9), G.nano_cpu("S", 0.5e9)), cluster.topology)
+    first = PL.capacity_split(m, tight, wl)
+    part = PL.plan(m, tight, wl)
+    assert np.all(tp_memory_bytes(m, wl, part) <= PL.budgets(tight))
+    assert part.mlp_cols[0] > first.mlp_cols[0]  # columns moved to the big device
+    assert sum(part.heads) == m.n_heads and sum(part.mlp_cols) == m.d_ff
+
+
+def test_a_device_out_of_columns_sheds_heads():
+    m, wl = get_model("BERT-L"), G.workload(284)
+    topo = Topology("switch", 2, Link.from_mbps(125))
+    loose = Cluster((G.nano_cpu("L", 1e12), G.nano_cpu("S", 1e12)), topo)
+    costs = PL.profile(m, loose, wl)
+    first = PL.capacity_split(m, loose, wl)
+    # the Nano-S can hold its fixed bytes and two heads, no columns
+    small = costs.base_bytes[1] + 2.5 * costs.bytes_per_group
+    cluster = Cluster((loose.devices[0], G.nano_cpu("S", float(small))), topo)
+    part = PL.plan(m, cluster, wl)
+    assert part.mlp_cols[1] == 0 and 0 < part.heads[1] < first.heads[1]
+    assert np.all(tp_memory_bytes(m, wl, part) <= PL.budgets(cluster))
+
+
+def test_infeasible_names_the_device_and_the_bytes():
+    m, wl = get_model("OPT-XL"), G.workload(284)
+    with pytest.raises(InfeasibleError, match=r"^infeasible: device \d \(Jetson Nano CPU .*\) needs .* B do not fit"):
+        PL.plan(m, G.environment("A", 125), wl)
+    result = evaluate("galaxy_hmp_overlap", m, G.environment("A", 125), wl)
+    assert result.oom and result.notes.startswith("infeasible: device")
+    with pytest.raises(InfeasibleError, match="infeasible: no split"):
+        PL.exact_plan(m, G.environment("A", 125), wl)
+
+
+def test_exact_milp_equals_exhaustive_search_and_bounds_the_heuristic():
+    cfg = tiny_config("gpt", d_ff=24)
+    wl = G.workload(16)
+    rng = np.random.default_rng(7)
+    link = Topology("switch", 3, Link.from_mbps(125))
+    for _ in range(4):
+        modes = rng.choice(["S", "M", "L"], 3)
+        devices = tuple(G.nano_cpu(str(mo), float(rng.uniform(0.6e5, 1.6e5))) for mo in modes)
+        cluster = Cluster(devices, link)
+        exact = PL.partition_objective(cfg, cluster, wl, PL.exact_plan(cfg, cluster, wl))
+        brute = PL.partition_objective(cfg, cluster, wl, PL.exhaustive_plan(cfg, cluster, wl))
+        assert exact == pytest.approx(brute, rel=1e-12)
+        try:
+            assert PL.partition_objective(cfg, cluster, wl, PL.plan(cfg, cluster, wl)) >= exact * (1 - 1e-12)
+        except InfeasibleError:
+            pass
+
+
+def test_optimality_gap_study_is_small_on_paper_scale_instances():
+    df = G.planner_gap_study(12, seed=0)
+    gaps = df.gap.dropna()
+    assert len(gaps) >= 6 and (gaps >= -1e-12).all() and gaps.max() < 0.10
+    assert not ((~df.heuristic_feasible) & df.exact_feasible).any()
+
+
+def test_apportion_is_exact_and_deterministic():
+    split = PL.apportion(20, [1.0, 1.0, 1.0])
+    assert split.tolist() == [7, 7, 6] and split.sum() == 20
+    with pytest.raises(WorkbenchError, match="weights"):
+        PL.apportion(3, [0.0, 0.0])
+    assert math.isclose(PL.apportion(7, [3, 1]).sum(), 7)

@@ -1,0 +1,371 @@
+"""Galaxy's experiments on the shared cost model: Table I, Table IV, Figs. 8-11 and the GPU environment.
+
+Every experiment returns a tidy DataFrame; `*_rows` turn them into result rows whose keys match
+data/reported/galaxy.csv. Environments (Table III) are Jetson Nano CPUs at the Nano-S/M/L frequencies
+with the paper's memory budgets, on a switch at the given bandwidth; latencies come from the scheme
+evaluators in `workbench.schemes.galaxy` (one cost model for the paper, the arena and the tests).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from workbench.constants import Constant, load_constants
+from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.hardware import DeviceSpec, load_device
+from workbench.models import TransformerConfig, get_model
+from workbench.network import Link, Topology
+from workbench.results import RESULT_COLUMNS
+from workbench.schemes.base import Cluster, SchemeResult, Workload
+from workbench.schemes.galaxy import evaluate, latency_or_nan, overlap_timeline
+
+PAPER = "galaxy"
+MODELS = ("DistilBERT", "BERT-L", "GPT2-L", "OPT-L", "OPT-XL")
+ENVIRONMENTS = {"A": "MM", "B": "MMM", "C": "MMMM", "D": "LM", "E": "LS", "F": "LMS"}
+HOMOGENEOUS = ("A", "B", "C")
+PROCESSORS = ("cpu", "gpu")
+PARALLEL = ("megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+BASELINES = {"megatron_tp": "mlm", "sp": "sp"}
+# Table IV's cells (model, environment), as the paper lists them.
+TABLE4_CELLS = (("DistilBERT", "A"), ("BERT-L", "A"), ("BERT-L", "B"), ("GPT2-L", "A"), ("GPT2-L", "B"),
+                ("OPT-L", "A"), ("OPT-L", "B"), ("OPT-L", "C"), ("OPT-XL", "A"), ("OPT-XL", "B"), ("OPT-XL", "C"))
+
+
+# ---- constants and devices ------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def constants() -> dict[str, Constant]:
+    """data/constants/galaxy.toml."""
+    return load_constants("constants/galaxy.toml")
+
+
+def const(name: str):
+    """The value of one Galaxy constant."""
+    return constants()[name].value
+
+
+def nano_cpu(mode: str, budget_bytes: float | None = None) -> DeviceSpec:
+    """A Jetson Nano CPU at the Nano-S/M/L frequency; `budget_bytes` replaces its memory capacity."""
+    require_choice("Nano mode", mode, ("S", "M", "L"))
+    device = load_device(f"jetson_nano_cpu_{mode.lower()}")
+    return device if budget_bytes is None else device.with_memory("DRAM", capacity_bytes=float(budget_bytes))
+
+
+def nano_gpu(budget_bytes: float | None = None) -> DeviceSpec:
+    """A Jetson Nano GPU at 460 MHz with the GPU environment's budget."""
+    budget = const("budget_gpu") if budget_bytes is None else budget_bytes
+    return load_device("jetson_nano_gpu_460").with_memory("DRAM", capacity_bytes=float(budget))
+
+
+def budget(env: str, mode: str) -> float:
+    """The paper's memory budget of a Nano-`mode` in environment `env` (Sec. IV-A)."""
+    if env in HOMOGENEOUS:
+        return float(const("budget_homogeneous"))
+    return float(const(f"budget_nano_{mode.lower()}"))
+
+
+def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices: int | None = None) -> Cluster:
+    """Table III's environment `env` on a switch at `bandwidth_mbps`; `devices` resizes a homogeneous one."""
+    require_choice("environment", env, ENVIRONMENTS)
+    require_choice("processor", processor, PROCESSORS)
+    require_positive("bandwidth_mbps", bandwidth_mbps)
+    modes = ENVIRONMENTS[env]
+    if devices is not None:
+        require_int("devices", devices, low=1, high=64)
+        if env not in HOMOGENEOUS:
+            raise WorkbenchError(f"devices can only resize a homogeneous environment (A, B, C), not {env!r}")
+        modes = "M" * devices
+    if processor == "gpu":
+        if env not in HOMOGENEOUS:
+            raise WorkbenchError(f"the GPU environment is homogeneous (A, B, C); got environment {env!r}")
+        nodes = tuple(nano_gpu() for _ in modes)
+    else:
+        nodes = tuple(nano_cpu(m, budget(env, m)) for m in modes)
+    link = Link.from_mbps(bandwidth_mbps, const("link_hop_latency") * 1e3, name="switched Ethernet")
+    return Cluster(nodes, Topology("switch", len(nodes), link))
+
+
+def workload(seq_len: int, processor: str = "cpu") -> Workload:
+    """Prefill of `seq_len` tokens with half-precision weights and the processor's activation precision."""
+    require_choice("processor", processor, PROCESSORS)
+    return Workload("prefill", seq_len, seq_len, weight_bits=const("weight_bits"),
+                    activation_bits=const(f"activation_bits_{processor}"))
+
+
+def run_schemes(model: str | TransformerConfig, cluster: Cluster, wl: Workload,
+                schemes=("local",) + PARALLEL) -> dict[str, SchemeResult]:
+    """Every scheme on one (model, cluster, workload)."""
+    m = get_model(model)
+    return {s: evaluate(s, m, cluster, wl) for s in schemes}
+
+
+# ---- the headline comparison and its breakdown -------------------------------------------------------
+def compare(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
+            devices: int | None = None) -> pd.DataFrame:
+    """One row per scheme: latency, its breakdown, peak memory per device, OOM, speedup of Galaxy over it."""
+    cluster = environment(env, bandwidth_mbps, processor, devices)
+    results = run_schemes(model, cluster, workload(seq_len, processor))
+    galaxy = latency_or_nan(results["galaxy_hmp_overlap"])
+    rows = []
+    for name, r in results.items():
+        row = r.row()
+        row.update(model=model, environment=env, bandwidth_mbps=bandwidth_mbps, seq_len=seq_len,
+                   devices=cluster.n if name != "local" else 1, galaxy_speedup=latency_or_nan(r) / galaxy)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def timeline(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
+             devices: int | None = None):
+    """The overlap timeline of one Galaxy layer (for a Gantt chart) with Algorithm 1's partition."""
+    from workbench.planners.galaxy import capacity_split, plan
+
+    cluster = environment(env, bandwidth_mbps, processor, devices)
+    m, wl = get_model(model), workload(seq_len, processor)
+    try:
+        part = plan(m, cluster, wl)
+    except WorkbenchError:
+        part = capacity_split(m, cluster, wl)
+    return overlap_timeline(m, cluster, wl, part, 1)
+
+
+# ---- Table I --------------------------------------------------------------------------------------
+def _single(device: DeviceSpec) -> Cluster:
+    return Cluster((device,), Topology("switch", 1, Link.from_mbps(1000)))
+
+
+def table1(nano_efficiency: float | None = None, a100_overhead: float | None = None) -> pd.DataFrame:
+    """Table I: local latency of the five models at 30 tokens on a Nano-M CPU (1.5 GB) and an A100."""
+    s = int(const("seq_len_table1"))
+    nano = nano_cpu("M", const("budget_homogeneous"))
+    if nano_efficiency is not None:
+        nano = nano.with_changes(efficiency_gemm=nano_efficiency)
+    a100 = load_device("a100")
+    if a100_overhead is not None:
+        prov = dict(a100.provenance)
+        old = prov["layer_overhead"]
+        prov["layer_overhead"] = Constant(old.name, a100_overhead, old.unit, old.kind, old.source, old.fitted_on)
+        a100 = a100.with_changes(provenance=prov)
+    rows = []
+    for name in MODELS:
+        for label, device, processor in (("Nano-M", nano, "cpu"), ("A100", a100, "gpu")):
+            r = evaluate("local", get_model(name), _single(device), workload(s, processor))
+            rows.append({"model": name, "device": label, "latency_s": r.latency_s, "oom": r.oom,
+                         "memory_bytes": r.peak_memory_bytes[0], "budget_bytes": r.memory_budget_bytes[0]})
+    return pd.DataFrame(rows)
+
+
+def fit_nano_cpu_efficiency(reported_s: float = 2.43) -> float:
+    """The Nano CPU's GEMM efficiency that reproduces Table I's BERT-L Nano-M latency (compute-bound: 1/t)."""
+    t_at_peak = table1(nano_efficiency=1.0).query("model == 'BERT-L' and device == 'Nano-M'")["latency_s"].iloc[0]
+    return float(t_at_peak / reported_s)
+
+
+def fit_a100_layer_overhead(reported_s: float = 0.020) -> float:
+    """The A100's per-layer overhead that reproduces Table I's BERT-L A100 latency (latency is affine in it)."""
+    t0 = table1(a100_overhead=0.0).query("model == 'BERT-L' and device == 'A100'")["latency_s"].iloc[0]
+    return float((reported_s - t0) / get_model("BERT-L").n_layers)
+
+
+# ---- Table IV, Fig. 8, Fig. 9 -------------------------------------------------------------------------
+def speedups(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
+             devices: int | None = None) -> dict:
+    """Galaxy's speedup over M-LM and SP (NaN where either side runs out of memory) and the OOM flags."""
+    cluster = environment(env, bandwidth_mbps, processor, devices)
+    res = run_schemes(model, cluster, workload(seq_len, processor), PARALLEL)
+    g = res["galaxy_hmp_overlap"]
+    out = {"model": model, "environment": env, "bandwidth_mbps": bandwidth_mbps, "seq_len": seq_len,
+           "devices": cluster.n, "galaxy_latency_s": g.latency_s, "galaxy_oom": g.oom,
+           "hmp_no_overlap_latency_s": res["galaxy_hmp"].latency_s}
+    for scheme, short in BASELINES.items():
+        r = res[scheme]
+        out[f"{short}_latency_s"] = r.latency_s
+        out[f"{short}_oom"] = r.oom
+        out[f"oom_vs_{short}"] = bool(r.oom or g.oom)
+        out[f"speedup_over_{short}"] = math.nan if (r.oom or g.oom) else r.latency_s / g.latency_s
+    return out
+
+
+def table4(bandwidth_mbps: float | None = None, seq_len: int | None = None,
+           cells=TABLE4_CELLS) -> pd.DataFrame:
+    """Table IV: Galaxy's speedup over M-LM and SP on the homogeneous environments, with OOM cells."""
+    bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
+    s = int(const("seq_len_eval")) if seq_len is None else seq_len
+    return pd.DataFrame([speedups(m, e, bw, s) for m, e in cells])
+
+
+def bandwidth_sweep(bandwidths=None, cells=TABLE4_CELLS, seq_len: int | None = None) -> pd.DataFrame:
+    """Fig. 8: Table IV's cells at several bandwidths."""
+    bws = const("bandwidth_sweep") if bandwidths is None else bandwidths
+    s = int(const("seq_len_eval")) if seq_len is None else seq_len
+    return pd.DataFrame([speedups(m, e, bw, s) for bw in bws for m, e in cells])
+
+
+def heterogeneous(envs=("D", "E", "F"), models=MODELS, bandwidth_mbps: float | None = None,
+                  seq_len: int | None = None) -> pd.DataFrame:
+    """Fig. 9: every model on the heterogeneous environments D, E, F."""
+    bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
+    s = int(const("seq_len_eval")) if seq_len is None else seq_len
+    return pd.DataFrame([speedups(m, e, bw, s) for e in envs for m in models])
+
+
+def speedup_range(frame: pd.DataFrame) -> tuple[float, float]:
+    """Smallest and largest speedup of Galaxy over any baseline that runs."""
+    values = pd.concat([frame["speedup_over_mlm"], frame["speedup_over_sp"]]).dropna()
+    if values.empty:
+        return math.nan, math.nan
+    return float(values.min()), float(values.max())
+
+
+# ---- Figs. 10 and 11: scaling on one layer --------------------------------------------------------------
+def _one_layer(model: str) -> TransformerConfig:
+    return get_model(model).with_changes(n_layers=1)
+
+
+def weak_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, tokens_per_device: int | None = None,
+                 bandwidth_mbps: float | None = None) -> pd.DataFrame:
+    """Fig. 10: one layer, 96 tokens per device on 1..4 Nano-M; system FLOPS and the scaling efficiency."""
+    per = int(const("weak_tokens_per_device")) if tokens_per_device is None else tokens_per_device
+    bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
+    rows = []
+    for name in models:
+        m = _one_layer(name)
+        base = None
+        for n in range(1, max_devices + 1):
+            r = evaluate("galaxy_hmp_overlap", m, environment("C", bw, devices=n), workload(per * n))
+            flops = m.block_flops(per * n) / r.latency_s
+            base = flops if n == 1 else base
+            rows.append({"model": name, "devices": n, "seq_len": per * n, "latency_s": r.latency_s,
+                         "system_flops": flops, "scaling_efficiency": flops / (n * base)})
+    return pd.DataFrame(rows)
+
+
+def strong_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, seq_len: int | None = None,
+                   bandwidth_mbps: float | None = None) -> pd.DataFrame:
+    """Fig. 11: one layer of 384 tokens on 1..4 Nano-M; per-layer latency of every scheme."""
+    s = int(const("strong_seq_len")) if seq_len is None else seq_len
+    bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
+    rows = []
+    for name in models:
+        m = _one_layer(name)
+        local = evaluate("local", m, environment("C", bw, devices=1), workload(s)).latency_s
+        for n in range(1, max_devices + 1):
+            res = run_schemes(m, environment("C", bw, devices=n), workload(s), PARALLEL)
+            for scheme, r in res.items():
+                rows.append({"model": name, "devices": n, "scheme": scheme, "latency_s": r.latency_s,
+                             "reduction_vs_local": local / r.latency_s})
+    return pd.DataFrame(rows)
+
+
+def gpu_environment(models=MODELS, bandwidth_mbps: float | None = None, seq_len: int | None = None) -> pd.DataFrame:
+    """Sec. IV-E: two Nano GPUs at 460 MHz on 500 Mbps (environment A)."""
+    bw = const("bandwidth_gpu") if bandwidth_mbps is None else bandwidth_mbps
+    s = int(const("seq_len_eval")) if seq_len is None else seq_len
+    return pd.DataFrame([speedups(m, "A", bw, s, processor="gpu") for m in models])
+
+
+# ---- result rows (keys match data/reported/galaxy.csv) ---------------------------------------------------
+def _row(artifact: str, model: str, setting: str, quantity: str, value: float, unit: str) -> dict:
+    return dict(zip(RESULT_COLUMNS, (PAPER, artifact, model, setting, quantity, float(value), unit)))
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def table1_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Table I latencies (s) and OOM flags (1 = out of memory) per model and device."""
+    s = int(const("seq_len_table1"))
+    rows = []
+    for r in df.itertuples():
+        setting = f"{r.device} S={s}"
+        rows.append(_row("Table I", r.model, setting, "oom", float(r.oom), "1"))
+        if not r.oom:
+            rows.append(_row("Table I", r.model, setting, "latency", r.latency_s, "s"))
+    return _frame(rows)
+
+
+def _setting(env: str, bw: float, s: int, processor: str = "cpu") -> str:
+    gpu = ",gpu" if processor == "gpu" else ""
+    return f"env={env},{bw:g}Mbps,S={s}{gpu}"
+
+
+def speedup_rows(artifact: str, df: pd.DataFrame, processor: str = "cpu") -> pd.DataFrame:
+    """Per cell: speedups over M-LM and SP where both run, and OOM flags (1 = a side runs out of memory)."""
+    rows = []
+    for r in df.itertuples():
+        setting = _setting(r.environment, r.bandwidth_mbps, r.seq_len, processor)
+        for short in BASELINES.values():
+            rows.append(_row(artifact, r.model, setting, f"oom_vs_{short}", float(getattr(r, f"oom_vs_{short}")), "1"))
+            value = getattr(r, f"speedup_over_{short}")
+            if not math.isnan(value):
+                rows.append(_row(artifact, r.model, setting, f"speedup_over_{short}", value, "x"))
+        rows.append(_row(artifact, r.model, setting, "galaxy_latency", r.galaxy_latency_s, "s"))
+    return _frame(rows)
+
+
+def range_rows(artifact: str, setting: str, df: pd.DataFrame) -> pd.DataFrame:
+    """The smallest and largest speedup over the baselines that run (the paper's quoted range)."""
+    low, high = speedup_range(df)
+    return _frame([_row(artifact, "", setting, "speedup_min", low, "x"),
+                   _row(artifact, "", setting, "speedup_max", high, "x")])
+
+
+def sweep_setting(bandwidths) -> str:
+    """Fig. 8's setting key: the bandwidths swept."""
+    return "envs A-C," + "/".join(f"{b:g}" for b in bandwidths) + "Mbps"
+
+
+def hetero_setting(bw: float) -> str:
+    """Fig. 9's setting key."""
+    return f"envs D-F,{bw:g}Mbps"
+
+
+def weak_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
+    """Fig. 10: system FLOPS per device count and the scaling efficiency."""
+    rows = []
+    for r in df.itertuples():
+        setting = f"env=C,{bw:g}Mbps,{r.seq_len // r.devices} tokens/device,{r.devices} devices"
+        rows.append(_row("Fig. 10", r.model, setting, "system_flops", r.system_flops, "FLOP/s"))
+        rows.append(_row("Fig. 10", r.model, setting, "weak_scaling_efficiency", r.scaling_efficiency, "1"))
+    return _frame(rows)
+
+
+def strong_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
+    """Fig. 11: per-layer latency per scheme and device count, and Galaxy's reduction over Local."""
+    rows = []
+    for r in df.itertuples():
+        setting = f"env=C,{bw:g}Mbps,S=384,{r.devices} devices,{r.scheme}"
+        rows.append(_row("Fig. 11", r.model, setting, "layer_latency", r.latency_s, "s"))
+        if r.scheme == "galaxy_hmp_overlap":
+            rows.append(_row("Fig. 11", r.model, setting, "reduction_vs_local", r.reduction_vs_local, "x"))
+    return _frame(rows)
+
+
+# ---- the planner: optimality gap on small instances ------------------------------------------------------
+def random_cluster(n: int, rng: np.random.Generator, bandwidth_mbps: float = 125.0,
+                   budget_range=(0.5e9, 1.6e9)) -> tuple[Cluster, str]:
+    """`n` Nanos with random Nano-S/M/L frequencies and memory budgets (planner studies), and their modes."""
+    modes = "".join(rng.choice(["S", "M", "L"], size=n))
+    nodes = tuple(nano_cpu(m, float(rng.uniform(*budget_range))) for m in modes)
+    return Cluster(nodes, Topology("switch", n, Link.from_mbps(bandwidth_mbps))), modes
+
+
+def planner_gap_study(n_instances: int = 40, seed: int = 0, device_counts=(2, 3, 4),
+                      models=MODELS) -> pd.DataFrame:
+    """Algorithm 1 vs the exact optimum of Eq. 5 on random heterogeneous instances (deterministic seed)."""
+    from workbench.planners.galaxy import optimality_gap
+
+    require_int("n_instances", n_instances, low=1)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_instances):
+        n = int(rng.choice(device_counts))
+        name = str(rng.choice(models))
+        cluster, modes = random_cluster(n, rng)
+        gap = optimality_gap(get_model(name), cluster, workload(int(const("seq_len_eval"))))
+        rows.append({"instance": i, "model": name, "devices": n, "modes": modes, **gap})
+    return pd.DataFrame(rows)

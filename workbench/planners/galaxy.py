@@ -1,0 +1,263 @@
+"""Galaxy's heterogeneity- and memory-aware workload planner (Sec. III-C, Algorithm 1) and an exact optimum.
+
+Algorithm 1: (1) split the MHA heads and the MLP columns in proportion to each device's capacity
+V_d = 1 / (L(MHA, all heads, d) + L(MLP, all columns, d)) (Eq. 6), the sequence equally; (2) move the
+overflow of every device over its memory budget to the devices with spare memory, in proportion to
+their capacity, MLP columns first (finer grain), then heads; a device that shed its overflow leaves
+the candidate list. Devices still over budget -> `InfeasibleError` naming the device and the bytes.
+
+`exact_plan` solves Eq. 5 (min max-MHA + max-MLP latency s.t. memory) exactly as a MILP with HiGHS;
+`exhaustive_plan` enumerates every split (tiny instances only) and checks the MILP.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from workbench.errors import InfeasibleError, WorkbenchError, require_int
+from workbench.models import TransformerConfig
+from workbench.schemes.base import Cluster, Workload
+from workbench.schemes.galaxy import (
+    Partition,
+    budgets,
+    capacity,
+    connective_latency,
+    even_split,
+    first_overflow,
+    mha_latency,
+    mlp_latency,
+    tp_memory_bytes,
+)
+
+
+def apportion(total: int, weights, minimum: int = 0) -> np.ndarray:
+    """Split `total` integer units over `weights` in proportion (largest remainder, ties to the lower index)."""
+    require_int("total", total, low=0)
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 1 or w.size == 0 or np.any(~np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise WorkbenchError(f"weights must be a non-empty 1-D array of finite numbers >= 0 with a positive sum, got {w}")
+    spare = total - minimum * w.size
+    if spare < 0:
+        raise WorkbenchError(f"cannot give {w.size} parts at least {minimum} of {total} units")
+    quota = spare * w / w.sum()
+    base = np.floor(quota + 1e-9).astype(int)
+    left = spare - int(base.sum())
+    if left > 0:
+        order = np.lexsort((np.arange(w.size), -(quota - base)))
+        base[order[:left]] += 1
+    return base + minimum
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the planner needs per device (the profiler's output): seconds per head / per column,
+    memory bytes per head / per column, fixed bytes, budget, capacity V_d."""
+
+    sec_per_group: np.ndarray
+    sec_per_col: np.ndarray
+    con_s: float
+    bytes_per_group: float
+    bytes_per_col: float
+    base_bytes: np.ndarray
+    budget: np.ndarray
+    capacity: np.ndarray
+    group: int
+    n_groups: int
+    n_cols: int
+
+
+def profile(model: TransformerConfig, cluster: Cluster, workload: Workload) -> Costs:
+    """Per-device latencies and memory coefficients from the shared cost model (the Galaxy Profiler)."""
+    n, s = cluster.n, workload.new_tokens
+    group = model.n_heads // model.n_kv_heads
+    seq = even_split(s, n)
+    zeros = (0,) * n
+    base = tp_memory_bytes(model, workload, Partition(zeros, zeros, seq))
+    one_group = tp_memory_bytes(model, workload, Partition((group,) * n, zeros, seq)) - base
+    one_col = tp_memory_bytes(model, workload, Partition(zeros, (1,) * n, seq)) - base
+    con = max(float(connective_latency(model, d, workload, t)) for d, t in zip(cluster.devices, seq))
+    return Costs(
+        sec_per_group=np.array([float(mha_latency(model, d, workload, group)) for d in cluster.devices]),
+        sec_per_col=np.array([float(mlp_latency(model, d, workload, 1)) for d in cluster.devices]),
+        con_s=2 * con, bytes_per_group=float(one_group[0]), bytes_per_col=float(one_col[0]),
+        base_bytes=np.asarray(base, dtype=float), budget=budgets(cluster),
+        capacity=np.array([capacity(model, d, workload) for d in cluster.devices]),
+        group=group, n_groups=model.n_kv_heads, n_cols=model.d_ff)
+
+
+def _need(costs: Costs, groups: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    return costs.base_bytes + groups * costs.bytes_per_group + cols * costs.bytes_per_col
+
+
+def balanced_partition(total: int, capacity: np.ndarray) -> np.ndarray:
+    """Algorithm 1, BalancedPartition: units in proportion to capacity (lines 1-8)."""
+    return apportion(total, capacity)
+
+
+def memory_aware_balancing(units: np.ndarray, unit_bytes: float, need: np.ndarray, budget: np.ndarray,
+                           capacity: np.ndarray, candidates: list[int]) -> np.ndarray:
+    """Algorithm 1, MemoryAwareBalancing (lines 9-19): shift each over-budget device's overflowing units
+    to the candidates with spare memory in proportion to their capacity, drop it from the candidates,
+    repeat until no candidate is over budget or none has spare memory. Mutates `candidates`."""
+    units, need = units.copy(), need.astype(float).copy()
+    while True:
+        over = need - budget
+        oom = [d for d in candidates if over[d] > 0]
+        free = [d for d in candidates if over[d] < 0]
+        if not oom or not free:
+            return units
+        for o in oom:
+            shift = min(int(units[o]), math.ceil(over[o] / unit_bytes - 1e-9)) if unit_bytes > 0 else 0
+            if shift > 0:
+                moved = apportion(shift, capacity[free])
+                units[free] += moved
+                need[free] += moved * unit_bytes
+                units[o] -= shift
+                need[o] -= shift * unit_bytes
+            candidates.remove(o)
+
+
+def capacity_split(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                   costs: Costs | None = None) -> Partition:
+    """Step 1 only: heads (in GQA groups) and columns in proportion to Eq. 6's capacity, equal sequence."""
+    costs = costs or profile(model, cluster, workload)
+    groups = balanced_partition(costs.n_groups, costs.capacity)
+    cols = balanced_partition(costs.n_cols, costs.capacity)
+    return Partition(tuple(int(g) * costs.group for g in groups), tuple(int(c) for c in cols),
+                     even_split(workload.new_tokens, cluster.n))
+
+
+def plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -> Partition:
+    """Algorithm 1: capacity-proportional split, then memory-aware redistribution (MLP, then MHA)."""
+    costs = profile(model, cluster, workload)
+    first = capacity_split(model, cluster, workload, costs)
+    groups = np.array(first.heads) // costs.group
+    cols = np.array(first.mlp_cols)
+    # Lines 20-22: each stage starts from the full device list L (the pseudo-code passes L by value), so a
+    # device that ran out of columns to shed can still shed heads.
+    cols = memory_aware_balancing(cols, costs.bytes_per_col, _need(costs, groups, cols), costs.budget,
+                                  costs.capacity, list(range(cluster.n)))
+    groups = memory_aware_balancing(groups, costs.bytes_per_group, _need(costs, groups, cols), costs.budget,
+                                    costs.capacity, list(range(cluster.n)))
+    part = Partition(tuple(int(g) * costs.group for g in groups), tuple(int(c) for c in cols), first.seq)
+    message = first_overflow(tp_memory_bytes(model, workload, part), cluster)
+    if message:
+        raise InfeasibleError(message)
+    return part
+
+
+def objective(costs: Costs, groups, cols) -> np.ndarray:
+    """Eq. 5: max-device MHA + max-device MLP + connective seconds per layer (vectorised over rows)."""
+    groups, cols = np.atleast_2d(groups), np.atleast_2d(cols)
+    return (np.max(groups * costs.sec_per_group, axis=-1) + np.max(cols * costs.sec_per_col, axis=-1)
+            + costs.con_s)
+
+
+def partition_objective(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition) -> float:
+    """Eq. 5's per-layer seconds of a partition."""
+    costs = profile(model, cluster, workload)
+    return float(objective(costs, np.array(part.heads) // costs.group, np.array(part.mlp_cols))[0])
+
+
+def exact_plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -> Partition:
+    """The optimum of Eq. 5 under the memory budgets, as a MILP (HiGHS): integer heads and columns.
+
+    Seconds and bytes are rescaled to O(1) so HiGHS's absolute tolerances cannot hide a better split."""
+    costs = profile(model, cluster, workload)
+    n = cluster.n
+    t_scale = float(costs.sec_per_group.max() * costs.n_groups + costs.sec_per_col.max() * costs.n_cols)
+    b_scale = float(costs.budget.max())
+    size = 2 * n + 2  # variables: groups (n), cols (n), T_mha, T_mlp
+    rows, lo, hi = [], [], []
+
+    def add(coeffs: dict[int, float], low: float, high: float) -> None:
+        r = np.zeros(size)
+        for k, v in coeffs.items():
+            r[k] = v
+        rows.append(r), lo.append(low), hi.append(high)
+
+    for d in range(n):
+        add({d: costs.sec_per_group[d] / t_scale, 2 * n: -1.0}, -np.inf, 0.0)
+        add({n + d: costs.sec_per_col[d] / t_scale, 2 * n + 1: -1.0}, -np.inf, 0.0)
+        add({d: costs.bytes_per_group / b_scale, n + d: costs.bytes_per_col / b_scale}, -np.inf,
+            (costs.budget[d] - costs.base_bytes[d]) / b_scale)
+    add(dict.fromkeys(range(n), 1.0), costs.n_groups, costs.n_groups)
+    add(dict.fromkeys(range(n, 2 * n), 1.0), costs.n_cols, costs.n_cols)
+    upper = np.concatenate([np.full(n, costs.n_groups), np.full(n, costs.n_cols), [np.inf, np.inf]])
+    res = milp(np.r_[np.zeros(2 * n), 1.0, 1.0], constraints=LinearConstraint(np.array(rows), lo, hi),
+               integrality=np.r_[np.ones(2 * n), 0, 0], bounds=Bounds(np.zeros(size), upper),
+               options={"mip_rel_gap": 0.0})
+    if res.x is None:
+        spare = costs.budget - costs.base_bytes
+        total = costs.n_groups * costs.bytes_per_group + costs.n_cols * costs.bytes_per_col
+        d = int(np.argmin(spare))
+        raise InfeasibleError(
+            f"infeasible: no split of {model.name}'s {total:.4g} B of MHA/MLP weights fits the devices' "
+            f"{max(spare.clip(0).sum(), 0):.4g} B of spare memory ({total - spare.clip(0).sum():.4g} B do not fit; "
+            f"tightest: device {d} ({cluster.devices[d].name}) with {spare[d]:.4g} B spare)")
+    x = np.round(res.x).astype(int)
+    return Partition(tuple(int(g) * costs.group for g in x[:n]), tuple(int(v) for v in x[n:2 * n]),
+                     even_split(workload.new_tokens, n))
+
+
+def _compositions(total: int, parts: int) -> np.ndarray:
+    """Every way to write `total` as `parts` ordered non-negative integers, one per row."""
+    rows = []
+    for bars in itertools.combinations(range(total + parts - 1), parts - 1):
+        edges = (-1,) + bars + (total + parts - 1,)
+        rows.append([edges[i + 1] - edges[i] - 1 for i in range(parts)])
+    return np.array(rows, dtype=int)
+
+
+def exhaustive_plan(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                    max_candidates: int = 2_000_000) -> Partition:
+    """Eq. 5's optimum by enumerating every head and column split (tiny instances; checks `exact_plan`)."""
+    costs = profile(model, cluster, workload)
+    n = cluster.n
+    n_group_splits = math.comb(costs.n_groups + n - 1, n - 1)
+    n_col_splits = math.comb(costs.n_cols + n - 1, n - 1)
+    if n_group_splits * n_col_splits > max_candidates:
+        raise WorkbenchError(f"exhaustive search over {n_group_splits} x {n_col_splits} splits exceeds "
+                             f"max_candidates={max_candidates}; use exact_plan")
+    groups, cols = _compositions(costs.n_groups, n), _compositions(costs.n_cols, n)
+    t_groups = np.max(groups * costs.sec_per_group, axis=1)
+    t_cols = np.max(cols * costs.sec_per_col, axis=1)
+    spare = costs.budget - costs.base_bytes  # (n,)
+    best = (np.inf, None, None)
+    for gi in np.argsort(t_groups, kind="stable"):
+        if t_groups[gi] + t_cols.min() >= best[0]:
+            break
+        room = spare - groups[gi] * costs.bytes_per_group
+        fits = np.all(cols * costs.bytes_per_col <= room + 1e-6, axis=1)
+        if fits.any():
+            ci = np.flatnonzero(fits)[np.argmin(t_cols[fits])]
+            if t_groups[gi] + t_cols[ci] < best[0]:
+                best = (t_groups[gi] + t_cols[ci], gi, ci)
+    if best[1] is None:
+        raise InfeasibleError(f"infeasible: no split of {model.name} fits the budgets of {n} devices")
+    return Partition(tuple(int(g) * costs.group for g in groups[best[1]]), tuple(int(c) for c in cols[best[2]]),
+                     even_split(workload.new_tokens, n))
+
+
+def optimality_gap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> dict:
+    """Algorithm 1 vs the exact optimum of Eq. 5: both objectives and the relative gap (NaN if one fails)."""
+    costs = profile(model, cluster, workload)
+    out = {"heuristic_s": math.nan, "exact_s": math.nan, "gap": math.nan, "heuristic_feasible": True,
+           "exact_feasible": True}
+    try:
+        h = plan(model, cluster, workload)
+        out["heuristic_s"] = float(objective(costs, np.array(h.heads) // costs.group, np.array(h.mlp_cols))[0])
+    except InfeasibleError:
+        out["heuristic_feasible"] = False
+    try:
+        e = exact_plan(model, cluster, workload)
+        out["exact_s"] = float(objective(costs, np.array(e.heads) // costs.group, np.array(e.mlp_cols))[0])
+    except InfeasibleError:
+        out["exact_feasible"] = False
+    out["gap"] = out["heuristic_s"] / out["exact_s"] - 1
+    return out

@@ -1,0 +1,536 @@
+"""Galaxy (Ye et al.) and its baselines on the shared cost model: Local, Megatron TP, SP, HMP (+ tile overlap).
+
+One layer, per device d holding `a_d` heads, `b_d` FFN columns and `s_d` tokens (Galaxy Sec. III-B):
+
+* ``megatron_tp`` (M-LM): MHA and MLP split by heads/columns, the connective ops (residual, LayerNorm)
+  replicated on the full sequence; a ring all-reduce of the (S, E) activations after MHA and after MLP.
+* ``sp``: every device holds all weights and runs the whole layer on its `s_d` tokens; attention needs
+  every key and value, so two ring all-gathers (K and V) per layer.
+* ``galaxy_hmp``: TP on MHA and MLP, SP on the connective blocks; each TP block ends with a
+  reduce-scatter (to the sequence shards) and each connective block with an all-gather: per layer
+  2 RS + 2 AG, the same bytes as M-LM's two all-reduces, but no replicated connective work.
+* ``galaxy_hmp_overlap``: as HMP, with the all-gather fused into the first GEMM of the next TP block
+  and the reduce-scatter fused into its last GEMM, tile by tile around the ring (Sec. III-D); costed
+  as a timeline of tiles on each device's compute and egress link (`workbench.simulate`).
+
+Compute time = FLOPs / (peak x efficiency) of the device (`DeviceSpec.compute_time`); the connective
+block is memory-bound (bytes / DRAM bandwidth). Collectives are ring collectives on the cluster's
+topology (`workbench.network.collective_latency`), one tile transfer = one point-to-point message.
+Memory per device = its share of the weights (+ an equal share of the embeddings for TP-style
+schemes, the Megatron vocab-parallel layout) + its activation working set; SP and Local hold all
+weights. Latency covers the Transformer layers (the backbone), not the embedding lookup or a task head.
+The Galaxy evaluators plan with Algorithm 1 (`workbench.planners.galaxy`) unless given a partition.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.hardware import DeviceSpec
+from workbench.models import TransformerConfig
+from workbench.network import collective_latency, point_to_point
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.simulate import Task, Timeline, schedule
+
+PAPER = "galaxy"
+SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+# Passes of (tokens, E) activations through DRAM in one connective block: residual add (read two,
+# write one) + LayerNorm (read for the statistics, read and write to normalise). Dropout is the
+# identity at inference.
+CONNECTIVE_PASSES = 6
+# Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
+SIMULATED_LAYERS = 2
+
+
+# ---- partitions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Partition:
+    """Per-device shares: attention heads (MHA), FFN columns (MLP) and tokens (connective block)."""
+
+    heads: tuple[int, ...]
+    mlp_cols: tuple[int, ...]
+    seq: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("heads", "mlp_cols", "seq"):
+            values = tuple(getattr(self, name))
+            object.__setattr__(self, name, values)
+            if not values:
+                raise WorkbenchError(f"partition {name} needs at least one device")
+            if any(not isinstance(v, int | np.integer) or v < 0 for v in values):
+                raise WorkbenchError(f"partition {name} must be integers >= 0, got {values}")
+            object.__setattr__(self, name, tuple(int(v) for v in values))
+        if not len(self.heads) == len(self.mlp_cols) == len(self.seq):
+            raise WorkbenchError(f"partition lengths differ: heads {len(self.heads)}, mlp_cols "
+                                 f"{len(self.mlp_cols)}, seq {len(self.seq)}")
+
+    @property
+    def n(self) -> int:
+        """Number of devices."""
+        return len(self.heads)
+
+    def check(self, model: TransformerConfig, seq_len: int) -> Partition:
+        """Raise unless the shares add up to the model's heads, FFN width and `seq_len`."""
+        for name, total in (("heads", model.n_heads), ("mlp_cols", model.d_ff), ("seq", seq_len)):
+            got = sum(getattr(self, name))
+            if got != total:
+                raise WorkbenchError(f"partition {name} must sum to {total}, got {got} ({getattr(self, name)})")
+        group = model.n_heads // model.n_kv_heads
+        if any(a % group for a in self.heads):
+            raise WorkbenchError(f"partition heads must be multiples of the GQA group size {group}, got {self.heads}")
+        return self
+
+
+def even_split(total: int, n: int) -> tuple[int, ...]:
+    """`total` items over `n` parts as evenly as possible (the first `total % n` parts get one more)."""
+    if n < 1:
+        raise WorkbenchError(f"n must be >= 1, got {n}")
+    base, extra = divmod(int(total), n)
+    return tuple(base + (1 if i < extra else 0) for i in range(n))
+
+
+def uniform_partition(model: TransformerConfig, n: int, seq_len: int) -> Partition:
+    """The homogeneous split M-LM and SP use: equal heads (in GQA groups), columns and tokens."""
+    group = model.n_heads // model.n_kv_heads
+    heads = tuple(g * group for g in even_split(model.n_kv_heads, n))
+    return Partition(heads, even_split(model.d_ff, n), even_split(seq_len, n))
+
+
+# ---- per-device latencies: the profiler's L(T, x, d) -------------------------------------------
+def compute_dtype(workload: Workload) -> str:
+    """The arithmetic dtype: activations at 32 bits compute in fp32, otherwise fp16."""
+    return "fp32" if workload.activation_bits > 16 else "fp16"
+
+
+def _act_bytes(workload: Workload) -> float:
+    return workload.activation_bits / 8
+
+
+def qkv_flops(model: TransformerConfig, heads, tokens) -> np.ndarray:
+    """FLOPs of the Q/K/V projections for `heads` query heads (and their KV heads) over `tokens`."""
+    kv_per_q = model.n_kv_heads / model.n_heads
+    width = np.asarray(heads, dtype=float) * model.d_head * (1 + 2 * kv_per_q)
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * width
+
+
+def score_flops(model: TransformerConfig, heads, queries, keys) -> np.ndarray:
+    """FLOPs of QK^T and softmax(QK^T)V for `heads` heads, `queries` x `keys`."""
+    return 4.0 * np.asarray(queries, dtype=float) * np.asarray(keys, dtype=float) * \
+        np.asarray(heads, dtype=float) * model.d_head
+
+
+def out_proj_flops(model: TransformerConfig, heads, tokens) -> np.ndarray:
+    """FLOPs of the attention output projection for `heads` heads over `tokens`."""
+    return 2.0 * np.asarray(tokens, dtype=float) * np.asarray(heads, dtype=float) * model.d_head * model.d_model
+
+
+def ffn_up_flops(model: TransformerConfig, cols, tokens) -> np.ndarray:
+    """FLOPs of the FFN's first GEMM (SwiGLU: gate and up) for `cols` columns over `tokens`."""
+    mats = 2 if model.gated_ffn else 1
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float) * mats
+
+
+def ffn_down_flops(model: TransformerConfig, cols, tokens) -> np.ndarray:
+    """FLOPs of the FFN's second GEMM for `cols` columns over `tokens`."""
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float)
+
+
+def gemm_time(device: DeviceSpec, workload: Workload, flops, weight_bytes=0.0) -> np.ndarray:
+    """Seconds for `flops` of GEMM work reading `weight_bytes` of weights: the slower of compute and
+    streaming the weights from the outermost memory (a roofline per kernel)."""
+    compute = np.asarray(device.compute_time(flops, compute_dtype(workload), "gemm"), dtype=float)
+    if not device.memory:
+        return compute
+    return np.maximum(compute, np.asarray(device.memory[-1].transfer_time(weight_bytes), dtype=float))
+
+
+def head_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
+    """Bytes of one query head's attention weights in one layer."""
+    return model.attention_params() / model.n_heads * workload.weight_bits / 8
+
+
+def column_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
+    """Bytes of one FFN column's weights in one layer."""
+    return model.ffn_params() / model.d_ff * workload.weight_bits / 8
+
+
+def mha_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads) -> np.ndarray:
+    """L(MHA, a, d): seconds for the MHA block with `heads` heads on all new tokens."""
+    s, t = workload.new_tokens, workload.attended
+    flops = qkv_flops(model, heads, s) + score_flops(model, heads, s, t) + out_proj_flops(model, heads, s)
+    return gemm_time(device, workload, flops, np.asarray(heads, float) * head_weight_bytes(model, workload))
+
+
+def mlp_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, cols) -> np.ndarray:
+    """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens."""
+    s = workload.new_tokens
+    return gemm_time(device, workload, ffn_up_flops(model, cols, s) + ffn_down_flops(model, cols, s),
+                     np.asarray(cols, float) * column_weight_bytes(model, workload))
+
+
+def layer_overhead(device: DeviceSpec) -> float:
+    """Fixed per-layer dispatch seconds of a device preset (`layer_overhead`, e.g. kernel launches); 0 if none."""
+    const = device.provenance.get("layer_overhead")
+    return float(const.value) if const is not None else 0.0
+
+
+def connective_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
+    """L(CON, s, d): seconds for one connective block (residual + LayerNorm) on `tokens`, memory-bound."""
+    if not device.memory:
+        return np.zeros_like(np.asarray(tokens, dtype=float))
+    n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * _act_bytes(workload)
+    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+
+
+def capacity(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
+    """Galaxy Eq. 6: V_d = 1 / (L(MHA, all heads, d) + L(MLP, all columns, d))."""
+    return 1.0 / float(mha_latency(model, device, workload, model.n_heads)
+                       + mlp_latency(model, device, workload, model.d_ff))
+
+
+# ---- memory -------------------------------------------------------------------------------------
+def weight_bytes_per_head(model: TransformerConfig, workload: Workload) -> float:
+    """Bytes of one query head's share of all layers' attention weights (Eq. 5's l * M_att / sum A)."""
+    return model.n_layers * model.attention_params() / model.n_heads * workload.weight_bits / 8
+
+
+def weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
+    """Bytes of one FFN column's share of all layers' MLP weights (Eq. 5's l * M_mlp / sum B)."""
+    return model.n_layers * model.ffn_params() / model.d_ff * workload.weight_bits / 8
+
+
+def shared_weight_bytes(model: TransformerConfig, workload: Workload, n: int) -> float:
+    """Weights outside the MHA/MLP blocks each TP device holds: all norms + 1/n of the embeddings."""
+    params = model.n_layers * model.norm_params() + (model.embedding_params() + model.head_params()) / n
+    return params * workload.weight_bits / 8
+
+
+def tp_activation_bytes(model: TransformerConfig, workload: Workload, heads, cols, seq) -> np.ndarray:
+    """Working set of a TP/HMP device: gathered input, own shard, its heads' Q/K/V and scores, its FFN slice."""
+    s, t = workload.new_tokens, workload.attended
+    heads, cols, seq = (np.asarray(v, dtype=float) for v in (heads, cols, seq))
+    kv_per_q = model.n_kv_heads / model.n_heads
+    elements = (s * model.d_model + seq * model.d_model + s * heads * model.d_head * (1 + 2 * kv_per_q)
+                + heads * s * t + s * cols)
+    cache = 0.0 if workload.phase == "prefill" else 2 * t * heads * kv_per_q * model.d_head * model.n_layers
+    return (elements + cache) * _act_bytes(workload)
+
+
+def sp_activation_bytes(model: TransformerConfig, workload: Workload, seq) -> np.ndarray:
+    """Working set of an SP device: its tokens' activations, Q for them, all K/V, scores, FFN hidden."""
+    t = workload.attended
+    seq = np.asarray(seq, dtype=float)
+    elements = (2 * seq * model.d_model + seq * model.q_dim + 2 * t * model.kv_dim + model.n_heads * seq * t
+                + seq * model.d_ff * (2 if model.gated_ffn else 1))
+    n = max(seq.size, 1)
+    cache = 0.0 if workload.phase == "prefill" else model.kv_cache_bytes(t, workload.activation_bits) / n
+    return elements * _act_bytes(workload) + cache
+
+
+def tp_memory_bytes(model: TransformerConfig, workload: Workload, partition: Partition) -> np.ndarray:
+    """Per-device bytes under a TP-style split (M-LM, HMP): weight shares + shared weights + activations."""
+    heads, cols = np.asarray(partition.heads, float), np.asarray(partition.mlp_cols, float)
+    weights = heads * weight_bytes_per_head(model, workload) + cols * weight_bytes_per_column(model, workload)
+    return weights + shared_weight_bytes(model, workload, partition.n) + \
+        tp_activation_bytes(model, workload, heads, cols, partition.seq)
+
+
+def full_memory_bytes(model: TransformerConfig, workload: Workload, seq) -> np.ndarray:
+    """Per-device bytes when every device holds all weights (SP, Local)."""
+    return model.weight_bytes(workload.weight_bits) + sp_activation_bytes(model, workload, seq)
+
+
+def budgets(cluster: Cluster) -> np.ndarray:
+    """Each device's memory budget: the capacity of its outermost memory level."""
+    return np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+
+
+def first_overflow(need: np.ndarray, cluster: Cluster) -> str:
+    """'' if every device fits, else an 'infeasible: ...' message naming the worst device and bytes."""
+    over = need - budgets(cluster)
+    if not np.any(over > 0):
+        return ""
+    d = int(np.argmax(over))
+    return (f"infeasible: device {d} ({cluster.devices[d].name}) needs {need[d]:.4g} B but its budget is "
+            f"{budgets(cluster)[d]:.4g} B ({over[d]:.4g} B do not fit)")
+
+
+# ---- collectives --------------------------------------------------------------------------------
+def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload) -> list[tuple[str, float]]:
+    """(collective, message bytes) per layer; the message is the full (gathered / reduced) buffer."""
+    b = _act_bytes(workload)
+    s = workload.new_tokens
+    act = s * model.d_model * b
+    if scheme == "megatron_tp":
+        return [("all_reduce", act), ("all_reduce", act)]
+    if scheme == "sp":
+        kv = s * model.kv_dim * b
+        return [("all_gather", kv), ("all_gather", kv)]
+    if scheme in ("galaxy_hmp", "galaxy_hmp_overlap"):
+        return [("reduce_scatter", act), ("all_gather", act), ("reduce_scatter", act), ("all_gather", act)]
+    if scheme == "local":
+        return []
+    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+
+
+def _collective(cluster: Cluster, kind: str, message_bytes: float) -> tuple[float, float]:
+    """(link-latency seconds, bytes seconds) of one ring collective over the cluster."""
+    topo = cluster.topology
+    link, data = collective_latency("ring", kind, cluster.n, message_bytes, topo.link.bandwidth_bytes_per_s,
+                                    topo.link.latency_s, topo.path_hops, breakdown=True)
+    return float(link), float(data)
+
+
+def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float]:
+    """Per-layer (link-latency, bytes) seconds of a scheme's non-overlapped collectives."""
+    parts = [_collective(cluster, kind, m) for kind, m in layer_collectives(scheme, model, workload)]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
+
+
+def gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads: int, cols: int,
+               tokens) -> dict[str, np.ndarray]:
+    """Seconds of the four TP GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` heads and
+    `cols` FFN columns; each reads its full weight slice (so row tiles re-read the weights)."""
+    wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)  # an empty tile reads nothing
+    kv_per_q = model.n_kv_heads / model.n_heads
+    head_w = heads * model.d_head * model.d_model * wb
+    col_w = cols * model.d_model * wb
+    return {
+        "qkv": gemm_time(device, workload, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q)),
+        "out": gemm_time(device, workload, out_proj_flops(model, heads, tokens), head_w),
+        "ffn1": gemm_time(device, workload, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1)),
+        "ffn2": gemm_time(device, workload, ffn_down_flops(model, cols, tokens), col_w),
+    }
+
+
+def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                    part: Partition) -> dict[str, np.ndarray]:
+    """Per-device seconds of each HMP step (whole GEMMs): qkv, attn, out, ffn1, ffn2, con, overhead."""
+    s, t = workload.new_tokens, workload.attended
+    rows = []
+    for d, a, b, n_tok in zip(cluster.devices, part.heads, part.mlp_cols, part.seq):
+        row = {k: float(v) for k, v in gemm_times(model, d, workload, a, b, s).items()}
+        row["attn"] = float(gemm_time(d, workload, score_flops(model, a, s, t)))
+        row["con"] = float(connective_latency(model, d, workload, n_tok))
+        row["overhead"] = layer_overhead(d)
+        rows.append(row)
+    return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+
+
+def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens: int) -> tuple[float, float]:
+    """(before the K/V all-gather, after it) seconds of one SP layer on `tokens` of the sequence."""
+    g = gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
+    before = g["qkv"]
+    after = g["out"] + g["ffn1"] + g["ffn2"] + gemm_time(device, workload, score_flops(model, model.n_heads, tokens,
+                                                                                      workload.attended)) \
+        + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
+    return float(before), float(after)
+
+
+# ---- evaluators ---------------------------------------------------------------------------------
+def _check(model: TransformerConfig, cluster: Cluster, workload: Workload, partition: Partition | None,
+           default: Partition) -> Partition:
+    if not isinstance(model, TransformerConfig):
+        raise WorkbenchError(f"model must be a TransformerConfig, got {type(model).__name__}")
+    partition = default if partition is None else partition
+    if partition.n != cluster.n:
+        raise WorkbenchError(f"partition is for {partition.n} devices but the cluster has {cluster.n}")
+    return partition.check(model, workload.new_tokens)
+
+
+def _result(scheme, workload, compute, link, data, memory, cluster, notes="", **extra) -> SchemeResult:
+    need = np.asarray(memory, dtype=float)
+    message = first_overflow(need, cluster)
+    return SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
+                        compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
+                        peak_memory_bytes=tuple(float(m) for m in need),
+                        memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
+                        notes="; ".join(x for x in (notes, message) if x), extra=extra)
+
+
+@register("local", PAPER)
+def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Local inference on the cluster's first device (Galaxy's single-device baseline)."""
+    one = Cluster(cluster.devices[:1], type(cluster.topology)(cluster.topology.kind, 1, cluster.topology.link))
+    t = hmp_block_times(model, one, workload, uniform_partition(model, 1, workload.new_tokens))
+    per_layer = float(t["qkv"][0] + t["attn"][0] + t["out"][0] + t["ffn1"][0] + t["ffn2"][0] + 2 * t["con"][0]
+                      + t["overhead"][0])
+    memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
+    return _result("local", workload, model.n_layers * per_layer, 0.0, 0.0, memory, one)
+
+
+@register("megatron_tp", PAPER)
+def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                         partition: Partition | None = None) -> SchemeResult:
+    """Megatron-LM TP: equal heads/columns, replicated connective ops, two ring all-reduces per layer."""
+    s = workload.new_tokens
+    part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, s))
+    full = Partition(part.heads, part.mlp_cols, (s,) * cluster.n)  # connective work is replicated
+    t = hmp_block_times(model, cluster, workload, full)
+    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
+                 + np.max(t["overhead"]))
+    link, data = _comm("megatron_tp", model, cluster, workload)
+    L = model.n_layers
+    return _result("megatron_tp", workload, L * float(per_layer), L * link, L * data,
+                   tp_memory_bytes(model, workload, full), cluster, partition=part)
+
+
+@register("sp", PAPER)
+def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                partition: Partition | None = None) -> SchemeResult:
+    """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer."""
+    part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
+    phases = [sp_layer_compute(model, d, workload, s) for d, s in zip(cluster.devices, part.seq)]
+    compute = max(p[0] for p in phases) + max(p[1] for p in phases)
+    link, data = _comm("sp", model, cluster, workload)
+    L = model.n_layers
+    memory = full_memory_bytes(model, workload, np.asarray(part.seq))
+    notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
+    return _result("sp", workload, L * compute, L * link, L * data, memory, cluster, notes, partition=part)
+
+
+def _galaxy_partition(model, cluster, workload, partition) -> tuple[Partition, str]:
+    """The given partition, or Algorithm 1's; if the planner fails, the capacity split and its message."""
+    if partition is not None:
+        return _check(model, cluster, workload, partition, partition), ""
+    from workbench.planners.galaxy import capacity_split, plan  # planners sit above schemes
+
+    try:
+        return plan(model, cluster, workload), ""
+    except InfeasibleError as exc:
+        return capacity_split(model, cluster, workload), str(exc)
+
+
+@register("galaxy_hmp", PAPER)
+def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                        partition: Partition | None = None) -> SchemeResult:
+    """Galaxy's hybrid model parallelism without overlap: per layer 2 ring RS + 2 ring AG as barriers."""
+    part, failure = _galaxy_partition(model, cluster, workload, partition)
+    t = hmp_block_times(model, cluster, workload, part)
+    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
+                 + np.max(t["overhead"]))
+    link, data = _comm("galaxy_hmp", model, cluster, workload)
+    L = model.n_layers
+    memory = tp_memory_bytes(model, workload, part)
+    return _result("galaxy_hmp", workload, L * float(per_layer), L * link, L * data, memory, cluster, failure,
+                   partition=part)
+
+
+# ---- the tile-based overlap as a timeline ---------------------------------------------------------
+def _ring_step_s(cluster: Cluster, n_bytes: float) -> float:
+    """Seconds of one ring step: `n_bytes` from a device to its successor."""
+    topo = cluster.topology
+    return float(point_to_point(n_bytes, topo.link.bandwidth_bytes_per_s, topo.link.latency_s, topo.path_hops))
+
+
+def _ag_gemm_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float], cluster: Cluster,
+                   ready: Sequence[str]) -> list[Task]:
+    """Ring all-gather fused with a GEMM (Sec. III-D1, Fig. 6): at step k device i multiplies the chunk
+    of device i-k while forwarding it to device i+1 (no send at the last step). `gemm_s[i, j]` = seconds
+    on device i for chunk j; `ready[i]` = the task after which device i's own chunk exists."""
+    n, tasks = cluster.n, []
+    for k in range(n):
+        for i in range(n):
+            j = (i - k) % n
+            deps = ((ready[i],) if ready[i] else ()) if k == 0 else (f"{tag}.s{(i - 1) % n}.{k - 1}",)
+            if k < n - 1:
+                tasks.append(Task(f"{tag}.s{i}.{k}", f"link{i}", _ring_step_s(cluster, chunk_bytes[j]), deps,
+                                  kind="communication", device=str(i)))
+            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, j]), deps, device=str(i)))
+    return tasks
+
+
+def _gemm_rs_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float],
+                   cluster: Cluster) -> tuple[list[Task], list[tuple[str, ...]]]:
+    """A GEMM fused with a ring reduce-scatter (Sec. III-D2, Fig. 7): at step k device i computes its
+    partial of chunk r = i-1-k, adds the partial received from device i-1 and forwards the sum; at
+    k = n-1 the chunk is its own, fully reduced. Returns the tasks and what each device's result waits on."""
+    n, tasks = cluster.n, []
+    for k in range(n):
+        for i in range(n):
+            r = (i - 1 - k) % n
+            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, r]), device=str(i)))
+            if k < n - 1:
+                recv = () if k == 0 else (f"{tag}.s{(i - 1) % n}.{k - 1}",)
+                tasks.append(Task(f"{tag}.s{i}.{k}", f"link{i}", _ring_step_s(cluster, chunk_bytes[r]),
+                                  (f"{tag}.c{i}.{k}",) + recv, kind="communication", device=str(i)))
+    done = [(f"{tag}.c{i}.{n - 1}",) + ((f"{tag}.s{(i - 1) % n}.{n - 2}",) if n > 1 else ()) for i in range(n)]
+    return tasks, done
+
+
+def tile_times(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition) -> dict[str, np.ndarray]:
+    """Seconds of each fused GEMM's tiles: `[gemm][i, j]` = device i on the rows of device j's chunk."""
+    out = {k: np.zeros((cluster.n, cluster.n)) for k in ("qkv", "out", "ffn1", "ffn2")}
+    for i, (d, a, b) in enumerate(zip(cluster.devices, part.heads, part.mlp_cols)):
+        tiles = gemm_times(model, d, workload, a, b, np.asarray(part.seq, dtype=float))
+        for k in out:
+            out[k][i] = tiles[k]
+    return out
+
+
+def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
+                     n_layers: int = SIMULATED_LAYERS) -> Timeline:
+    """Tiles of `n_layers` HMP layers with every AG/RS ring step fused into a GEMM, on per-device
+    compute (`cpu{i}`) and egress-link (`link{i}`) resources."""
+    n = cluster.n
+    t = hmp_block_times(model, cluster, workload, part)
+    tiles = tile_times(model, cluster, workload, part)
+    chunk_bytes = [float(s * model.d_model * _act_bytes(workload)) for s in part.seq]
+    tasks: list[Task] = []
+    ready = [""] * n
+    for layer in range(n_layers):
+        p = f"L{layer}"
+        tasks += [Task(f"{p}.overhead{i}", f"cpu{i}", float(t["overhead"][i]), device=str(i)) for i in range(n)]
+        tasks += _ag_gemm_tasks(f"{p}.qkv", tiles["qkv"], chunk_bytes, cluster, ready)
+        tasks += [Task(f"{p}.attn{i}", f"cpu{i}", float(t["attn"][i]), device=str(i)) for i in range(n)]
+        rs, done = _gemm_rs_tasks(f"{p}.out", tiles["out"], chunk_bytes, cluster)
+        tasks += rs + [Task(f"{p}.con1.{i}", f"cpu{i}", float(t["con"][i]), done[i], device=str(i)) for i in range(n)]
+        tasks += _ag_gemm_tasks(f"{p}.ffn1", tiles["ffn1"], chunk_bytes, cluster, [f"{p}.con1.{i}" for i in range(n)])
+        rs, done = _gemm_rs_tasks(f"{p}.ffn2", tiles["ffn2"], chunk_bytes, cluster)
+        tasks += rs + [Task(f"{p}.con2.{i}", f"cpu{i}", float(t["con"][i]), done[i], device=str(i)) for i in range(n)]
+        ready = [f"{p}.con2.{i}" for i in range(n)]
+    return schedule(tasks)
+
+
+@register("galaxy_hmp_overlap", PAPER)
+def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                                partition: Partition | None = None) -> SchemeResult:
+    """Galaxy with the tile-based AG/RS overlap; per-layer time from a one- and a two-layer timeline."""
+    part, failure = _galaxy_partition(model, cluster, workload, partition)
+    L = model.n_layers
+    one = overlap_timeline(model, cluster, workload, part, 1).makespan
+    total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2).makespan - one) if L > 1 else one
+    busy = tile_times(model, cluster, workload, part)
+    t = hmp_block_times(model, cluster, workload, part)
+    per_device = sum(busy[k].sum(axis=1) for k in busy) + t["attn"] + 2 * t["con"] + t["overhead"]
+    compute = min(L * float(np.max(per_device)), total)
+    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)
+    exposed = total - compute
+    share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
+    return _result("galaxy_hmp_overlap", workload, compute, exposed * share, exposed * (1 - share),
+                   tp_memory_bytes(model, workload, part), cluster, failure, partition=part,
+                   hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0))
+
+
+EVALUATORS = {"local": evaluate_local, "megatron_tp": evaluate_megatron_tp, "sp": evaluate_sp,
+              "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
+
+
+def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+             partition: Partition | None = None) -> SchemeResult:
+    """Evaluate one of `SCHEMES` (a partition applies to the parallel schemes)."""
+    if scheme not in EVALUATORS:
+        raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+    if scheme == "local":
+        return evaluate_local(model, cluster, workload)
+    return EVALUATORS[scheme](model, cluster, workload, partition)
+
+
+def latency_or_nan(result: SchemeResult) -> float:
+    """The latency, or NaN when the scheme runs out of memory."""
+    return math.nan if result.oom else result.latency_s
