@@ -29,9 +29,9 @@ import pandas as pd
 from workbench import network
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.kernels.mcu_siracusa import GROUP_SIZE, check_partition, tree_steps
 from workbench.models import TransformerConfig
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.simulate import Timeline, pipeline
 
 PAPER = "mcu_siracusa"
