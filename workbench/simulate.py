@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import altair as alt
 import pandas as pd
 
 from workbench.errors import WorkbenchError, require_non_negative
@@ -77,8 +76,10 @@ class Timeline:
             raise WorkbenchError(f"no task named {name!r}")
         return float(row["end"].iloc[0])
 
-    def gantt(self, title: str = "") -> alt.Chart:
+    def gantt(self, title: str = ""):
         """An altair Gantt chart (one row per resource, coloured by kind)."""
+        import altair as alt  # lazy: cost-model users (the CLI, the explorer's hot path) need no charts
+
         return alt.Chart(self.frame, title=title).mark_bar().encode(
             x=alt.X("start:Q", title="time (s)"), x2="end:Q", y=alt.Y("resource:N", sort=None),
             color=alt.Color("kind:N"), tooltip=["name", "resource", "kind", "start", "end"],

@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_int
 from workbench.models import TransformerConfig
@@ -189,6 +188,8 @@ def exact_plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -
     add(dict.fromkeys(range(n), 1.0), costs.n_groups, costs.n_groups)
     add(dict.fromkeys(range(n, 2 * n), 1.0), costs.n_cols, costs.n_cols)
     upper = np.concatenate([np.full(n, costs.n_groups), np.full(n, costs.n_cols), [np.inf, np.inf]])
+    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: only the exact planner needs scipy
+
     res = milp(np.r_[np.zeros(2 * n), 1.0, 1.0], constraints=LinearConstraint(np.array(rows), lo, hi),
                integrality=np.r_[np.ones(2 * n), 0, 0], bounds=Bounds(np.zeros(size), upper),
                options={"mip_rel_gap": 0.0})
