@@ -13,12 +13,16 @@ One layer, per device d holding `a_d` heads, `b_d` FFN columns and `s_d` tokens 
   and the reduce-scatter fused into its last GEMM, tile by tile around the ring (Sec. III-D); costed
   as a timeline of tiles on each device's compute and egress link (`workbench.simulate`).
 
-Compute time = FLOPs / (peak x efficiency) of the device (`DeviceSpec.compute_time`); the connective
-block is memory-bound (bytes / DRAM bandwidth). Collectives are ring collectives on the cluster's
-topology (`workbench.network.collective_latency`), one tile transfer = one point-to-point message.
+Compute time follows the shared conventions of `workbench.schemes.common` (operand dtype, GEMM/GEMV
+efficiency, a roofline per kernel, memory-bound connective blocks, the device's per-layer overhead).
+Collectives are ring collectives on the cluster's topology (`workbench.network.collective_latency`);
+HMP's reduce-scatters and all-gathers run at the largest sequence shard (one ring step carries one
+shard), and one tile transfer of the overlap is one point-to-point message.
 Memory per device = its share of the weights (+ an equal share of the embeddings for TP-style
 schemes, the Megatron vocab-parallel layout) + its activation working set; SP and Local hold all
-weights. Latency covers the Transformer layers (the backbone), not the embedding lookup or a task head.
+weights. Latency covers the Transformer layers (the backbone), not the embedding lookup or a task head:
+Galaxy times classifiers (QNLI), so no LM head (`common.step_time(..., lm_head=False)`); a generation
+step adds `common.lm_head_time`.
 The Galaxy evaluators plan with Algorithm 1 (`workbench.planners.galaxy`) unless given a partition.
 """
 
@@ -34,15 +38,21 @@ from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import collective_latency, point_to_point
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
+    CONNECTIVE_PASSES,
+    ffn_down_flops,
+    ffn_up_flops,
+    layer_overhead,
+    out_proj_flops,
+    qkv_flops,
+    score_flops,
+)
 from workbench.simulate import Task, Timeline, schedule
 
 PAPER = "galaxy"
 SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
-# Passes of (tokens, E) activations through DRAM in one connective block: residual add (read two,
-# write one) + LayerNorm (read for the statistics, read and write to normalise). Dropout is the
-# identity at inference.
-CONNECTIVE_PASSES = 6
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
 
@@ -102,61 +112,27 @@ def uniform_partition(model: TransformerConfig, n: int, seq_len: int) -> Partiti
 
 
 # ---- per-device latencies: the profiler's L(T, x, d) -------------------------------------------
-def compute_dtype(workload: Workload) -> str:
-    """The arithmetic dtype: activations at 32 bits compute in fp32, otherwise fp16."""
-    return "fp32" if workload.activation_bits > 16 else "fp16"
-
-
+# FLOPs, dtype, GEMM/GEMV efficiency, the per-kernel roofline and the connective block are the shared
+# conventions of `workbench.schemes.common` (their names are re-exported here for the planner and tests).
 def _act_bytes(workload: Workload) -> float:
     return workload.activation_bits / 8
 
 
-def qkv_flops(model: TransformerConfig, heads, tokens) -> np.ndarray:
-    """FLOPs of the Q/K/V projections for `heads` query heads (and their KV heads) over `tokens`."""
-    kv_per_q = model.n_kv_heads / model.n_heads
-    width = np.asarray(heads, dtype=float) * model.d_head * (1 + 2 * kv_per_q)
-    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * width
-
-
-def score_flops(model: TransformerConfig, heads, queries, keys) -> np.ndarray:
-    """FLOPs of QK^T and softmax(QK^T)V for `heads` heads, `queries` x `keys`."""
-    return 4.0 * np.asarray(queries, dtype=float) * np.asarray(keys, dtype=float) * \
-        np.asarray(heads, dtype=float) * model.d_head
-
-
-def out_proj_flops(model: TransformerConfig, heads, tokens) -> np.ndarray:
-    """FLOPs of the attention output projection for `heads` heads over `tokens`."""
-    return 2.0 * np.asarray(tokens, dtype=float) * np.asarray(heads, dtype=float) * model.d_head * model.d_model
-
-
-def ffn_up_flops(model: TransformerConfig, cols, tokens) -> np.ndarray:
-    """FLOPs of the FFN's first GEMM (SwiGLU: gate and up) for `cols` columns over `tokens`."""
-    mats = 2 if model.gated_ffn else 1
-    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float) * mats
-
-
-def ffn_down_flops(model: TransformerConfig, cols, tokens) -> np.ndarray:
-    """FLOPs of the FFN's second GEMM for `cols` columns over `tokens`."""
-    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float)
-
-
 def gemm_time(device: DeviceSpec, workload: Workload, flops, weight_bytes=0.0) -> np.ndarray:
-    """Seconds for `flops` of GEMM work reading `weight_bytes` of weights: the slower of compute and
-    streaming the weights from the outermost memory (a roofline per kernel)."""
-    compute = np.asarray(device.compute_time(flops, compute_dtype(workload), "gemm"), dtype=float)
-    if not device.memory:
-        return compute
-    return np.maximum(compute, np.asarray(device.memory[-1].transfer_time(weight_bytes), dtype=float))
+    """Seconds for `flops` of matmul work reading `weight_bytes` of weights: the slower of compute and
+    streaming the weights from the outermost memory (`common.roofline_time`; a GEMV when decoding)."""
+    return common.roofline_time(device, flops, weight_bytes, common.workload_dtype(device, workload),
+                                common.kernel_kind(workload.new_tokens))
 
 
 def head_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one query head's attention weights in one layer."""
-    return model.attention_params() / model.n_heads * workload.weight_bits / 8
+    return common.weight_bytes(model.attention_params() / model.n_heads, workload.weight_bits)
 
 
 def column_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one FFN column's weights in one layer."""
-    return model.ffn_params() / model.d_ff * workload.weight_bits / 8
+    return common.weight_bytes(model.ffn_params() / model.d_ff, workload.weight_bits)
 
 
 def mha_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads) -> np.ndarray:
@@ -173,18 +149,9 @@ def mlp_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload
                      np.asarray(cols, float) * column_weight_bytes(model, workload))
 
 
-def layer_overhead(device: DeviceSpec) -> float:
-    """Fixed per-layer dispatch seconds of a device preset (`layer_overhead`, e.g. kernel launches); 0 if none."""
-    const = device.provenance.get("layer_overhead")
-    return float(const.value) if const is not None else 0.0
-
-
 def connective_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
     """L(CON, s, d): seconds for one connective block (residual + LayerNorm) on `tokens`, memory-bound."""
-    if not device.memory:
-        return np.zeros_like(np.asarray(tokens, dtype=float))
-    n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * _act_bytes(workload)
-    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+    return common.connective_time(model, device, workload, tokens)
 
 
 def capacity(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
@@ -286,9 +253,19 @@ def _collective(cluster: Cluster, kind: str, message_bytes: float) -> tuple[floa
     return float(link), float(data)
 
 
-def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float]:
-    """Per-layer (link-latency, bytes) seconds of a scheme's non-overlapped collectives."""
-    parts = [_collective(cluster, kind, m) for kind, m in layer_collectives(scheme, model, workload)]
+def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+          partition: Partition | None = None) -> tuple[float, float]:
+    """Per-layer (link-latency, bytes) seconds of a scheme's non-overlapped collectives.
+
+    With a `partition` (HMP), each reduce-scatter / all-gather step carries a whole sequence shard,
+    so the ring runs at its largest shard: the buffer is padded to n x max(seq) (as the kernel pads it,
+    and as the tile-overlap timeline sends it). An even split pads nothing.
+    """
+    parts = []
+    for kind, message in layer_collectives(scheme, model, workload):
+        if partition is not None and kind in ("reduce_scatter", "all_gather"):
+            message = cluster.n * max(partition.seq) * model.d_model * _act_bytes(workload)
+        parts.append(_collective(cluster, kind, message))
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
@@ -296,26 +273,17 @@ def gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Workload,
                tokens) -> dict[str, np.ndarray]:
     """Seconds of the four TP GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` heads and
     `cols` FFN columns; each reads its full weight slice (so row tiles re-read the weights)."""
-    wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)  # an empty tile reads nothing
-    kv_per_q = model.n_kv_heads / model.n_heads
-    head_w = heads * model.d_head * model.d_model * wb
-    col_w = cols * model.d_model * wb
-    return {
-        "qkv": gemm_time(device, workload, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q)),
-        "out": gemm_time(device, workload, out_proj_flops(model, heads, tokens), head_w),
-        "ffn1": gemm_time(device, workload, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1)),
-        "ffn2": gemm_time(device, workload, ffn_down_flops(model, cols, tokens), col_w),
-    }
+    return common.kernel_times(model, device, workload, heads, cols, tokens)
 
 
 def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Workload,
                     part: Partition) -> dict[str, np.ndarray]:
     """Per-device seconds of each HMP step (whole GEMMs): qkv, attn, out, ffn1, ffn2, con, overhead."""
-    s, t = workload.new_tokens, workload.attended
+    s = workload.new_tokens
     rows = []
     for d, a, b, n_tok in zip(cluster.devices, part.heads, part.mlp_cols, part.seq):
         row = {k: float(v) for k, v in gemm_times(model, d, workload, a, b, s).items()}
-        row["attn"] = float(gemm_time(d, workload, score_flops(model, a, s, t)))
+        row["attn"] = float(common.attention_time(model, d, workload, a))
         row["con"] = float(connective_latency(model, d, workload, n_tok))
         row["overhead"] = layer_overhead(d)
         rows.append(row)
@@ -326,8 +294,7 @@ def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Wor
     """(before the K/V all-gather, after it) seconds of one SP layer on `tokens` of the sequence."""
     g = gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
     before = g["qkv"]
-    after = g["out"] + g["ffn1"] + g["ffn2"] + gemm_time(device, workload, score_flops(model, model.n_heads, tokens,
-                                                                                      workload.attended)) \
+    after = g["out"] + g["ffn1"] + g["ffn2"] + common.attention_time(model, device, workload, model.n_heads, tokens) \
         + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
     return float(before), float(after)
 
@@ -355,13 +322,12 @@ def _result(scheme, workload, compute, link, data, memory, cluster, notes="", **
 
 @register("local", PAPER)
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Local inference on the cluster's first device (Galaxy's single-device baseline)."""
+    """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
+    `common.step_time`, without an LM head (Galaxy's scope is the backbone)."""
     one = Cluster(cluster.devices[:1], type(cluster.topology)(cluster.topology.kind, 1, cluster.topology.link))
-    t = hmp_block_times(model, one, workload, uniform_partition(model, 1, workload.new_tokens))
-    per_layer = float(t["qkv"][0] + t["attn"][0] + t["out"][0] + t["ffn1"][0] + t["ffn2"][0] + 2 * t["con"][0]
-                      + t["overhead"][0])
+    compute = common.step_time(model, one.devices[0], workload, lm_head=False)  # Galaxy times the backbone
     memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
-    return _result("local", workload, model.n_layers * per_layer, 0.0, 0.0, memory, one)
+    return _result("local", workload, compute, 0.0, 0.0, memory, one)
 
 
 @register("megatron_tp", PAPER)
@@ -414,7 +380,7 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     t = hmp_block_times(model, cluster, workload, part)
     per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("galaxy_hmp", model, cluster, workload)
+    link, data = _comm("galaxy_hmp", model, cluster, workload, part)
     L = model.n_layers
     memory = tp_memory_bytes(model, workload, part)
     return _result("galaxy_hmp", workload, L * float(per_layer), L * link, L * data, memory, cluster, failure,
@@ -500,21 +466,34 @@ def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workl
 @register("galaxy_hmp_overlap", PAPER)
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
                                 partition: Partition | None = None) -> SchemeResult:
-    """Galaxy with the tile-based AG/RS overlap; per-layer time from a one- and a two-layer timeline."""
+    """Galaxy with the tile-based AG/RS overlap; per-layer time from a one- and a two-layer timeline.
+
+    Fusing is a choice of the runtime: where the tiled schedule would be slower than the plain HMP
+    schedule of the same partition (e.g. memory-bound GEMMs whose row tiles each re-read the weights),
+    it runs unfused, so the overlap is never slower than `galaxy_hmp` on the same partition.
+    """
     part, failure = _galaxy_partition(model, cluster, workload, partition)
     L = model.n_layers
     one = overlap_timeline(model, cluster, workload, part, 1).makespan
     total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2).makespan - one) if L > 1 else one
+    unfused = evaluate_galaxy_hmp(model, cluster, workload, part)
+    memory = tp_memory_bytes(model, workload, part)
+    if total > unfused.latency_s:
+        notes = "; ".join(x for x in (failure, "tile fusion would be slower than the plain HMP schedule here: "
+                                               "runs unfused") if x)
+        return _result("galaxy_hmp_overlap", workload, unfused.compute_s, unfused.comm_link_latency_s,
+                       unfused.comm_bytes_s, memory, cluster, notes, partition=part, hidden_comm_s=0.0,
+                       fused_latency_s=total)
     busy = tile_times(model, cluster, workload, part)
     t = hmp_block_times(model, cluster, workload, part)
     per_device = sum(busy[k].sum(axis=1) for k in busy) + t["attn"] + 2 * t["con"] + t["overhead"]
     compute = min(L * float(np.max(per_device)), total)
-    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)
+    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)  # exposed time split in these proportions
     exposed = total - compute
     share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
-    return _result("galaxy_hmp_overlap", workload, compute, exposed * share, exposed * (1 - share),
-                   tp_memory_bytes(model, workload, part), cluster, failure, partition=part,
-                   hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0))
+    return _result("galaxy_hmp_overlap", workload, compute, exposed * share, exposed * (1 - share), memory,
+                   cluster, failure, partition=part, hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0),
+                   fused_latency_s=total)
 
 
 EVALUATORS = {"local": evaluate_local, "megatron_tp": evaluate_megatron_tp, "sp": evaluate_sp,

@@ -34,6 +34,7 @@ import numpy as np
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 
 MODES = ("ws", "1d", "2d")
@@ -164,14 +165,14 @@ class DeviceProfile:
         return replace(self, **changes)
 
 
-def _dtype(bits: float) -> str:
-    return {32: "fp32", 16: "fp16", 8: "int8", 4: "int4"}.get(int(bits), "fp16")
-
-
 def profile_from_device(device: DeviceSpec, bandwidth_bytes_per_s: float, latency_s: float = 0.0,
-                        bits: float = 32, free_memory_bytes: float | None = None) -> DeviceProfile:
-    """A profile from a device preset: f_i = its clock (or peak), rho_i = f_i / (peak x GEMM efficiency)."""
-    rate = device.peak(_dtype(bits)) * device.efficiency("gemm")
+                        bits: float = 32, free_memory_bytes: float | None = None,
+                        activation_bits: float | None = None, kind: str = "gemm") -> DeviceProfile:
+    """A profile from a device preset: f_i = its clock (or peak), rho_i = f_i / (peak x efficiency), with the
+    shared compute dtype of `bits`-bit weights and `activation_bits` activations (default: `bits`) and the
+    kernel shape `kind` (GEMM, or GEMV when decoding). Eq. 5 is linear: no roofline, no small-kernel loss."""
+    dtype = common.compute_dtype(device, bits, bits if activation_bits is None else activation_bits)
+    rate = device.peak(dtype) * device.efficiency(kind)
     clock = device.provenance.get("clock_hz")
     frequency = float(clock.value) if clock is not None else rate
     memory = device.memory_bytes if free_memory_bytes is None else free_memory_bytes
@@ -182,7 +183,9 @@ def cluster_profiles(cluster: Cluster, workload: Workload) -> list[DeviceProfile
     """Profiles of a cluster's devices on its topology's link (hops x per-hop latency per message)."""
     link = cluster.topology.link
     lat = cluster.topology.path_hops * link.latency_s
-    return [profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits) for d in cluster.devices]
+    kind = common.kernel_kind(workload.new_tokens)
+    return [profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits,
+                                activation_bits=workload.activation_bits, kind=kind) for d in cluster.devices]
 
 
 # ---- block shape: FLOPs and bytes per unit of each split dimension ------------------------------

@@ -30,6 +30,7 @@ from workbench import network
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.models import TransformerConfig
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.simulate import Timeline, pipeline
@@ -37,7 +38,6 @@ from workbench.simulate import Timeline, pipeline
 PAPER = "mcu_siracusa"
 SCHEME = "mcu_headwise_tp"
 CASES = ("all_on_chip", "double_buffered", "streamed")
-DTYPE_OF_BITS = {4: "int4", 8: "int8", 16: "fp16", 32: "fp32"}
 L1_TILE_FRACTION = 0.5  # half of L1 holds the tiles being computed, half the next ones (double buffer)
 MIB = 2**20
 
@@ -85,14 +85,15 @@ def small_kernel_size(mm: Matmul) -> float | None:
     """Kernel size for the small-kernel efficiency loss: GEMMs lose reuse as they shrink; GEMVs do not.
 
     A GEMV streams each weight once with no reuse, so its rate is set by the load path at any size
-    (None: base efficiency); a GEMM's register and L1 tile reuse shrink with its dimensions.
+    (None: base efficiency); a GEMM's register and L1 tile reuse shrink with its dimensions. This is the
+    shared convention of `workbench.schemes.common.matmul_time`.
     """
     return mm.flops if mm.kind == "gemm" else None
 
 
 def matmul_time(device: DeviceSpec, mm: Matmul, dtype: str) -> float:
     """Seconds for one kernel on the cluster: FLOPs / (peak x DeviceSpec.efficiency(kind, size))."""
-    return mm.flops / (device.peak(dtype) * float(device.efficiency(mm.kind, small_kernel_size(mm))))
+    return float(common.matmul_time(device, mm.flops, dtype, mm.kind))
 
 
 def _tile_sizes(dim: int) -> np.ndarray:
@@ -223,7 +224,7 @@ def place(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: 
     roles = memory_roles(device)
     wbits, abits = workload.weight_bits, workload.activation_bits
     sharded = model.block_params() - root_only_params(model)
-    weight_slice = (sharded / n_chips + root_only_params(model)) * wbits / 8
+    weight_slice = common.weight_bytes(sharded / n_chips + root_only_params(model), wbits)
     kv_slice = (2 * workload.kv_len * model.kv_dim / n_chips * abits / 8
                 if workload.phase == "decode" and model.is_decoder else 0.0)
     acts = activation_bytes(model, n_chips, workload.new_tokens, workload.attended, abits)
@@ -350,18 +351,17 @@ class BlockCost:
                 "L2": self.l2_energy_j, "chip-to-chip": self.c2c_energy_j}
 
 
-def dtype_for_bits(bits: float) -> str:
-    """Peak-rate dtype for a weight precision: 8 -> int8, 16 -> fp16, ..."""
-    if bits not in DTYPE_OF_BITS:
-        raise WorkbenchError(f"weight_bits must be one of {sorted(DTYPE_OF_BITS)} for this scheme, got {bits!r}")
-    return DTYPE_OF_BITS[int(bits)]
+def dtype_for_bits(device: DeviceSpec, workload: Workload) -> str:
+    """Peak-rate dtype of the block's matmuls: the shared `common.compute_dtype` of the weight and activation
+    precision (W8A8 -> int8, 4.5-bit q4_0 weights with fp16 activations -> fp16, ...)."""
+    return common.workload_dtype(device, workload)
 
 
 def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload, strict: bool):
     """Per-chip compute, transfer times and bytes for one block."""
     placement = place(model, device, n_chips, workload, strict=strict)
     roles = memory_roles(device)
-    dtype = dtype_for_bits(workload.weight_bits)
+    dtype = dtype_for_bits(device, workload)
     kernels = block_matmuls(model, n_chips, workload.new_tokens, workload.attended)
     a_bytes = workload.activation_bits / 8
     compute = sum(matmul_time(device, mm, dtype) for mm in kernels)

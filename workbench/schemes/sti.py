@@ -33,6 +33,7 @@ from workbench.errors import WorkbenchError, require_int, require_non_negative, 
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.quantize import FULL_BITS, check_bits
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.shards import n_shards, shard_record_bytes
 
@@ -81,8 +82,14 @@ def layer_flops(model: TransformerConfig, m: int, seq_len: int, kv_len: int | No
 
 
 def layer_exec_time(model: TransformerConfig, device: DeviceSpec, m: int, seq_len: int, kv_len: int | None = None) -> float:
-    """Execution delay of one layer with m shards (no decompression): compute time, at least the floor."""
-    compute = float(device.compute_time(layer_flops(model, m, seq_len, kv_len), "fp32", "gemm"))
+    """Execution delay of one layer with m shards (no decompression): compute time, at least the floor.
+
+    STI dequantises every shard to fp32 before it computes (Sec. 3.1), so the shared compute dtype is that
+    of fp32 operands whatever the stored bitwidth; STI's profile is one rate per layer (no roofline).
+    """
+    dtype = common.compute_dtype(device, FULL_BITS, FULL_BITS)
+    compute = float(common.matmul_time(device, layer_flops(model, m, seq_len, kv_len), dtype,
+                                       common.kernel_kind(seq_len)))
     return max(device_constant(device, "layer_time_floor", 0.0), compute)
 
 

@@ -15,6 +15,11 @@ Registered evaluators: ``tpi_star_tp`` (TPI-LLM), and the baselines of Sec. 4.3-
 ``single_device_resident`` (Standalone / Transformers, swapping when weights exceed memory),
 ``disk_offload_blocking`` (Accelerate), ``layerwise_mp`` (model parallelism, layer-sequential) and
 ``tp_ring_allreduce`` (Galaxy-style tensor parallelism with ring collectives, no scheduler).
+
+Compute follows `workbench.schemes.common`: the timeline's Table-4 blocks (TPI-LLM's scheduling units)
+take one roofline each at the shared compute dtype and kernel shape; the single-device and
+layer-sequential baselines compute the shared single-device step (`common.step_time`: every layer's
+kernels + the decoder's next-token logits), so Standalone and Galaxy's Local agree on the layers.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from workbench.errors import InfeasibleError, WorkbenchError, require_choice, re
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import ALGORITHMS, collective_latency, on_topology, traversals
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.simulate import Task, Timeline, schedule
 
@@ -230,10 +236,11 @@ def with_cores(device: DeviceSpec, cores: int) -> DeviceSpec:
                                memory=memory)
 
 
-def compute_time(device: DeviceSpec, flops: float, weight_bytes: float) -> float:
-    """Roofline: max(FLOPs at peak x GEMM efficiency, bytes at the streaming rate)."""
-    peak = device.peak("fp32") * device.efficiency("gemm")
-    return max(flops / peak, weight_bytes / stream_bandwidth(device))
+def compute_time(device: DeviceSpec, flops: float, weight_bytes: float, dtype: str = "fp32",
+                 kind: str = "gemm") -> float:
+    """Roofline of one block (`common.roofline_time`): max(FLOPs at peak[dtype] x efficiency(kind),
+    bytes at the streaming rate)."""
+    return float(common.roofline_time(device, flops, weight_bytes, dtype, kind))
 
 
 def check_devices(model: TransformerConfig, n_devices: int) -> int:
@@ -348,16 +355,21 @@ class TPIRun:
 
 
 def _block_compute(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
-                   bits: float) -> float:
+                   workload: Workload) -> float:
+    """Seconds of one Table-4 block on a device: one roofline per block (its weights and, for attention,
+    its KV slice), at the shared compute dtype and kernel shape; the post block's LM head computes the
+    next token's logits (`common.lm_head_flops`)."""
+    bits = workload.weight_bits
+    dtype, kind = common.workload_dtype(dev, workload), common.kernel_kind(tokens)
     if blk.kind == "pre":
-        return compute_time(dev, 0.0, tokens * model.d_model * bits / 8)
+        return compute_time(dev, 0.0, tokens * model.d_model * bits / 8, dtype, kind)
     if blk.kind == "post":
-        return compute_time(dev, 2.0 * tokens * model.d_model * model.vocab_size, blk.params * bits / 8)
+        return compute_time(dev, common.lm_head_flops(model), blk.params * bits / 8, dtype, "gemv")
     if blk.kind == "attn":
         flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
         kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
-        return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes)
-    return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8)
+        return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes, dtype, kind)
+    return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8, dtype, kind)
 
 
 def _retained(blk: Block, retain_every: int) -> bool:
@@ -395,7 +407,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
             tasks.append(Task(f"load:{name}", f"disk{c.index}", seconds, load_deps, "io", c.device.name))
             loaded[c.index].append(name)
             deps = deps + [f"load:{name}"]
-        duration = _block_compute(model, blk, c.device, c.share, tokens, kv_len, bits)
+        duration = _block_compute(model, blk, c.device, c.share, tokens, kv_len, workload)
         tasks.append(Task(name, f"cpu{c.index}", duration, tuple(deps), "compute", c.device.name))
         return name
 
@@ -578,11 +590,8 @@ def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workl
 
 
 # ---- single-device and model-parallel baselines ------------------------------------------------------
-def _sequential_compute(model: TransformerConfig, dev: DeviceSpec, blocks: list[Block], tokens: int, kv_len: int,
-                        bits: float) -> float:
-    return sum(_block_compute(model, blk, dev, 1.0, tokens, kv_len, bits) for blk in blocks)
-
-
+# Their compute is the shared single-device step (`common.step_time`): every layer's kernels on the
+# device plus the decoder's next-token logits, the same number Galaxy's `local` gives for the layers.
 def _phase_tokens(workload: Workload) -> tuple[int, int]:
     return (workload.seq_len, workload.seq_len) if workload.phase == "prefill" else (1, workload.kv_len)
 
@@ -600,8 +609,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     blocks = device_blocks(model, 1.0, True)
     weights = sum(b.params for b in blocks) * bits / 8
     peak = weights + opts.runtime_overhead_bytes + kv_bytes(model, 1.0, opts.context_tokens, bits)
-    tokens, kv_len = _phase_tokens(workload)
-    compute = _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+    compute = common.step_time(model, dev, workload)
     swapping = peak > dev.memory_bytes
     passes = 2.0 if workload.phase == "prefill" else 1.0
     swap = passes * weights / device_constant(dev, "swap_bandwidth", dev.storage_read_bytes_per_s or 1e9) \
@@ -622,8 +630,7 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
     blocks = device_blocks(model, 1.0, True)
     weights = sum(b.params for b in blocks) * bits / 8
     load_peak = weights + opts.runtime_overhead_bytes
-    tokens, kv_len = _phase_tokens(workload)
-    compute = _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+    compute = common.step_time(model, dev, workload)
     io = weights / device_constant(dev, "offload_read_bandwidth", dev.storage_read_bytes_per_s or 1e9)
     running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
     return _result("disk_offload_blocking", "baseline", workload, compute + io, {"compute_s": compute, "wait_s": io},
@@ -643,7 +650,7 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
     """Model parallelism (pipeline degraded to one request): devices run their layers one after another."""
     opts = default_options()
     bits, act = workload.weight_bits, workload.activation_bits / 8
-    tokens, kv_len = _phase_tokens(workload)
+    tokens, _ = _phase_tokens(workload)
     size = table4_block_params(model, 1.0)
     compute, comm, peaks, limits = 0.0, 0.0, [], []
     ranges = mp_layer_ranges(model.n_layers, cluster.n)
@@ -651,7 +658,7 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
         blocks = [Block(f"{k}{layer}", k, layer, size[k]) for layer in range(a + 1, b + 1) for k in ("attn", "ffn")]
         if i == 0:
             blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
-        compute += _sequential_compute(model, dev, blocks, tokens, kv_len, bits)
+        compute += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
         comm += p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
         weights = sum(blk.params for blk in blocks) * bits / 8
         kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)

@@ -1,0 +1,239 @@
+"""Conventions every scheme evaluator shares, so one device, model and workload cost the same everywhere.
+
+JAX-free and cheap to import. The conventions (each scheme module builds on these, none re-derives them):
+
+* **Compute dtype** (`compute_dtype`): a matmul runs in the narrowest arithmetic class that holds both
+  operands: more than 16 bits -> fp32, more than 8 -> fp16, more than 4 -> int8, else int4. So W8A16 and
+  q4_0 (4.5 bits) weights with fp16 activations compute in fp16, W8A8 in int8, fp32 activations in fp32.
+  A device without that arithmetic runs it at the nearest wider dtype it lists (`DeviceSpec.peak`): a
+  Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate. A paper that computes in another
+  precision says so through the operands it passes (Galaxy's CPU runs exchange fp32 activations,
+  `activation_bits_cpu` in data/constants/galaxy.toml; STI dequantises its shards to fp32 before the GEMM).
+* **Kernel shape** (`kernel_kind`): one new token (decode) is a GEMV, more are a GEMM; the efficiency is
+  the device's for that shape (`DeviceSpec.efficiency`). The small-kernel loss applies to GEMMs at the
+  size of each kernel (register/L1 reuse shrinks with the kernel); a GEMV streams each weight once at any
+  size, so it has none.
+* **Roofline per kernel** (`roofline_time`): max(FLOPs at that rate, bytes the kernel streams from the
+  device's outermost memory). A weight read by several kernels (row tiles) is streamed by each.
+* **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
+  (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
+* **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
+  Q/K/V, output and FFN GEMMs each reading their weights; attention (QK^T and softmax(QK^T)V) reading the
+  KV cache of the attended tokens in decode (in prefill K and V are produced by the Q/K/V GEMM and
+  consumed at once); two connective blocks (residual add + norm: `CONNECTIVE_PASSES` passes of the new
+  tokens' activations through the outermost memory, memory-bound); a fixed per-layer dispatch overhead
+  when the device preset gives one (`layer_overhead`, e.g. GPU kernel launches).
+* **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
+  tied or untied output matrix); an encoder has none. The embedding lookup (a gather of S rows) is not
+  costed.
+
+`step_time` adds the layers and, when the scheme's scope includes it, the head: the per-device compute
+time any single-device evaluator reports.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from workbench.errors import WorkbenchError
+from workbench.hardware import DeviceSpec
+from workbench.models import TransformerConfig
+from workbench.schemes.base import Workload
+
+# Passes of (tokens, E) activations through memory in one connective block: residual add (read two,
+# write one) + norm (read for the statistics, read and write to normalise). Dropout is the identity.
+CONNECTIVE_PASSES = 6
+# Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
+_DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
+# Where `DeviceSpec.peak` looks when a device does not list a dtype (kept in step with it).
+_WIDER = {"int4": ("int4", "bf16", "fp16", "fp32"), "int8": ("int8", "bf16", "fp16", "fp32"),
+          "fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp16", "fp32"), "fp32": ("fp32",)}
+
+
+# ---- precision ------------------------------------------------------------------------------------
+def require_bits(name: str, bits: float) -> float:
+    """Return `bits` as a float if it is a finite number > 0 (fractional allowed, e.g. 4.5), else raise."""
+    if not isinstance(bits, int | float | np.integer | np.floating) or isinstance(bits, bool) \
+            or not math.isfinite(float(bits)) or bits <= 0:
+        raise WorkbenchError(f"{name} must be a finite number of bits > 0 (e.g. 4.5 for q4_0), got {bits!r}")
+    return float(bits)
+
+
+def weight_bytes(params, bits: float):
+    """Bytes of `params` weights at `bits` per weight (any bits > 0; vectorised over `params`)."""
+    return params * require_bits("weight_bits", bits) / 8
+
+
+def operand_dtype(weight_bits: float, activation_bits: float) -> str:
+    """The arithmetic class that holds both operands: > 16 bits fp32, > 8 fp16, > 4 int8, else int4."""
+    widest = max(require_bits("weight_bits", weight_bits), require_bits("activation_bits", activation_bits))
+    for bits, dtype in _DTYPE_CLASSES:
+        if widest <= bits:
+            return dtype
+    raise WorkbenchError(f"operands of {widest:g} bits are wider than fp32 (32 bits); no arithmetic for them")
+
+
+def compute_dtype(device: DeviceSpec, weight_bits: float, activation_bits: float) -> str:
+    """The dtype whose peak the device runs a matmul of these operands at (its nearest listed wider one)."""
+    wanted = operand_dtype(weight_bits, activation_bits)
+    for dtype in _WIDER[wanted]:
+        if dtype in device.peak_flops:
+            return dtype
+    return next(iter(device.peak_flops))
+
+
+def workload_dtype(device: DeviceSpec, workload: Workload) -> str:
+    """`compute_dtype` for a workload's weight and activation precision."""
+    return compute_dtype(device, workload.weight_bits, workload.activation_bits)
+
+
+# ---- kernels ----------------------------------------------------------------------------------------
+def kernel_kind(new_tokens: int) -> str:
+    """GEMV when a kernel computes one row (one new token, decode), GEMM otherwise."""
+    return "gemv" if new_tokens == 1 else "gemm"
+
+
+def matmul_time(device: DeviceSpec, flops, dtype: str, kind: str = "gemm", kernel_flops=None):
+    """Seconds for `flops` at peak[dtype] x efficiency(kind, size); size = `kernel_flops` (default: the
+    FLOPs themselves) for a GEMM, none for a GEMV (no small-kernel loss). Vectorised; 0 FLOPs take 0 s."""
+    flops = np.asarray(flops, dtype=float)
+    size = (flops if kernel_flops is None else kernel_flops) if kind == "gemm" else None
+    eff = device.efficiency(kind, size)
+    return np.where(flops > 0, flops / np.maximum(device.peak(dtype) * eff, 1e-300), 0.0)
+
+
+def stream_time(device: DeviceSpec, n_bytes):
+    """Seconds to stream `n_bytes` from the device's outermost memory (0 if it lists no memory)."""
+    if not device.memory:
+        return np.zeros_like(np.asarray(n_bytes, dtype=float))
+    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+
+
+def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "gemm", kernel_flops=None):
+    """Seconds of one kernel: the slower of its compute and streaming its `n_bytes` (vectorised)."""
+    compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops), dtype=float)
+    if not device.memory:
+        return compute
+    return np.maximum(compute, stream_time(device, n_bytes))
+
+
+# ---- FLOPs of one layer's kernels (per heads / FFN columns / tokens, vectorised) ----------------------
+def qkv_flops(model: TransformerConfig, heads, tokens):
+    """FLOPs of the Q/K/V projections for `heads` query heads (and their KV heads) over `tokens`."""
+    kv_per_q = model.n_kv_heads / model.n_heads
+    width = np.asarray(heads, dtype=float) * model.d_head * (1 + 2 * kv_per_q)
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * width
+
+
+def score_flops(model: TransformerConfig, heads, queries, keys):
+    """FLOPs of QK^T and softmax(QK^T)V for `heads` heads, `queries` x `keys`."""
+    return 4.0 * np.asarray(queries, dtype=float) * np.asarray(keys, dtype=float) * \
+        np.asarray(heads, dtype=float) * model.d_head
+
+
+def out_proj_flops(model: TransformerConfig, heads, tokens):
+    """FLOPs of the attention output projection for `heads` heads over `tokens`."""
+    return 2.0 * np.asarray(tokens, dtype=float) * np.asarray(heads, dtype=float) * model.d_head * model.d_model
+
+
+def ffn_up_flops(model: TransformerConfig, cols, tokens):
+    """FLOPs of the FFN's first GEMM (SwiGLU: gate and up) for `cols` columns over `tokens`."""
+    mats = 2 if model.gated_ffn else 1
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float) * mats
+
+
+def ffn_down_flops(model: TransformerConfig, cols, tokens):
+    """FLOPs of the FFN's second GEMM for `cols` columns over `tokens`."""
+    return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float)
+
+
+# ---- one layer on one device ------------------------------------------------------------------------
+def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, cols,
+                 tokens) -> dict[str, np.ndarray]:
+    """Seconds of the four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads
+    and `cols` FFN columns; each streams its whole weight slice (an empty tile reads nothing)."""
+    dtype, kind = workload_dtype(device, workload), kernel_kind(workload.new_tokens)
+    wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)
+    kv_per_q = model.n_kv_heads / model.n_heads
+    head_w = heads * model.d_head * model.d_model * wb
+    col_w = cols * model.d_model * wb
+    return {
+        "qkv": roofline_time(device, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), dtype, kind),
+        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind),
+        "ffn1": roofline_time(device, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1),
+                              dtype, kind),
+        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind),
+    }
+
+
+def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.ndarray:
+    """Bytes of the KV cache attention reads for `heads` query heads: K and V of every attended token in
+    decode (at the activation precision); none in prefill, where K/V come straight from the Q/K/V GEMM."""
+    if workload.phase == "prefill":
+        return np.zeros_like(np.asarray(heads, dtype=float))
+    kv_heads = np.asarray(heads, dtype=float) * model.n_kv_heads / model.n_heads
+    return 2.0 * workload.attended * kv_heads * model.d_head * (workload.activation_bits / 8)
+
+
+def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, queries=None):
+    """Seconds of QK^T and softmax(QK^T)V for `heads` heads over `queries` (default: the new tokens)."""
+    queries = workload.new_tokens if queries is None else queries
+    kv_bytes = kv_read_bytes(model, workload, heads) * (np.asarray(queries, dtype=float) > 0)  # no query, no read
+    return roofline_time(device, score_flops(model, heads, queries, workload.attended), kv_bytes,
+                         workload_dtype(device, workload), kernel_kind(workload.new_tokens))
+
+
+def connective_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
+    """Seconds of one connective block (residual + norm) on `tokens`: memory-bound passes of activations."""
+    if not device.memory:
+        return np.zeros_like(np.asarray(tokens, dtype=float))
+    n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * (workload.activation_bits / 8)
+    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+
+
+def layer_overhead(device: DeviceSpec) -> float:
+    """Fixed per-layer dispatch seconds of a device preset (`layer_overhead`, e.g. kernel launches); 0 if none."""
+    const = device.provenance.get("layer_overhead")
+    return float(const.value) if const is not None else 0.0
+
+
+def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
+    """Seconds of each step of one layer on a device that holds all of it: qkv, attn, out, ffn1, ffn2, con
+    (one connective block; a layer has two), overhead."""
+    s = workload.new_tokens
+    parts = {k: float(v) for k, v in kernel_times(model, device, workload, model.n_heads, model.d_ff, s).items()}
+    parts["attn"] = float(attention_time(model, device, workload, model.n_heads))
+    parts["con"] = float(connective_time(model, device, workload, s))
+    parts["overhead"] = layer_overhead(device)
+    return parts
+
+
+def layer_time(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
+    """Seconds of one whole layer on one device: GEMMs + attention + two connective blocks + overhead."""
+    t = layer_parts(model, device, workload)
+    return float(t["qkv"] + t["attn"] + t["out"] + t["ffn1"] + t["ffn2"] + 2 * t["con"] + t["overhead"])
+
+
+# ---- the output head and a whole step -----------------------------------------------------------------
+def lm_head_flops(model: TransformerConfig) -> float:
+    """FLOPs of a decoder's next-token logits (one token x d_model x vocab); 0 for an encoder."""
+    return 2.0 * model.d_model * model.vocab_size if model.is_decoder else 0.0
+
+
+def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
+    """Seconds of the next-token logits on one device: a GEMV streaming the output matrix (0 for encoders)."""
+    if not model.is_decoder:
+        return 0.0
+    params = model.vocab_size * model.d_model
+    return float(roofline_time(device, lm_head_flops(model), weight_bytes(params, workload.weight_bits),
+                               workload_dtype(device, workload), "gemv"))
+
+
+def step_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
+              lm_head: bool = True) -> float:
+    """Seconds of `n_layers` (default all) whole layers on one device, plus the decoder's head if `lm_head`."""
+    layers = model.n_layers if n_layers is None else n_layers
+    head = lm_head_time(model, device, workload) if lm_head else 0.0
+    return layers * layer_time(model, device, workload) + head
