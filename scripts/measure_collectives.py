@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Re-measure this machine and rewrite data/cluster/ (+ the fitted constants and the CPU preset).
+
+    .venv/bin/python scripts/measure_collectives.py                  # everything (about 15-25 min)
+    .venv/bin/python scripts/measure_collectives.py --only micro e2e # some parts
+    .venv/bin/python scripts/measure_collectives.py --quick          # a tiny campaign into /tmp (smoke test)
+
+Parts: micro (CPU micro-benchmark -> data/devices/this_machine_cpu.toml), collectives (psum /
+all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
+when root -> data/cluster/collectives.csv, then the fit), fit (only refit alpha/beta from the stored
+CSV -> data/constants/cluster.toml), e2e (TPI-LLM on
+4 processes -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
+data/cluster/layers_cpu.csv). The notebook only reads these files; nothing in CI re-measures.
+The machine is shared: results carry the date, the machine and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
+
+PARTS = ("micro", "collectives", "fit", "e2e", "layers")
+E2E_RUNS = (  # (model, prompt_len, n_new, repeats)
+    ("tiny", 8, 8, 3),
+    ("TinyLlama-42M", 32, 8, 3),
+)
+LAYER_POINTS = (  # (model, phase, seq_len, kv_len)
+    ("TinyLlama-42M", "prefill", 128, 128), ("TinyLlama-42M", "decode", 1, 128),
+    ("Llama 2-7B", "prefill", 32, 32), ("Llama 2-7B", "decode", 1, 128),
+    ("BERT-base", "prefill", 128, 128), ("OPT-L", "decode", 1, 128),
+)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def wait_for_quiet(max_load: float | None, max_wait_s: float) -> None:
+    """Wait (bounded) until the 1-minute load average is below `max_load`; the machine is shared."""
+    if max_load is None:
+        return
+    deadline = time.time() + max_wait_s
+    while os.getloadavg()[0] > max_load and time.time() < deadline:
+        time.sleep(10)
+    log(f"load average {os.getloadavg()[0]:.1f} (asked for < {max_load:g})")
+
+
+def measure_micro(out: Path, machine: str, date: str) -> None:
+    from workbench.cluster.microbench import device_constants, device_toml, run_microbenchmarks
+
+    bench = run_microbenchmarks()
+    bench.insert(0, "date", date)
+    bench["machine"] = machine
+    write_csv_atomic(out / "cluster" / "microbench.csv", bench)
+    consts = device_constants(bench, "data/cluster/microbench.csv", machine, date)
+    write_text_atomic(out / "devices" / "this_machine_cpu.toml", device_toml(consts, machine, date))
+    log(f"micro: {bench[['benchmark', 'size', 'rate']].to_string(index=False)}")
+
+
+def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_existing: bool = False,
+                        max_load: float | None = None, max_wait_s: float = 300) -> None:
+    from workbench.cluster.measure import SUMMARY_COLUMNS, default_campaign, run_point
+
+    path = out / "cluster" / "collectives.csv"
+    done = pd.read_csv(path) if path.exists() and not quick else pd.DataFrame(columns=SUMMARY_COLUMNS)
+    fresh = []
+    for point in default_campaign(quick):
+        link = point.shape.link_class if point.shape else "loopback"
+        if skip_existing and ((done.link_class == link) & (done.processes == point.processes)).any():
+            log(f"collectives: {point.processes} processes, {link}: already measured, skipped")
+            continue
+        wait_for_quiet(max_load, max_wait_s)
+        log(f"collectives: {point.processes} processes, rate {point.rate_mbit or 'loopback'}, "
+            f"{len(point.sizes)} sizes")
+        summary, note = run_point(point, target_seconds=0.5 if quick else 1.0, announce=log)
+        if note:
+            log(note)
+        fresh.append(summary)
+        keys = set(zip(summary.link_class, summary.processes))
+        keep = done[[k not in keys for k in zip(done.link_class, done.processes)]]
+        done = pd.concat([keep] + [summary], ignore_index=True)
+        done = done.sort_values(["link_class", "processes", "program", "message_bytes"], kind="stable")
+        write_csv_atomic(path, done[SUMMARY_COLUMNS])  # after every point: a crash loses one point only
+    fit_collectives(out, machine, date)
+
+
+def fit_collectives(out: Path, machine: str, date: str) -> None:
+    """Fit alpha and beta per link class on the stored CSV and rewrite data/constants/cluster.toml."""
+    from workbench.cluster.fit import constants_toml, fit_all, fit_constants
+
+    done = pd.read_csv(out / "cluster" / "collectives.csv")
+    measured_on = ", ".join(sorted(set(done["date"].astype(str))))
+    fits = fit_all(done)
+    header = ("Per-message latency (alpha) and per-byte cost (beta) per link class, fitted by\n"
+              "workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv.\n"
+              "Calibration on this machine only (shared, 2 cores): not a property of any paper's hardware.")
+    consts = fit_constants(fits, "data/cluster/collectives.csv", machine, measured_on)
+    write_text_atomic(out / "constants" / "cluster.toml", constants_toml(consts, header))
+    log(f"fit:\n{fits.to_string(index=False)}")
+
+
+def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
+    from workbench.cluster.launcher import ClusterSpec, launch
+
+    rows = []
+    for model, prompt_len, n_new, repeats in (E2E_RUNS[:1] if quick else E2E_RUNS):
+        params = {"model": model, "prompt_len": prompt_len, "n_new": n_new, "repeats": repeats}
+        run = launch(ClusterSpec(4, "tpi_llm", params, timeout_s=1800), announce=log)
+        master = run.rows[run.rows.process == 0]
+        for r in master.itertuples():
+            rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": 4,
+                         "model": r.model, "allreduce": r.allreduce, "prompt_len": r.prompt_len, "n_new": r.n_new,
+                         "repeat": r.repeat, "ttft_s": r.ttft_s, "per_token_s": r.per_token_s,
+                         "tokens": " ".join(map(str, r.tokens)), "matches_reference": bool(r.matches_reference),
+                         "load_1min": os.getloadavg()[0]})
+        log(f"e2e {model}: ttft {master.ttft_s.median():.4f} s, per token {master.per_token_s.median():.4f} s, "
+            f"matches reference: {bool(master.matches_reference.all())}")
+    write_csv_atomic(out / "cluster" / "tpi_llm_e2e.csv", pd.DataFrame(rows))
+
+
+def measure_layers(out: Path, quick: bool, machine: str, date: str) -> None:
+    from workbench.accelerator import measure_layer_latency
+    from workbench.models import get_model
+
+    rows = []
+    for model, phase, seq_len, kv_len in (LAYER_POINTS[:2] if quick else LAYER_POINTS):
+        r = measure_layer_latency(get_model(model), phase, seq_len, kv_len, reps=10)
+        rows.append({"date": date, "machine": machine, **r, "load_1min": os.getloadavg()[0]})
+        log(f"layer {model} {phase}: {r['measured_s'] * 1e3:.2f} ms")
+    write_csv_atomic(out / "cluster" / "layers_cpu.csv", pd.DataFrame(rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--quick", action="store_true", help="tiny campaign written under /tmp, not data/")
+    parser.add_argument("--skip-existing", action="store_true",
+                        help="collectives: keep (link class, processes) points already in the CSV")
+    parser.add_argument("--max-load", type=float, default=None,
+                        help="before each part / collectives point wait until the 1-min load average is below this")
+    parser.add_argument("--max-wait", type=float, default=5.0, help="minutes to wait for --max-load per point")
+    parser.add_argument("--out", default=None, help="data directory to write (default data/, --quick: a temp dir)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from workbench.cluster.measure import machine_label
+
+    out = Path(args.out) if args.out else (Path("/tmp/wb-measure-quick") if args.quick else DATA_DIR)
+    machine, date = machine_label(), dt.date.today().isoformat()
+    started = time.time()
+    runs = {}
+    for part in PARTS:
+        if part in args.only:
+            log(f"part {part} ...")
+            if part in ("micro", "e2e", "layers"):
+                wait_for_quiet(args.max_load, args.max_wait * 60)
+            part_start, load_before = time.time(), os.getloadavg()
+            if part == "micro":
+                measure_micro(out, machine, date)
+            elif part == "collectives":
+                measure_collectives(out, args.quick, machine, date, args.skip_existing, args.max_load,
+                                    args.max_wait * 60)
+            elif part == "fit":
+                if "collectives" not in args.only:  # (collectives refits by itself)
+                    fit_collectives(out, machine, date)
+                continue
+            else:
+                globals()[f"measure_{part}"](out, args.quick, machine, date)
+            runs[part] = {"date": date, "load_avg_before": [round(v, 2) for v in load_before],
+                          "load_avg_after": [round(v, 2) for v in os.getloadavg()],
+                          "minutes": round((time.time() - part_start) / 60, 1)}
+    meta_path = out / "cluster" / "machine.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    import jax
+
+    meta.update({"machine": machine, "python": platform.python_version(), "jax": jax.__version__,
+                 "kernel": platform.release(), "cpu_count": os.cpu_count()})
+    meta.setdefault("runs", {}).update(runs)
+    meta["caveat"] = ("2 cores shared with other users while measuring; medians of bounded repetitions; with more "
+                      "processes than cores the OS scheduler adds latency that no network model contains")
+    write_text_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    log(f"done in {(time.time() - started) / 60:.1f} min -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

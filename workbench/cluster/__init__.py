@@ -1,0 +1,76 @@
+"""Run the workbench's SPMD programs on a real multi-process cluster on this machine.
+
+`python -m workbench cluster --processes N [--devices-per-process K] [--shape 125mbit] EXPERIMENT -p k=v`
+starts N processes, initialises `jax.distributed` with gloo CPU collectives (real sockets, JAX's own
+runtime), runs the experiment, gathers the rows on process 0 and always tears everything down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+
+from workbench.cluster.experiments import EXPERIMENTS
+from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable
+from workbench.errors import WorkbenchError
+
+__all__ = ["ClusterRun", "ClusterSpec", "LinkShape", "ProcessDied", "ShapedNetwork", "add_arguments", "launch",
+           "main", "parse_rate", "run_cluster", "shaping_unavailable"]
+# The launcher (pandas) is imported on first use: every worker process imports this package, and on
+# a loaded 2-core machine each avoidable import is seconds of start-up across 8 processes.
+_LAZY = {"ClusterRun", "ClusterSpec", "ProcessDied", "launch", "run_cluster"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module("workbench.cluster.launcher"), name)
+    raise AttributeError(f"module 'workbench.cluster' has no attribute {name!r}")
+
+
+def parse_rate(text: str) -> float:
+    """'125mbit' / '1gbit' / '300' (Mbit) -> megabits per second."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(kbit|mbit|gbit)?\s*", str(text).lower())
+    if not m:
+        raise WorkbenchError(f"--shape must look like 125mbit, 1gbit or 300 (Mbit), got {text!r}")
+    value = float(m.group(1)) * {"kbit": 1e-3, "mbit": 1.0, "gbit": 1e3, None: 1.0}[m.group(2)]
+    LinkShape(value)  # validates the range
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """CLI arguments of `python -m workbench cluster`."""
+    parser.add_argument("experiment", choices=sorted(EXPERIMENTS), help="what every process runs")
+    parser.add_argument("--processes", "-n", type=int, required=True, help="number of processes (1-16)")
+    parser.add_argument("--devices-per-process", "-k", type=int, default=1, help="CPU devices per process")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="experiment parameter (Python literal or string); repeatable")
+    parser.add_argument("--shape", metavar="RATE", default=None,
+                        help="root only: one network namespace per process, links limited to RATE "
+                             "(e.g. 125mbit, 1gbit) with tc tbf; without root it runs on loopback")
+    parser.add_argument("--port", type=int, default=None, help="coordinator port (default: a free one)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
+    parser.add_argument("--output", default=None, help="write the gathered rows to this CSV file")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the experiment; print the gathered rows. Exit 130 on Ctrl-C (after tearing down)."""
+    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.io import write_csv_atomic
+    from workbench.runner import parse_parameters
+
+    spec = ClusterSpec(args.processes, args.experiment, parse_parameters(args.param), args.devices_per_process,
+                       LinkShape(parse_rate(args.shape)) if args.shape else None, args.port, args.timeout)
+    try:
+        run = launch(spec)
+    except KeyboardInterrupt:
+        print("cluster: interrupted; every process was stopped", file=sys.stderr)
+        return 130
+    print(f"cluster: {args.experiment} on {args.processes} processes ({run.link_class}) took {run.wall_s:.1f} s",
+          file=sys.stderr)
+    if args.output:
+        write_csv_atomic(args.output, run.rows)
+    with_lists = [c for c in run.rows.columns if run.rows[c].map(lambda v: isinstance(v, list)).any()]
+    print(run.rows.drop(columns=with_lists).to_string(index=False))
+    return 0

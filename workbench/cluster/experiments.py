@@ -1,0 +1,148 @@
+"""Experiments a local cluster can run: each is `fn(ctx, **params) -> rows` executed by every process.
+
+Registered by name in `EXPERIMENTS`; the launcher checks names without importing JAX (this module
+imports JAX lazily, inside the experiments). Rows are plain dicts; the worker gathers every
+process's rows on process 0.
+
+  hello        psum of (device index + 1) over the global mesh: a smoke test of the runtime
+  collectives  median latency of psum / all_gather / psum_scatter / star over message sizes
+  tpi_llm      TPI-LLM's tensor-parallel greedy decoder: tokens, time to first token, per-token latency
+  sleep, crash test hooks for teardown (Ctrl-C, a process that dies)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Callable
+
+from workbench.errors import WorkbenchError
+
+Experiment = Callable[..., list[dict] | None]
+
+
+def _global_mesh(axis: str = "x"):
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()), (axis,))
+
+
+def _allgather_max(value: float) -> float:
+    """The largest `value` over all processes (a tiny collective: also a barrier)."""
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return float(np.max(multihost_utils.process_allgather(np.array([value], np.float32))))
+
+
+def hello(ctx) -> list[dict]:
+    """psum of (global device index + 1): every process must see n(n+1)/2."""
+    import jax
+
+    from workbench.cluster.programs import check_output, global_input, make_program, program_input
+
+    mesh = _global_mesh()
+    pi = program_input("psum", 4 * ctx.devices_per_process, ctx.n_devices)
+    out = make_program("psum", mesh)(global_input(pi, mesh))
+    check_output(pi, out)
+    return [{"pid": os.getpid(), "hostname": socket.gethostname(), "n_devices": len(jax.devices()),
+             "local_devices": len(jax.local_devices()), "psum": float(out.addressable_shards[0].data[0])}]
+
+
+def _time_call(fn, x) -> float:
+    start = time.perf_counter()
+    fn(x).block_until_ready()
+    return time.perf_counter() - start
+
+
+def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ring_ppermute", "tree_ppermute"),
+                sizes=(4, 4096, 1 << 20), min_reps: int = 5, max_reps: int = 25, target_seconds: float = 1.0,
+                rounds: int = 5, warmup: int = 1) -> list[dict]:
+    """Time each program at each message size; every process records its own per-call seconds.
+
+    Repetitions adapt to the size (about `target_seconds` per point, within [min_reps, max_reps]) and
+    are spread over `rounds` passes through all sizes, so a burst of load from other users hits one
+    round of every size instead of all repetitions of one size. All processes agree on the counts
+    through a tiny all-gather; every output is checked once.
+    """
+    from workbench.cluster.programs import check_output, global_input, make_program, program_input
+
+    mesh = _global_mesh()
+    n_rounds = max(1, min(rounds, min_reps))
+    rows = []
+    for name in programs:
+        fn = make_program(name, mesh)
+        points = {}  # message_bytes -> (requested size, input, calls per round)
+        for size in sizes:
+            pi = program_input(name, float(size), ctx.n_devices)
+            if pi.message_bytes in points:  # small sizes can round to the same buffer: measure it once
+                continue
+            x = global_input(pi, mesh)
+            check_output(pi, fn(x))
+            for _ in range(warmup):
+                _time_call(fn, x)
+            first = _allgather_max(_time_call(fn, x))
+            reps = int(min(max_reps, max(min_reps, math.ceil(target_seconds / max(first, 1e-6)))))
+            per_round = math.ceil(reps / n_rounds)
+            points[pi.message_bytes] = (int(size), x, per_round)
+        times = {m: [] for m in points}
+        for _ in range(n_rounds):
+            _allgather_max(0.0)  # line the processes up before each round
+            for m, (_, x, per_round) in points.items():
+                times[m] += [_time_call(fn, x) for _ in range(per_round)]
+        for m, (size, _, _) in points.items():
+            rows.append({"program": name, "requested_bytes": size, "message_bytes": m,
+                         "n_devices": ctx.n_devices, "reps": len(times[m]), "times_s": times[m]})
+        del points
+    return rows
+
+
+def tpi_llm(ctx, model: str = "tiny", prompt_len: int = 8, n_new: int = 4, seed: int = 0,
+            allreduce: str = "star", repeats: int = 1, reference: bool = True) -> list[dict]:
+    """Run `workbench.kernels.tpi_llm.tp_generate` across the cluster (see `workbench.cluster.e2e`)."""
+    from workbench.cluster.e2e import run_tp_generation
+
+    return run_tp_generation(ctx, _global_mesh(), model=model, prompt_len=prompt_len, n_new=n_new, seed=seed,
+                             allreduce=allreduce, repeats=repeats, reference=reference)
+
+
+def sleep(ctx, seconds: float = 60.0) -> list[dict]:
+    """Idle for `seconds` (to test that Ctrl-C tears the cluster down)."""
+    time.sleep(float(seconds))
+    return [{"slept_s": float(seconds)}]
+
+
+def crash(ctx, process: int = 1, exit_code: int = 7) -> list[dict]:
+    """Process `process` exits with `exit_code`; the others wait in a collective (to test teardown)."""
+    if ctx.process_id == process:
+        os._exit(int(exit_code))
+    _allgather_max(1.0)  # blocks: the crashed process never joins
+    return []
+
+
+EXPERIMENTS: dict[str, Experiment] = {"hello": hello, "collectives": collectives, "tpi_llm": tpi_llm,
+                                      "sleep": sleep, "crash": crash}
+
+
+def check_parameters(name: str, params: dict) -> None:
+    """Raise naming the parameter when `params` do not fit experiment `name` (before any process starts)."""
+    import inspect
+
+    signature = inspect.signature(get_experiment(name))
+    allowed = [p for p in signature.parameters if p != "ctx"]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise WorkbenchError(f"experiment {name!r} has no parameter(s) {unknown}; "
+                             f"its parameters: {', '.join(allowed) or 'none'}")
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment called `name`; unknown names list the registry."""
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise WorkbenchError(f"unknown experiment {name!r}; experiments: {', '.join(EXPERIMENTS)}") from None

@@ -1,0 +1,189 @@
+"""The cluster notebook's experiments: stored measurements of this machine beside the core's models.
+
+Everything here reads data/ (written by scripts/measure_collectives.py); nothing re-measures, so
+reproduce and CI do not depend on this machine's load. Every function returns a tidy DataFrame.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workbench.accelerator import compare
+from workbench.cluster.fit import fit_all, fits_from_constants, predict, star_vs_ring, validation_summary
+from workbench.cluster.predict import LinkFit, predict_generation
+from workbench.constants import load_constants
+from workbench.errors import WorkbenchError
+from workbench.hardware import device_from_table, load_device
+from workbench.io import DATA_DIR
+from workbench.models import get_model
+from workbench.results import RESULT_COLUMNS
+
+CLUSTER_DIR = DATA_DIR / "cluster"
+PAPER = "workbench"
+
+
+def _read_csv(name: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    path = data_dir / "cluster" / name
+    if not path.exists():
+        raise WorkbenchError(f"{path} is missing; run scripts/measure_collectives.py to measure this machine")
+    return pd.read_csv(path)
+
+
+def machine_info(data_dir: Path = DATA_DIR) -> dict:
+    """Date, machine description, load averages and caveats of the stored measurements."""
+    return json.loads((data_dir / "cluster" / "machine.json").read_text())
+
+
+def measurements(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """The stored collective measurements (one row per link class, processes, program, size)."""
+    return _read_csv("collectives.csv", data_dir)
+
+
+def stored_fits(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Alpha and beta per link class from data/constants/cluster.toml."""
+    return fits_from_constants(load_constants(data_dir / "constants" / "cluster.toml"))
+
+
+def fit_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """The fit recomputed from the stored measurements, with the nominal tbf rate where shaped."""
+    fits = fit_all(measurements(data_dir))
+    rate = fits["link_class"].str.extract(r"tbf_([0-9.]+)mbit")[0].astype(float)
+    fits["nominal_bandwidth_bytes_per_s"] = rate * 1e6 / 8
+    fits["fitted_over_nominal_bandwidth"] = fits["bandwidth_bytes_per_s"] / fits["nominal_bandwidth_bytes_per_s"]
+    return fits
+
+
+def collective_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Every measured point with the ring / tree / star predictions and the matched model's error."""
+    return predict(measurements(data_dir), stored_fits(data_dir))
+
+
+def comparison_long(table: pd.DataFrame) -> pd.DataFrame:
+    """Measured and predicted latencies in long form for charts (series = measured | ring | tree | star)."""
+    keys = ["link_class", "processes", "program", "message_bytes"]
+    parts = [table[keys].assign(series="measured", latency_s=table["median_s"])]
+    for algorithm in ("ring", "tree", "star"):
+        parts.append(table[keys].assign(series=f"{algorithm} model", latency_s=table[f"pred_{algorithm}_s"]))
+    return pd.concat(parts, ignore_index=True)
+
+
+def validation_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Median relative error of validation points: overall, per link class, per program x processes."""
+    return {"overall": validation_summary(table), "by_link": validation_summary(table, ("link_class",)),
+            "by_program": validation_summary(table, ("program", "processes")),
+            "by_size": validation_summary(table.assign(size_class=size_class(table.message_bytes)), ("size_class",))}
+
+
+def size_class(message_bytes: pd.Series) -> pd.Series:
+    """'small (<= 16 KiB)', 'medium' or 'large (>= 1 MiB)'."""
+    return pd.Series(np.select([message_bytes <= 16384, message_bytes >= 2**20],
+                               ["small (<= 16 KiB)", "large (>= 1 MiB)"], "medium"), index=message_bytes.index)
+
+
+def model_gap_table(table: pd.DataFrame, cores: int) -> pd.DataFrame:
+    """Validation points grouped by oversubscription (processes > cores), size and program:
+    median measured / predicted (> 1: the model is too fast) and median relative error."""
+    val = table[table["role"] == "validation"].copy()
+    val["processes_vs_cores"] = np.where(val["processes"] > cores, f"> {cores} cores", f"<= {cores} cores")
+    val["size_class"] = size_class(val["message_bytes"])
+    val["measured_over_predicted"] = val["median_s"] / val["pred_s"]
+    return val.groupby(["processes_vs_cores", "size_class", "program"]).agg(
+        points=("rel_error", "size"), median_measured_over_predicted=("measured_over_predicted", "median"),
+        median_rel_error=("rel_error", "median")).reset_index()
+
+
+def star_ring_table(data_dir: Path = DATA_DIR, max_bytes: int = 2048, min_processes: int = 4) -> pd.DataFrame:
+    """Measured star vs gloo's ring psum at small messages and 4+ processes, per link class."""
+    return star_vs_ring(measurements(data_dir), max_bytes, min_processes)
+
+
+def cpu_preset(data_dir: Path = DATA_DIR):
+    """The micro-benchmarked this_machine_cpu preset."""
+    if data_dir == DATA_DIR:
+        return load_device("this_machine_cpu")
+    with open(data_dir / "devices" / "this_machine_cpu.toml", "rb") as f:
+        return device_from_table(tomllib.load(f), "this_machine_cpu.toml")
+
+
+def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """TPI-LLM on 4 processes: measured TTFT / per-token latency (median of repeats) beside the prediction."""
+    runs = _read_csv("tpi_llm_e2e.csv", data_dir)
+    fit = stored_fits(data_dir).set_index("link_class")
+    device = cpu_preset(data_dir)
+    rows = []
+    for (model, link, processes, prompt_len, n_new), group in runs.groupby(
+            ["model", "link_class", "processes", "prompt_len", "n_new"], sort=False):
+        cfg = get_model(model) if model != "tiny-llama" else _tiny()
+        link_fit = LinkFit(float(fit.loc[link, "alpha_s"]), float(fit.loc[link, "beta_s_per_byte"]))
+        pred = predict_generation(cfg, device, link_fit, int(processes), int(prompt_len), int(n_new))
+        rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
+                     "n_new": int(n_new), "repeats": len(group),
+                     "tokens_match_reference": bool(group["matches_reference"].all()),
+                     "measured_ttft_s": float(group["ttft_s"].median()),
+                     "predicted_ttft_s": pred["ttft_s"],
+                     "measured_per_token_s": float(group["per_token_s"].median()),
+                     "predicted_per_token_s": pred["per_token_s"],
+                     **{k: v for k, v in pred.items() if k not in ("ttft_s", "per_token_s")}})
+    out = pd.DataFrame(rows)
+    out["ttft_measured_over_predicted"] = out["measured_ttft_s"] / out["predicted_ttft_s"]
+    out["per_token_measured_over_predicted"] = out["measured_per_token_s"] / out["predicted_per_token_s"]
+    return out
+
+
+def _tiny():
+    from workbench.cluster.e2e import e2e_model
+
+    return e2e_model("tiny")
+
+
+def accelerator_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Per-layer latency of the reference kernels measured on this CPU vs the roofline of the CPU preset,
+    and the H100 SXM preset's roofline for the same layers (a prediction only: no GPU was lent)."""
+    measured = _read_csv("layers_cpu.csv", data_dir)
+    models = {m: get_model(m) for m in measured["model"].unique()}
+    cpu = compare(measured, cpu_preset(data_dir), models)
+    h100 = compare(measured.assign(measured_s=np.nan), load_device("h100_sxm"), models)
+    cpu["h100_roofline_s"] = h100["predicted_s"].to_numpy()
+    cpu["h100_bound"] = h100["bound"].to_numpy()
+    return cpu
+
+
+def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: dict[str, str],
+          model: pd.Series | str = "") -> pd.DataFrame:
+    parts = []
+    for column, unit in quantities.items():
+        parts.append(pd.DataFrame({"paper": PAPER, "artifact": artifact, "model": model, "setting": setting,
+                                   "quantity": column, "value": frame[column].astype(float), "unit": unit}))
+    return pd.concat(parts, ignore_index=True)[RESULT_COLUMNS]
+
+
+def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
+                e2e: pd.DataFrame, accel: pd.DataFrame) -> pd.DataFrame:
+    """Every number the cluster notebook shows, as tidy result rows."""
+    setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
+                                         f"bytes={r.message_bytes}", axis=1)
+    parts = [
+        _rows("collectives measured vs model", comparison, setting,
+              {"median_s": "s", "pred_ring_s": "s", "pred_tree_s": "s", "pred_star_s": "s", "rel_error": "1"}),
+        _rows("alpha-beta fit", fits, "link=" + fits["link_class"],
+              {"alpha_s": "s", "beta_s_per_byte": "s/B", "bandwidth_bytes_per_s": "B/s"}),
+        _rows("validation", validation, pd.Series(["all validation points"] * len(validation)),
+              {"median_rel_error": "1", "p90_rel_error": "1", "points": "count"}),
+        _rows("star vs ring (measured)", star_ring,
+              star_ring.apply(lambda r: f"link={r.link_class},processes={r.processes},bytes={r.message_bytes}",
+                              axis=1), {"star_s": "s", "psum_ring_s": "s", "ppermute_ring_s": "s",
+                                        "star_over_psum_ring": "1", "star_over_ppermute_ring": "1"}),
+        _rows("tpi_llm end to end", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
+                                                             f"prompt={r.prompt_len},new={r.n_new}", axis=1),
+              {"measured_ttft_s": "s", "predicted_ttft_s": "s", "measured_per_token_s": "s",
+               "predicted_per_token_s": "s"}, model=e2e["model"]),
+        _rows("per-layer roofline", accel, accel.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len}",
+                                                       axis=1),
+              {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
+    ]
+    return pd.concat(parts, ignore_index=True)
