@@ -63,8 +63,9 @@ def scoreboard(reported: pd.DataFrame, modelled: pd.DataFrame) -> pd.DataFrame:
     within = merged["relative_error"].abs() <= merged["tolerance"]
     merged["within_tolerance"] = np.where(merged["modelled"].isna() | merged["tolerance"].isna(), "",
                                           np.where(within, "yes", "no"))
-    cols = KEY_COLUMNS + ["unit", "reported", "modelled", "relative_error", "tolerance", "within_tolerance",
-                          "role", "fitted", "source"]
+    # reported/modelled first (before the model-name column) so tools that pick columns by name find them
+    cols = ["paper", "artifact", "reported", "modelled", "relative_error", "tolerance", "within_tolerance", "role",
+            "model", "setting", "quantity", "unit", "fitted", "source"]
     return merged[cols]
 
 
