@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.explore import ChartBook, Explorer, compute, settings_for_preset
+from workbench.explore import Explorer, chart_specs, compute, settings_for_preset
 from workbench.schemes.base import load_all
 
 BANDWIDTHS = itertools.cycle([100.0, 200.0, 400.0, 800.0, 1600.0])
@@ -60,11 +60,10 @@ def test_model_call_all_schemes(benchmark):
 def test_slider_change_one_scheme(benchmark, scheme):
     """Model call + chart specs with one scheme selected."""
     s = replace(settings_for_preset("sbc_gigabit"), scheme=scheme, model="Llama 2-7B", weight_bits=8.0)
-    book = ChartBook()
     try:
-        book.specs(compute(s))
+        chart_specs(compute(s))
     except Exception as exc:  # the scheme does not apply to this setting
         pytest.skip(f"{scheme}: {exc}")
-    benchmark.pedantic(lambda: book.specs(compute(replace(s, bandwidth_mbps=next(BANDWIDTHS)))),
+    benchmark.pedantic(lambda: chart_specs(compute(replace(s, bandwidth_mbps=next(BANDWIDTHS)))),
                        rounds=20, iterations=1)
     _p95(benchmark)

@@ -12,15 +12,20 @@ import pytest
 
 from workbench.arena import (
     COMPONENTS,
-    add_arguments,
     arena_for_config,
-    breakdown_chart,
     breakdown_frame,
-    format_table,
-    main,
-    memory_chart,
-    ranking_chart,
     run_arena,
+)
+from workbench.arena_charts import (
+    VEGA_LITE_VERSION,
+    as_altair,
+    breakdown_chart,
+    breakdown_spec,
+    memory_chart,
+    memory_spec,
+    ranking_chart,
+    ranking_spec,
+    records,
     with_data,
 )
 from workbench.errors import InfeasibleError, WorkbenchError
@@ -29,6 +34,7 @@ from workbench.io import REPO_ROOT
 from workbench.models import get_model, tiny_config
 from workbench.network import Link, Topology, on_topology
 from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all
+from workbench.whatif import add_arguments, format_table, main
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
 GIB = 2**30
@@ -141,19 +147,31 @@ def test_breakdown_frame_sums_to_the_components_and_charts_build():
     sums = long.groupby(["scheme", "phase"])["seconds"].sum()
     for key, total in sums.items():
         assert total == pytest.approx(sum(t.loc[key, c] for c in COMPONENTS))
-    for chart in (breakdown_chart(arena), ranking_chart(arena), memory_chart(arena)):
-        spec = chart.to_dict()
+    for spec in (breakdown_spec(arena), ranking_spec(arena), memory_spec(arena)):
+        as_altair(spec, validate=True)  # valid Vega-Lite (altair checks it against the schema)
         assert len(spec["datasets"]) == 1
+    for chart in (breakdown_chart(arena), ranking_chart(arena), memory_chart(arena)):
+        assert len(chart.to_dict()["datasets"]) == 1
+
+
+def test_specs_carry_json_ready_rows_and_altairs_vega_lite_version():
+    from altair.utils._importers import vl_version_for_vl_convert
+
+    assert vl_version_for_vl_convert().lstrip("v").replace("_", ".") == VEGA_LITE_VERSION
+    rows = records(pd.DataFrame({"x": [1.5, math.nan], "n": pd.array([1, None], dtype="Int64"), "s": ["a", "b"]}))
+    assert rows == [{"x": 1.5, "n": 1, "s": "a"}, {"x": None, "n": None, "s": "b"}]
+    assert all(type(r["n"]) is int for r in rows[:1])
 
 
 def test_with_data_swaps_the_rows_of_a_built_chart():
     a = run_arena(get_model("Llama 2-7B"), make_cluster(bandwidth_mbps=1000), registry=REGISTRY)
     b = run_arena(get_model("Llama 2-7B"), make_cluster(bandwidth_mbps=10), registry=REGISTRY)
-    template = breakdown_chart(a, title="").to_dict(validate=False)
-    swapped = with_data(template, breakdown_frame(b))
-    direct = breakdown_chart(b, title="").to_dict(validate=False)
+    swapped = with_data(breakdown_spec(a, title=""), breakdown_frame(b))
+    direct = breakdown_spec(b, title="")
     assert next(iter(swapped["datasets"].values())) == next(iter(direct["datasets"].values()))
     assert swapped["vconcat"] == direct["vconcat"]
+    with pytest.raises(WorkbenchError, match="exactly one dataset"):
+        with_data({"datasets": {}}, breakdown_frame(b))
 
 
 # ---- the registry contract (real schemes) --------------------------------------------------------
@@ -216,7 +234,7 @@ def test_bad_combinations_raise_only_workbench_errors(combo):
 def test_whatif_runs_on_every_example(path, tmp_path, capsys):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert main(parser.parse_args([str(path), "--out", str(tmp_path)])) == 0
+    assert main(parser.parse_args([str(path), "--out", str(tmp_path), "--png"])) == 0
     out = capsys.readouterr().out
     for name in REAL:
         assert name in out
@@ -224,6 +242,23 @@ def test_whatif_runs_on_every_example(path, tmp_path, capsys):
         assert (tmp_path / f"{stem}.png").stat().st_size > 1000 and (tmp_path / f"{stem}.svg").exists()
     table = pd.read_csv(tmp_path / "arena.csv")
     assert set(table.scheme) == set(REAL) and (table.status == "ok").any()
+
+
+def test_whatif_command_stays_light(tmp_path):
+    """The CLI path imports neither altair nor jax (that is what keeps `whatif` under 2 s) and writes
+    every chart as SVG (PNG only with --png) and its tables."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from workbench.__main__ import main; "
+            f"rc = main(['whatif', {str(EXAMPLES[0])!r}, '--out', {str(tmp_path)!r}]); "
+            "print(sorted(m for m in ('altair', 'jax', 'scipy') if m in sys.modules)); sys.exit(rc)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().splitlines()[-1] == "[]"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"{n}.svg" for n in ("breakdown", "ranking", "memory")]
+        + ["arena.csv", "memory.csv", "breakdown.csv"])
 
 
 def test_whatif_reports_a_bad_file_in_one_line(tmp_path, capsys):

@@ -17,9 +17,9 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 # Subcommands contributed by other modules: name -> (module, help). Each module defines
-# `add_arguments(parser)` and `main(args) -> int`.
+# `add_arguments(parser)` and `main(args) -> int`; it is imported only when its command runs.
 PLUGINS = {
-    "whatif": ("workbench.arena", "evaluate every scheme on devices/network/model from a TOML file"),
+    "whatif": ("workbench.whatif", "evaluate every scheme on devices/network/model from a TOML file"),
     "cluster": ("workbench.cluster", "run an experiment across N local processes with jax.distributed"),
 }
 
@@ -34,20 +34,32 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
     rep.set_defaults(func=_reproduce)
     for name, (module, help_text) in PLUGINS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        p = sub.add_parser(name, help=help_text)
-        mod.add_arguments(p)
-        p.set_defaults(func=mod.main)
+        p = sub.add_parser(name, help=help_text, add_help=False)
+        p.set_defaults(plugin=module)
     return parser
 
 
+def plugin_parser(name: str) -> argparse.ArgumentParser:
+    """The full parser of one plugin subcommand (its module is imported only when that command runs)."""
+    module, help_text = PLUGINS[name]
+    parser = argparse.ArgumentParser(prog=f"python -m workbench {name}", description=help_text)
+    mod = importlib.import_module(module)
+    mod.add_arguments(parser)
+    parser.set_defaults(func=mod.main)
+    return parser
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the command line; a plugin's module (e.g. jax for `cluster`) is imported only when it is chosen."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, rest = build_parser().parse_known_args(argv)
+    if getattr(args, "plugin", None) is None:
+        return build_parser().parse_args(argv)  # errors for unknown arguments of `reproduce`
+    return plugin_parser(args.command).parse_args(rest)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     try:
         return args.func(args)
     except WorkbenchError as exc:

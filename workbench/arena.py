@@ -1,27 +1,22 @@
-"""The arena: every registered scheme on one model, one cluster and one cost model; `whatif FILE.toml`.
+"""The arena: every registered scheme on one model, one cluster and one cost model.
 
 `run_arena` evaluates each evaluator in `workbench.schemes.base.SCHEMES` (prefill = time to first
 token, decode = time per token) and keeps the `SchemeResult`s; `Arena.table()` is the tidy frame
 (one row per scheme and phase, OOM marked, paper of origin), `Arena.memory()` the peak memory per
 device against its budget. A scheme that does not apply (e.g. more devices than heads) raises
 `WorkbenchError`; its row says "n/a" with the message. Any other exception is a bug and propagates.
+Charts: `workbench.arena_charts`; the `whatif FILE.toml` command: `workbench.whatif`.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
-import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice
-from workbench.io import FIGURES_DIR, write_csv_atomic
 from workbench.models import TransformerConfig
 from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Workload, load_all
 
@@ -213,9 +208,7 @@ def arena_for_config(config, phases: tuple[str, ...] = PHASES, schemes: list[str
                      config.activation_bits, phases, schemes, registry)
 
 
-# ---- charts (altair) -----------------------------------------------------------------------------
-# Every chart takes ONE frame at the top level (subcharts filter it by phase), so a chart built once
-# can be redrawn by swapping its dataset (see `with_data`): altair's encode() costs ~50 ms a chart.
+# ---- chart frames (the charts themselves are Vega-Lite specs in workbench.arena_charts) -----------
 def _labelled(table: pd.DataFrame) -> pd.DataFrame:
     """Rows that ran (OOM included), with 'scheme (OOM)' labels and 'x1.23 of best' texts."""
     t = table[table["status"] != "n/a"].copy() if len(table) else table.copy()
@@ -251,206 +244,6 @@ def memory_frame(arena: Arena, phase: str = "decode") -> pd.DataFrame:
     m["peak_gib"], m["budget_gib"] = m["peak_bytes"] / GIB, m["budget_bytes"] / GIB
     m["device_label"] = m["device"].astype(str) + ": " + m["device_name"]
     return m
-
-
-def _phases(arena: Arena) -> list[str]:
-    return [w.phase for w in arena.workloads]
-
-
-def breakdown_chart(arena: Arena, width: int = 380, title: str | None = None, composition: bool = True):
-    """Stacked bars per scheme: compute / link latency / bytes / IO stall; a black tick = end-to-end latency;
-    with `composition`, beside it the same stack normalised to shares."""
-    import altair as alt
-
-    colors = alt.Scale(domain=list(COMPONENTS.values()), range=["#4c78a8", "#e45756", "#f58518", "#72b7b2", "#bab0ac"])
-    sort = alt.EncodingSortField(field="latency_s", op="min")
-    charts = []
-    for phase in _phases(arena):
-        base = alt.Chart().transform_filter(alt.datum.phase == phase).encode(y=alt.Y("label:N", sort=sort, title=None))
-        bars = base.mark_bar().encode(
-            x=alt.X("sum(seconds):Q", title=f"{METRIC[phase]} components (s; busy time, overlap hides some)"),
-            color=alt.Color("component:N", scale=colors, title="component"),
-            tooltip=["scheme", "paper", "component", alt.Tooltip("seconds:Q", format=".4g")])
-        ticks = base.transform_filter(alt.datum.component == "compute").mark_tick(
-            color="black", thickness=2, size=18).encode(x="latency_s:Q", tooltip=["scheme", "latency_s"])
-        share = base.mark_bar().encode(
-            x=alt.X("sum(seconds):Q", stack="normalize", title="share of busy time", axis=alt.Axis(format="%")),
-            color=alt.Color("component:N", scale=colors, title="component"),
-            tooltip=["scheme", "component", alt.Tooltip("seconds:Q", format=".4g")])
-        absolute = alt.layer(bars, ticks).properties(title=f"Latency breakdown: {METRIC[phase]} ({phase})",
-                                                     width=width)
-        charts.append(alt.hconcat(absolute, share.properties(title="composition", width=width // 2))
-                      if composition else absolute)
-    title = f"{arena.model.name} on {cluster_label(arena.cluster)}" if title is None else title
-    return alt.vconcat(*charts, data=breakdown_frame(arena)).properties(title=title)
-
-
-def ranking_chart(arena: Arena, width: int = 380):
-    """Latency per scheme (dots, log scale), best first, coloured by paper; OOM faded and labelled."""
-    import altair as alt
-
-    sort = alt.EncodingSortField(field="latency_s", op="min")
-    charts = []
-    for phase in _phases(arena):
-        base = alt.Chart().transform_filter(alt.datum.phase == phase).encode(y=alt.Y("label:N", sort=sort, title=None))
-        dots = base.mark_point(filled=True, size=90).encode(
-            x=alt.X("latency_s:Q", scale=alt.Scale(type="log"), title=f"{METRIC[phase]} (s, log)"),
-            color=alt.Color("paper:N"), opacity=alt.condition(alt.datum.status == "ok", alt.value(1.0), alt.value(0.3)),
-            tooltip=["scheme", "paper", "status", alt.Tooltip("latency_s:Q", format=".4g"), "notes"])
-        text = base.mark_text(align="left", dx=7).encode(x="latency_s:Q", text="text:N")
-        charts.append(alt.layer(dots, text).properties(title=f"Ranking: {METRIC[phase]} (x of best)", width=width))
-    return alt.vconcat(*charts, data=ranking_frame(arena))
-
-
-def memory_chart(arena: Arena, phase: str = "decode", width: int = 380):
-    """Peak memory of each device (points) per scheme against the budget (red tick)."""
-    import altair as alt
-
-    base = alt.Chart(memory_frame(arena, phase)).encode(y=alt.Y("scheme:N", title=None))
-    points = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("peak_gib:Q", title="peak memory per device (GiB)"), color=alt.Color("device_label:N", title="device"),
-        shape=alt.Shape("over_budget:N", title="over budget"),
-        tooltip=["scheme", "device_label", alt.Tooltip("peak_gib:Q", format=".3f"),
-                 alt.Tooltip("budget_gib:Q", format=".3f")])
-    budget = base.mark_tick(color="red", thickness=2, size=16).encode(x="min(budget_gib):Q")
-    return alt.layer(points, budget).properties(title=f"Peak memory per device vs budget (red), {phase}", width=width)
-
-
-def with_data(spec: dict, frame: pd.DataFrame) -> dict:
-    """A copy of a one-dataset Vega-Lite spec (from the chart builders above) with its rows replaced."""
-    from altair.utils.core import sanitize_pandas_dataframe
-
-    datasets = spec.get("datasets", {})
-    if len(datasets) != 1:
-        raise WorkbenchError(f"with_data needs a spec with exactly one dataset, got {len(datasets)}")
-    name = next(iter(datasets))
-    return {**spec, "datasets": {name: sanitize_pandas_dataframe(frame).to_dict(orient="records")}}
-
-
-def _vl_version() -> str:
-    from altair.utils._importers import vl_version_for_vl_convert
-
-    return vl_version_for_vl_convert()
-
-
-def warm_chart_renderer() -> threading.Thread:
-    """Start vl-convert's JavaScript engine in a background thread (~0.4 s) while the caller evaluates."""
-    def warm():
-        import vl_convert
-
-        vl_convert.vegalite_to_svg({"mark": "point", "data": {"values": [{}]}})
-
-    thread = threading.Thread(target=warm, name="vl-convert warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def render_svg(spec: dict) -> str:
-    """One Vega-Lite spec to SVG text (vl-convert releases the GIL, so renders can run in threads)."""
-    import vl_convert
-
-    return vl_convert.vegalite_to_svg(spec, vl_version=_vl_version())
-
-
-def render_svg_png(spec: dict) -> tuple[str, bytes]:
-    """One Vega-Lite spec to SVG text and a PNG (2x) rasterised from that SVG."""
-    import vl_convert
-
-    svg = render_svg(spec)
-    return svg, vl_convert.svg_to_png(svg, scale=2)
-
-
-def save_chart(chart, out_dir: Path, name: str, data: pd.DataFrame | None = None,
-               rendered: tuple[str, bytes] | None = None) -> list[Path]:
-    """Write <name>.svg and <name>.png (rendered once, PNG rasterised from the SVG) and <name>.csv."""
-    from workbench.io import write_atomic, write_text_atomic
-
-    svg, png = render_svg_png(chart.to_dict(validate=False)) if rendered is None else rendered
-    paths = [write_text_atomic(out_dir / f"{name}.svg", svg),
-             write_atomic(out_dir / f"{name}.png", lambda p: p.write_bytes(png))]
-    if data is not None:
-        paths.append(write_csv_atomic(out_dir / f"{name}.csv", data))
-    return paths
-
-
-def write_figures(arena: Arena, out_dir: Path) -> list[Path]:
-    """The arena table, memory table and the three charts under `out_dir` (charts rendered in parallel)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    charts = {"breakdown": (breakdown_chart(arena), breakdown_frame(arena)), "ranking": (ranking_chart(arena), None),
-              "memory": (memory_chart(arena), None)}
-    specs = {name: chart.to_dict(validate=False) for name, (chart, _) in charts.items()}
-    with ThreadPoolExecutor(max_workers=len(specs)) as pool:  # vl-convert releases the GIL
-        rendered = dict(zip(specs, pool.map(render_svg_png, specs.values())))
-    paths = [write_csv_atomic(out_dir / "arena.csv", arena.table()),
-             write_csv_atomic(out_dir / "memory.csv", arena.memory())]
-    for name, (chart, data) in charts.items():
-        paths += save_chart(chart, out_dir, name, data, rendered=rendered[name])
-    return paths
-
-
-# ---- the `whatif` command ------------------------------------------------------------------------
-def format_table(arena: Arena) -> str:
-    """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked)."""
-    wide = arena.wide()
-
-    def cell(seconds, status):
-        if status == "n/a" or seconds != seconds:
-            return "n/a"
-        text = f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-        return f"{text} OOM" if status == "OOM" else text
-
-    rows = [{"scheme": r.scheme, "paper": r.paper,
-             "TTFT": cell(getattr(r, "ttft_s", math.nan), getattr(r, "prefill_status", "n/a")),
-             "time/token": cell(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
-             "peak mem/device": "" if r.peak_memory_gib != r.peak_memory_gib else f"{r.peak_memory_gib:.2f} GiB",
-             "of budget": "" if r.memory_use != r.memory_use else f"{r.memory_use:.0%}"}
-            for r in wide.itertuples()]
-    return pd.DataFrame(rows).to_string(index=False)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of `python -m workbench whatif`."""
-    parser.add_argument("config", metavar="FILE.toml", help="devices, network and model (see examples/)")
-    parser.add_argument("--out", default=None, help="chart folder (default: figures/whatif/<file stem>/)")
-    parser.add_argument("--no-charts", action="store_true", help="print the table only")
-    parser.add_argument("--seq-len", type=int, default=None, help="override workload.seq_len")
-
-
-def main(args: argparse.Namespace) -> int:
-    """Load the TOML deployment, print the arena table, write its charts; 0 on success."""
-    from workbench.userconfig import load_config
-
-    start = time.perf_counter()
-    # A command-line run needs neither of two optional imports altair triggers: jsonschema builds an
-    # Earley parser for the "iri" format when rfc3987_syntax is importable (~0.9 s; Vega-Lite's schema
-    # has no "iri" format), and altair.jupyter loads anywidget for JupyterChart (~0.4 s).
-    if "altair" not in sys.modules:
-        sys.modules.setdefault("rfc3987_syntax", None)
-        sys.modules.setdefault("anywidget", None)
-    warm = None if args.no_charts else warm_chart_renderer()
-    config = load_config(args.config)
-    if args.seq_len is not None:
-        from dataclasses import replace
-
-        if not 1 <= args.seq_len <= config.model.max_positions:
-            raise WorkbenchError(f"--seq-len must be in [1, {config.model.max_positions}] for {config.model.name}, "
-                                 f"got {args.seq_len}")
-        config = replace(config, seq_len=args.seq_len, kv_len=args.seq_len)
-    arena = arena_for_config(config).check_feasible()
-    link = config.cluster.topology.link
-    print(f"{config.name}\nmodel {config.model.name} at {config.weight_bits:g} bit "
-          f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens; "
-          f"{cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
-          f"{link.bandwidth_bytes_per_s * 8 / 1e6:g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
-    print(format_table(arena))
-    if warm is not None:
-        warm.join()
-        out = Path(args.out) if args.out else FIGURES_DIR / "whatif" / Path(args.config).stem
-        write_figures(arena, out)
-        print(f"\ncharts and tables in {out}")
-    print(f"({time.perf_counter() - start:.2f} s)")
-    return 0
 
 
 def arena_result_rows(arena: Arena, artifact: str = "arena") -> pd.DataFrame:

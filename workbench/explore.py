@@ -20,15 +20,12 @@ from workbench.arena import (
     METRIC,
     Arena,
     Registry,
-    breakdown_chart,
     breakdown_frame,
-    memory_chart,
     memory_frame,
-    ranking_chart,
     ranking_frame,
     run_arena,
-    with_data,
 )
+from workbench.arena_charts import as_altair, breakdown_spec, memory_spec, ranking_spec
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -171,37 +168,18 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
-def charts(view: View) -> dict:
-    """The three explorer charts (altair) for `view`: latency breakdown, ranking, memory vs budget."""
-    return {"breakdown": breakdown_chart(view.arena, width=300, title="", composition=False),
-            "ranking": ranking_chart(view.arena, width=300),
-            "memory": memory_chart(view.arena, phase=view.settings.phase, width=300)}
+def chart_specs(view: View) -> dict[str, dict]:
+    """Vega-Lite specs (dicts) of the three explorer charts for `view`, what the widgets receive on an
+    update: latency breakdown, ranking, memory vs budget (plain dict builders: ~5 ms each)."""
+    return {"breakdown": breakdown_spec(view.arena, width=300, title="", composition=False),
+            "ranking": ranking_spec(view.arena, width=300),
+            "memory": memory_spec(view.arena, phase=view.settings.phase, width=300)}
 
 
 def chart_frames(view: View) -> dict[str, pd.DataFrame]:
     """The data behind each explorer chart."""
     return {"breakdown": breakdown_frame(view.arena), "ranking": ranking_frame(view.arena),
             "memory": memory_frame(view.arena, view.settings.phase)}
-
-
-class ChartBook:
-    """Vega-Lite specs built once per (chart, phase) with altair, then redrawn by swapping their data."""
-
-    def __init__(self) -> None:
-        self.templates: dict[tuple[str, str], dict] = {}
-
-    def specs(self, view: View) -> dict[str, dict]:
-        """Specs of the three charts for `view` (altair builds each template once; ~1 ms per redraw)."""
-        phase = view.settings.phase
-        if any((name, phase) not in self.templates for name in ("breakdown", "ranking", "memory")):
-            for name, chart in charts(view).items():
-                self.templates[(name, phase)] = chart.to_dict(validate=False)
-        return {name: with_data(self.templates[(name, phase)], frame) for name, frame in chart_frames(view).items()}
-
-
-def chart_specs(view: View, book: ChartBook | None = None) -> dict[str, dict]:
-    """Vega-Lite specs (dicts) of the three explorer charts, what the widgets receive on an update."""
-    return (book or ChartBook()).specs(view)
 
 
 class Explorer:
@@ -247,10 +225,9 @@ class Explorer:
         self.message = w.HTML(value="").add_class("wb-message")
         self.summary = w.HTML(value="").add_class("wb-summary")
         self.view = compute(s, self.registry)
-        self.book = ChartBook()
-        self.book.specs(self.view)  # build this phase's templates now: the first slider move is then fast
         embed = {"renderer": "svg", "actions": False}
-        self.charts = {name: alt.JupyterChart(chart, embed_options=embed) for name, chart in charts(self.view).items()}
+        self.charts = {name: alt.JupyterChart(as_altair(spec), embed_options=embed)
+                       for name, spec in chart_specs(self.view).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
         self._show(self.view)
@@ -302,7 +279,7 @@ class Explorer:
         """Recompute from the controls and redraw; on invalid input show one line and keep the charts."""
         try:
             view = compute(self.current_settings(), self.registry)
-            specs = self.book.specs(view)
+            specs = chart_specs(view)
         except WorkbenchError as exc:
             self.message.value = f"⚠ {str(exc).splitlines()[0]}"
             return False

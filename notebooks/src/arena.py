@@ -22,15 +22,8 @@ weight_bits = 8.0  # overrides the file's weight format (0 keeps it); 8 bit runs
 # %%
 import pandas as pd
 
-from workbench.arena import (
-    arena_result_rows,
-    breakdown_chart,
-    breakdown_frame,
-    format_table,
-    memory_chart,
-    ranking_chart,
-    run_arena,
-)
+from workbench.arena import arena_result_rows, breakdown_frame, run_arena
+from workbench.arena_charts import breakdown_chart, memory_chart, ranking_chart
 from workbench.io import REPO_ROOT
 from workbench.regimes import (
     SLICES,
@@ -43,6 +36,7 @@ from workbench.regimes import (
 )
 from workbench.results import Recorder
 from workbench.userconfig import load_config
+from workbench.whatif import format_table
 
 rec = Recorder("arena", figures_dir)
 deployment = load_config(REPO_ROOT / config)
