@@ -47,10 +47,24 @@ def const(name: str):
     return constants()[name].value
 
 
-def nano_cpu(mode: str, budget_bytes: float | None = None) -> DeviceSpec:
-    """A Jetson Nano CPU at the Nano-S/M/L frequency; `budget_bytes` replaces its memory capacity."""
+def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_share: float = 0.0) -> DeviceSpec:
+    """A Jetson Nano CPU at the Nano-S/M/L frequency; `budget_bytes` replaces its memory capacity.
+
+    `clock_independent_share` (what-if, default 0 = the model): the share x of Nano-M's GEMM time that does
+    not scale with the CPU clock (e.g. DRAM stalls), so a GEMM at clock f takes x + (1 - x) * 825 MHz / f of
+    its Nano-M time. The paper gives no measurement at a second clock, so the model keeps x = 0 (GEMM
+    throughput proportional to the clock, the efficiency fitted at 825 MHz); `clock_share_sensitivity` shows
+    what x would do to Fig. 9.
+    """
     require_choice("Nano mode", mode, ("S", "M", "L"))
+    if not isinstance(clock_independent_share, int | float) or not 0 <= clock_independent_share < 1:
+        raise WorkbenchError(f"clock_independent_share must be in [0, 1), got {clock_independent_share!r}")
     device = load_device(f"jetson_nano_cpu_{mode.lower()}")
+    if clock_independent_share:
+        clock_ratio = float(load_device("jetson_nano_cpu_m").provenance["cpu_frequency"].value
+                            / device.provenance["cpu_frequency"].value)  # 825 MHz / f
+        time_ratio = clock_independent_share + (1 - clock_independent_share) * clock_ratio
+        device = device.with_changes(efficiency_gemm=device.efficiency_gemm * clock_ratio / time_ratio)
     return device if budget_bytes is None else device.with_memory("DRAM", capacity_bytes=float(budget_bytes))
 
 
@@ -67,8 +81,10 @@ def budget(env: str, mode: str) -> float:
     return float(const(f"budget_nano_{mode.lower()}"))
 
 
-def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices: int | None = None) -> Cluster:
-    """Table III's environment `env` on a switch at `bandwidth_mbps`; `devices` resizes a homogeneous one."""
+def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices: int | None = None,
+                clock_independent_share: float = 0.0) -> Cluster:
+    """Table III's environment `env` on a switch at `bandwidth_mbps`; `devices` resizes a homogeneous one
+    (`clock_independent_share`: the what-if of `nano_cpu`)."""
     require_choice("environment", env, ENVIRONMENTS)
     require_choice("processor", processor, PROCESSORS)
     require_positive("bandwidth_mbps", bandwidth_mbps)
@@ -83,7 +99,7 @@ def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices
             raise WorkbenchError(f"the GPU environment is homogeneous (A, B, C); got environment {env!r}")
         nodes = tuple(nano_gpu() for _ in modes)
     else:
-        nodes = tuple(nano_cpu(m, budget(env, m)) for m in modes)
+        nodes = tuple(nano_cpu(m, budget(env, m), clock_independent_share) for m in modes)
     link = Link.from_mbps(bandwidth_mbps, const("link_hop_latency") * 1e3, name="switched Ethernet")
     return Cluster(nodes, Topology("switch", len(nodes), link))
 
@@ -172,9 +188,9 @@ def fit_a100_layer_overhead(reported_s: float = 0.020) -> float:
 
 # ---- Table IV, Fig. 8, Fig. 9 -------------------------------------------------------------------------
 def speedups(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
-             devices: int | None = None) -> dict:
+             devices: int | None = None, clock_independent_share: float = 0.0) -> dict:
     """Galaxy's speedup over M-LM and SP (NaN where either side runs out of memory) and the OOM flags."""
-    cluster = environment(env, bandwidth_mbps, processor, devices)
+    cluster = environment(env, bandwidth_mbps, processor, devices, clock_independent_share)
     res = run_schemes(model, cluster, workload(seq_len, processor), PARALLEL)
     g = res["galaxy_hmp_overlap"]
     out = {"model": model, "environment": env, "bandwidth_mbps": bandwidth_mbps, "seq_len": seq_len,
@@ -205,11 +221,27 @@ def bandwidth_sweep(bandwidths=None, cells=TABLE4_CELLS, seq_len: int | None = N
 
 
 def heterogeneous(envs=("D", "E", "F"), models=MODELS, bandwidth_mbps: float | None = None,
-                  seq_len: int | None = None) -> pd.DataFrame:
-    """Fig. 9: every model on the heterogeneous environments D, E, F."""
+                  seq_len: int | None = None, clock_independent_share: float = 0.0) -> pd.DataFrame:
+    """Fig. 9: every model on the heterogeneous environments D, E, F. M-LM and SP split evenly (Sec. IV-C:
+    they overlook heterogeneity), so the slowest device is their straggler at every synchronisation."""
     bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
     s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s) for e in envs for m in models])
+    return pd.DataFrame([speedups(m, e, bw, s, clock_independent_share=clock_independent_share)
+                         for e in envs for m in models])
+
+
+def clock_share_sensitivity(shares=(0.0, 0.1, 0.2, 0.3), models=MODELS) -> pd.DataFrame:
+    """What-if behind Fig. 9's miss: the heterogeneous speedup range when a share of Nano-M's GEMM time does
+    not scale with the clock. Fig. 9 is the only result that depends on the Nano-L : M : S capacity ratios,
+    and the paper reports no latency at a second clock, so no share can be fitted without using Fig. 9."""
+    rows = []
+    for x in shares:
+        caps = {m: nano_cpu(m, clock_independent_share=x) for m in ("S", "M", "L")}
+        speed = {m: d.peak("fp32") * d.efficiency_gemm for m, d in caps.items()}
+        low, high = speedup_range(heterogeneous(models=models, clock_independent_share=x))
+        rows.append({"clock_independent_share": x, "capacity_L_over_M": speed["L"] / speed["M"],
+                     "capacity_L_over_S": speed["L"] / speed["S"], "speedup_min": low, "speedup_max": high})
+    return pd.DataFrame(rows)
 
 
 def speedup_range(frame: pd.DataFrame) -> tuple[float, float]:
@@ -226,20 +258,38 @@ def _one_layer(model: str) -> TransformerConfig:
 
 
 def weak_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, tokens_per_device: int | None = None,
-                 bandwidth_mbps: float | None = None) -> pd.DataFrame:
-    """Fig. 10: one layer, 96 tokens per device on 1..4 Nano-M; system FLOPS and the scaling efficiency."""
+                 bandwidth_mbps: float | None = None, scheme: str = "galaxy_hmp_overlap") -> pd.DataFrame:
+    """Fig. 10: one layer, 96 tokens per device on 1..4 Nano-M; system FLOPS and the scaling efficiency
+    (system FLOPS over n x one device's). `time_efficiency` = T(1) / T(n), the efficiency if FLOPs were
+    counted as 2 x params x tokens (attention's growing S^2 work then counts as a loss, not as work)."""
+    require_choice("scheme", scheme, PARALLEL)
     per = int(const("weak_tokens_per_device")) if tokens_per_device is None else tokens_per_device
     bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
     rows = []
     for name in models:
         m = _one_layer(name)
-        base = None
+        base = base_s = None
         for n in range(1, max_devices + 1):
-            r = evaluate("galaxy_hmp_overlap", m, environment("C", bw, devices=n), workload(per * n))
+            r = evaluate(scheme, m, environment("C", bw, devices=n), workload(per * n))
             flops = m.block_flops(per * n) / r.latency_s
-            base = flops if n == 1 else base
+            base, base_s = (flops, r.latency_s) if n == 1 else (base, base_s)
             rows.append({"model": name, "devices": n, "seq_len": per * n, "latency_s": r.latency_s,
-                         "system_flops": flops, "scaling_efficiency": flops / (n * base)})
+                         "system_flops": flops, "scaling_efficiency": flops / (n * base),
+                         "time_efficiency": base_s / r.latency_s})
+    return pd.DataFrame(rows)
+
+
+def weak_scaling_bounds(models=("GPT2-L", "OPT-XL"), devices: int = 4) -> pd.DataFrame:
+    """Why Fig. 10 misses: the weak-scaling efficiency at `devices` with the tile overlap (the model), with
+    every ring step exposed (plain HMP: an upper bound on what wire time can cost at 1000 Mbps), and with
+    FLOPs counted without attention. Per device the GEMM work is constant (weights / n x 96 n tokens);
+    only attention (heads / n x (96 n)^2) and the ring volume (96 (n - 1) tokens) grow with n."""
+    rows = []
+    for scheme in ("galaxy_hmp_overlap", "galaxy_hmp"):
+        df = weak_scaling(models, max_devices=devices, scheme=scheme)
+        for r in df[df.devices == devices].itertuples():
+            rows.append({"model": r.model, "devices": devices, "scheme": scheme,
+                         "scaling_efficiency": r.scaling_efficiency, "time_efficiency": r.time_efficiency})
     return pd.DataFrame(rows)
 
 
