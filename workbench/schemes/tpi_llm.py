@@ -5,7 +5,10 @@ attention and FFN block, an all-reduce follows each block (one task on the netwo
 embeds before and runs the task head after. With the scheduler on, each device's loader thread reads
 the next blocks from disk while the device computes and all-reduces; load k waits until block k - w
 has been released (its compute ended), so at most w blocks are resident (TPI-LLM Sec. 3.3, Fig. 4).
-Optionally one FFN block in every k is retained after the first token (Prop. 6).
+Optionally one FFN block in every k is retained after the first token (Prop. 6). The master starts its
+loader only after the prompt (Alg. 1 lines 2-3), the workers before it (Alg. 2), so TTFT includes the
+master's first reads - with the scheduler off, of all its blocks, once (the released code loads them in
+the first forward pass); see `build_tasks`.
 
 Peak memory = gamma x (largest set of block weights resident at once, read off the timeline)
 + runtime overhead + KV cache with the scheduler (Prop. 5); resident weights + overhead + KV without.
@@ -63,6 +66,9 @@ class TPIOptions:
     runtime_overhead_bytes: float | None = None  # libraries, buffers (fitted)
     context_tokens: int | None = None  # KV-cache length for the memory model
     decode_tokens: int = 3  # decode steps simulated after the prompt (steady state from the 2nd on)
+    # the loader starts with the first forward pass (Alg. 1 lines 2-3; released code): the master's
+    # blocks are read inside the first token, also with the scheduler off (then all of them, once)
+    first_token_loads: bool = True
 
     def __post_init__(self) -> None:
         c = paper_constants()
@@ -383,6 +389,14 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     With the scheduler, load k of a device (on its disk) waits for the compute of its load k - w:
     the window holds at most w blocks, and the loader runs ahead while the device computes and
     all-reduces. Retained FFN blocks (Prop. 6) are loaded in the first token only.
+
+    When the loader starts (`options.first_token_loads`, TPI-LLM's order): the workers start theirs
+    before the prompt arrives (Alg. 2 line 2), so their first w blocks are resident at t = 0; the master
+    tokenizes the prompt and then starts its scheduler (Alg. 1 lines 2-3; `MemoryManager.start()` runs
+    in the first forward pass of the released code), so its first blocks are read inside the first token.
+    With the scheduler off, the same loader reads every block of the master once, without a window, in
+    the first token ("the full weights are loaded into the memory at once", Sec. 4.1): TTFT is then
+    bound by the master's disk as with the scheduler, and later tokens find every weight resident.
     """
     bits, act = workload.weight_bits, workload.activation_bits / 8
     prompt = workload.seq_len
@@ -395,15 +409,17 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
 
     def compute(c: DeviceClass, blk: Block, token: int, tokens: int, kv_len: int, deps: list[str]) -> str:
         name = f"t{token}.d{c.index}.{blk.name}"
-        if options.scheduler and not (token > 0 and _retained(blk, options.retain_every)):
+        cold = options.first_token_loads and c.master  # the master's loader starts after the prompt
+        windowed = options.scheduler and not (token > 0 and _retained(blk, options.retain_every))
+        if windowed or (cold and token == 0):
             read = c.device.storage_read_bytes_per_s
             if read is None:
-                raise WorkbenchError(f"device {c.device.name!r} has no storage_read_bandwidth: the scheduler needs it")
+                raise WorkbenchError(f"device {c.device.name!r} has no storage_read_bandwidth: the loader needs it")
             k = len(loaded[c.index])
-            load_deps = (loaded[c.index][k - w],) if k - w >= 0 else ()
-            # the scheduler starts before the prompt arrives (Alg. 1 line 3, Alg. 2 line 2): the first
-            # w blocks are already resident at t = 0
-            seconds = 0.0 if k < w else blk.params * bits / 8 / read
+            load_deps = (loaded[c.index][k - w],) if windowed and k - w >= 0 else ()
+            # workers start their loader before the prompt arrives (Alg. 2 line 2), so their first w
+            # blocks are resident at t = 0; the master tokenizes the prompt first (Alg. 1 lines 2-3)
+            seconds = 0.0 if (k < w and not cold) else blk.params * bits / 8 / read
             tasks.append(Task(f"load:{name}", f"disk{c.index}", seconds, load_deps, "io", c.device.name))
             loaded[c.index].append(name)
             deps = deps + [f"load:{name}"]
@@ -572,7 +588,8 @@ def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload,
     latency = run.ttft_s if key == "ttft" else run.token_latency_s
     note = f"{options.allreduce} all-reduce, " + (f"scheduler w={options.window}" if options.scheduler else "no scheduler")
     return _result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
-                   run.memory_limit_bytes, run.oom, note, io_is_wait=options.scheduler,
+                   run.memory_limit_bytes, run.oom, note,
+                   io_is_wait=options.scheduler or (options.first_token_loads and key == "ttft"),
                    extra={"run": run, "block_times": run.block_times})
 
 
@@ -584,8 +601,10 @@ def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: W
 
 @register("tp_ring_allreduce", "baseline")
 def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident."""
-    return evaluate_tpi(model, cluster, workload, default_options(scheduler=False, allreduce="ring", split="equal"),
+    """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident
+    before the prompt (no TPI-LLM loader)."""
+    options = default_options(scheduler=False, allreduce="ring", split="equal", first_token_loads=False)
+    return evaluate_tpi(model, cluster, workload, options,
                         scheme="tp_ring_allreduce", paper="baseline")
 
 
