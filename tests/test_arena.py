@@ -278,8 +278,30 @@ def test_whatif_reports_a_bad_file_in_one_line(tmp_path, capsys):
 # ---- one cost model: arena rows equal the paper modules' own numbers --------------------------------
 def _arena_row(model, cluster, workload, scheme):
     arena = run_arena(model, cluster, workload.seq_len, workload.kv_len, workload.weight_bits,
-                      workload.activation_bits, phases=(workload.phase,), schemes=[scheme])
+                      workload.activation_bits, phases=(workload.phase,), schemes=[scheme],
+                      output_head=workload.output_head)
     return arena.table().iloc[0]
+
+
+@pytest.mark.skipif(not REAL, reason="no scheme registered yet")
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_every_scheme_costs_the_output_head_of_a_generation_step(phase):
+    """One cost model: a decoder's next-token logits are part of every scheme's step (a bigger vocabulary
+    costs every scheme time), and none of it with output_head=False for the schemes that time blocks."""
+    from dataclasses import replace
+
+    model = tiny_config("llama", n_layers=2, d_model=256, n_heads=8, n_kv_heads=8, d_ff=512, vocab_size=1000)
+    big_vocab = replace(model, vocab_size=64000)
+    cluster = make_cluster(n=4, memory_gib=64.0, bandwidth_mbps=1000)
+    small, big = (run_arena(m, cluster, 16, 16, 16, phases=(phase,)).table().set_index("scheme")
+                  for m in (model, big_vocab))
+    ok = (small.status == "ok") & (big.status == "ok")
+    assert ok.sum() >= len(REAL) - 2
+    slower = big.latency_s[ok] > small.latency_s[ok]
+    assert slower.all(), f"schemes without the output head: {sorted(slower.index[~slower])}"
+    backbone = [run_arena(m, cluster, 16, 16, 16, phases=(phase,), schemes=["galaxy_hmp", "local", "mcu_headwise_tp"],
+                          output_head=False).table().set_index("scheme").latency_s for m in (model, big_vocab)]
+    assert (backbone[0] == backbone[1]).all()
 
 
 @pytest.mark.skipif("galaxy_hmp_overlap" not in REAL, reason="galaxy schemes not registered")

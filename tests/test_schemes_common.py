@@ -100,24 +100,45 @@ def test_local_equals_single_device_resident_on_an_encoder(activation_bits):
 
 @pytest.mark.parametrize("weight_bits", [8, 4.5])
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
-def test_local_and_resident_differ_only_by_the_lm_head_on_a_decoder(weight_bits, phase):
-    """Llama 2-7B on a Pi 5 (was 13.6 s vs 27.7 s in prefill at 8 bits): both cost every layer the same;
-    TPI's Standalone baseline adds the next-token logits, Galaxy's Local times the backbone only."""
+def test_single_device_schemes_cost_the_same_generation_step(weight_bits, phase):
+    """Llama 2-7B on a Pi 5 (Local was 13.6 s vs Standalone 27.7 s in prefill at 8 bits before the shared
+    conventions): Galaxy's Local, M-LM and SP on one device and TPI's Standalone and MP all cost every layer
+    plus the next-token logits; the backbone only (Galaxy's own scope, output_head=False) drops the head."""
+    from dataclasses import replace
+
     model, pi = get_model("Llama 2-7B"), _pi5()
     one = _cluster([pi])
     wl = Workload(phase, 128, 128, weight_bits, 16)
     local = G.evaluate_local(model, one, wl)
-    resident = TPI.evaluate_single_device(model, one, wl)
     head = common.lm_head_time(model, pi, wl)
     assert head > 0
-    assert local.latency_s == common.step_time(model, pi, wl, lm_head=False)
-    assert resident.latency_s == pytest.approx(local.latency_s + head, rel=1e-12)
-    assert TPI.evaluate_layerwise_mp(model, one, wl).latency_s == pytest.approx(resident.latency_s, rel=1e-12)
-    for fn in (G.evaluate_megatron_tp, G.evaluate_sp):
-        assert fn(model, one, wl).latency_s == pytest.approx(local.latency_s, rel=1e-12)
+    assert local.latency_s == pytest.approx(common.step_time(model, pi, wl, lm_head=False) + head, rel=1e-12)
+    for result in (TPI.evaluate_single_device(model, one, wl), TPI.evaluate_layerwise_mp(model, one, wl),
+                   G.evaluate_megatron_tp(model, one, wl), G.evaluate_sp(model, one, wl)):
+        assert result.latency_s == pytest.approx(local.latency_s, rel=1e-12), result.scheme
+    backbone = replace(wl, output_head=False)
+    assert G.evaluate_local(model, one, backbone).latency_s == common.step_time(model, pi, wl, lm_head=False)
     # the head is a GEMV streaming the vocab x d_model output matrix at the weight precision
     assert head == pytest.approx(common.weight_bytes(model.vocab_size * model.d_model, weight_bits)
                                  / pi.memory[-1].bandwidth_bytes_per_s)
+
+
+def test_tp_schemes_split_the_head_by_vocabulary_and_gather_the_winners():
+    """M-LM and HMP on 4 Pis: each device computes 1/4 of the logits, then one all-gather of the 4 (max,
+    index) pairs; HMP first all-gathers the last token's hidden state, held by one sequence shard."""
+    from dataclasses import replace
+
+    model, cluster = get_model("Llama 2-7B"), _cluster([_pi5()] * 4, 100)
+    wl = Workload("decode", 128, 128, 8, 16)
+    head = common.lm_head_time(model, _pi5(), wl)
+    link = cluster.topology.link
+    for scheme, fn, gathers in (("megatron_tp", G.evaluate_megatron_tp, 1), ("galaxy_hmp", G.evaluate_galaxy_hmp, 2)):
+        compute, link_s, data_s = G.head_cost(scheme, model, cluster, wl)
+        assert compute == pytest.approx(head / 4, rel=1e-12)
+        assert link_s == pytest.approx(gathers * 3 * link.latency_s * cluster.topology.path_hops, rel=1e-12)
+        full, backbone = fn(model, cluster, wl), fn(model, cluster, replace(wl, output_head=False))
+        assert full.latency_s == pytest.approx(backbone.latency_s + compute + link_s + data_s, rel=1e-12)
+    assert G.head_cost("galaxy_hmp", get_model("BERT-L"), cluster, wl) == (0.0, 0.0, 0.0)  # encoders have none
 
 
 def test_single_device_time_follows_the_workloads_precision():
@@ -159,7 +180,7 @@ def test_decode_fused_schedule_needs_no_fallback(n, mbps):
     """The token sits on one device (seq = (1, 0, ...)): every ring step carries the whole token, in the
     fused timeline and in plain HMP alike, so the fused schedule itself is the faster one."""
     model, cluster = get_model("Llama 2-7B"), _cluster([_pi5()] * n, mbps)
-    wl = Workload("decode", 128, 128, 8, 16)
+    wl = Workload("decode", 128, 128, 8, 16, output_head=False)  # the layers' rings only
     hmp = G.evaluate_galaxy_hmp(model, cluster, wl)
     overlap = G.evaluate_galaxy_hmp_overlap(model, cluster, wl)
     assert hmp.extra["partition"].seq == (1,) + (0,) * (n - 1)

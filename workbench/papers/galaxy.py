@@ -105,10 +105,11 @@ def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices
 
 
 def workload(seq_len: int, processor: str = "cpu") -> Workload:
-    """Prefill of `seq_len` tokens with half-precision weights and the processor's activation precision."""
+    """Prefill of `seq_len` tokens with half-precision weights and the processor's activation precision;
+    the backbone only (Galaxy times classifiers: no LM head, `Workload.output_head=False`)."""
     require_choice("processor", processor, PROCESSORS)
     return Workload("prefill", seq_len, seq_len, weight_bits=const("weight_bits"),
-                    activation_bits=const(f"activation_bits_{processor}"))
+                    activation_bits=const(f"activation_bits_{processor}"), output_head=False)
 
 
 def run_schemes(model: str | TransformerConfig, cluster: Cluster, wl: Workload,

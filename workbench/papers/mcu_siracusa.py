@@ -95,18 +95,19 @@ def siracusa_cluster(n_chips: int, knobs: Knobs = Knobs()) -> Cluster:
 
 
 def paper_workload(model: TransformerConfig, mode: str, bits: int = 8) -> Workload:
-    """The paper's workloads: autoregressive (one token, KV cache of 128), prompt (16 tokens), MobileBERT (268)."""
+    """The paper's workloads: autoregressive (one token, KV cache of 128), prompt (16 tokens), MobileBERT (268);
+    the blocks only, as the paper measures them (no LM head: `Workload.output_head=False`)."""
     require_choice("mode", mode, MODES)
     if not model.is_decoder:
         if mode != "prompt":
             raise WorkbenchError(f"model {model.name!r} is an encoder: mode must be 'prompt', got {mode!r}")
         s = int(constant("mobilebert_seq_len"))
-        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits)
+        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits, output_head=False)
     if mode == "prompt":
         s = int(constant("prompt_seq_len"))
-        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits)
+        return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits, output_head=False)
     t = int(constant("autoregressive_kv_len"))
-    return Workload("decode", seq_len=t, kv_len=t, weight_bits=bits, activation_bits=bits)
+    return Workload("decode", seq_len=t, kv_len=t, weight_bits=bits, activation_bits=bits, output_head=False)
 
 
 def setting_label(model: TransformerConfig, mode: str, chips: int) -> str:

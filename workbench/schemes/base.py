@@ -22,9 +22,14 @@ class Workload:
     kv_len: int = 128  # decode: tokens attended (cache + 1)
     weight_bits: float = 16
     activation_bits: float = 16
+    # cost a decoder's output head (the next token's logits): a generation step, what the arena compares.
+    # False = the backbone only, as Galaxy times its classifiers and the MCU and STI papers their blocks.
+    output_head: bool = True
 
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
+        if not isinstance(self.output_head, bool):
+            raise WorkbenchError(f"output_head must be True or False, got {self.output_head!r}")
         require_int("seq_len", self.seq_len, low=1)
         require_int("kv_len", self.kv_len, low=1)
         require_positive("weight_bits", self.weight_bits)

@@ -24,7 +24,11 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   tokens' activations through the outermost memory, memory-bound); a fixed per-layer dispatch overhead
   when the device preset gives one (`layer_overhead`, e.g. GPU kernel launches).
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
-  tied or untied output matrix); an encoder has none. The embedding lookup (a gather of S rows) is not
+  tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
+  (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
+  (TPI-LLM, Hepti, the single-device schemes) or split by vocabulary rows with the embeddings
+  (`output_head_time`: Galaxy's TP schemes, the MCU chips). A paper that times the backbone only
+  (Galaxy's classifiers) sets `output_head=False`. The embedding lookup (a gather of S rows) is not
   costed.
 
 `step_time` adds the layers and, when the scheme's scope includes it, the head: the per-device compute
@@ -231,9 +235,21 @@ def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workloa
                                workload_dtype(device, workload), "gemv"))
 
 
+def output_head_time(model: TransformerConfig, devices, workload: Workload) -> float:
+    """Seconds of the next-token logits split by vocabulary rows over `devices` (each computes 1/n of the
+    head; the slowest sets the time; one device = the whole head). 0 for an encoder, or when the workload
+    times the backbone only (`Workload.output_head` False). Gathering the n partial (max, index) pairs is
+    the scheme's collective to add."""
+    devices = tuple(devices)
+    if not (workload.output_head and model.is_decoder) or not devices:
+        return 0.0
+    return max(lm_head_time(model, d, workload) for d in devices) / len(devices)
+
+
 def step_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
               lm_head: bool = True) -> float:
-    """Seconds of `n_layers` (default all) whole layers on one device, plus the decoder's head if `lm_head`."""
+    """Seconds of `n_layers` (default all) whole layers on one device, plus the decoder's head if `lm_head`
+    and the workload includes it (`Workload.output_head`)."""
     layers = model.n_layers if n_layers is None else n_layers
-    head = lm_head_time(model, device, workload) if lm_head else 0.0
+    head = lm_head_time(model, device, workload) if lm_head and workload.output_head else 0.0
     return layers * layer_time(model, device, workload) + head

@@ -20,9 +20,11 @@ HMP's reduce-scatters and all-gathers run at the largest sequence shard (one rin
 shard), and one tile transfer of the overlap is one point-to-point message.
 Memory per device = its share of the weights (+ an equal share of the embeddings for TP-style
 schemes, the Megatron vocab-parallel layout) + its activation working set; SP and Local hold all
-weights. Latency covers the Transformer layers (the backbone), not the embedding lookup or a task head:
-Galaxy times classifiers (QNLI), so no LM head (`common.step_time(..., lm_head=False)`); a generation
-step adds `common.lm_head_time`.
+weights. Latency covers the Transformer layers (the backbone) and, in a generation step of a decoder
+(`Workload.output_head`, the arena's default), the next token's logits (`head_cost`): Local on its
+device, SP on the device holding the last token, the TP schemes split by vocabulary rows like the
+embeddings they hold. Galaxy itself times classifiers (QNLI), so its experiments set
+`output_head=False` (`workbench.papers.galaxy.workload`).
 The Galaxy evaluators plan with Algorithm 1 (`workbench.planners.galaxy`) unless given a partition.
 """
 
@@ -323,9 +325,9 @@ def _result(scheme, workload, compute, link, data, memory, cluster, notes="", **
 @register("local", PAPER)
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
-    `common.step_time`, without an LM head (Galaxy's scope is the backbone)."""
+    `common.step_time` (the LM head when the workload includes it)."""
     one = Cluster(cluster.devices[:1], type(cluster.topology)(cluster.topology.kind, 1, cluster.topology.link))
-    compute = common.step_time(model, one.devices[0], workload, lm_head=False)  # Galaxy times the backbone
+    compute = common.step_time(model, one.devices[0], workload)
     memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
     return _result("local", workload, compute, 0.0, 0.0, memory, one)
 
@@ -342,7 +344,8 @@ def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: W
                  + np.max(t["overhead"]))
     link, data = _comm("megatron_tp", model, cluster, workload)
     L = model.n_layers
-    return _result("megatron_tp", workload, L * float(per_layer), L * link, L * data,
+    head, head_link, head_data = head_cost("megatron_tp", model, cluster, workload)
+    return _result("megatron_tp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
                    tp_memory_bytes(model, workload, full), cluster, partition=part)
 
 
@@ -355,9 +358,32 @@ def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
     compute = max(p[0] for p in phases) + max(p[1] for p in phases)
     link, data = _comm("sp", model, cluster, workload)
     L = model.n_layers
+    head = head_cost("sp", model, cluster, workload)[0]
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
     notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
-    return _result("sp", workload, L * compute, L * link, L * data, memory, cluster, notes, partition=part)
+    return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, partition=part)
+
+
+def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
+    """(compute, link-latency, bytes) seconds of a decoder's next-token logits (0s for an encoder or a
+    backbone-only workload). Local: on its device; SP: on the device holding the last token; M-LM and
+    HMP: each device computes 1/n of the vocabulary (it holds 1/n of the embeddings, `tp_memory_bytes`)
+    and the n partial (max logit, index) pairs are all-gathered; HMP first all-gathers the last token's
+    hidden state, which only its sequence shard holds."""
+    if not (workload.output_head and model.is_decoder):
+        return 0.0, 0.0, 0.0
+    if scheme == "local":
+        return common.lm_head_time(model, cluster.devices[0], workload), 0.0, 0.0
+    if scheme == "sp":
+        return common.lm_head_time(model, cluster.devices[-1], workload), 0.0, 0.0
+    compute = common.output_head_time(model, cluster.devices, workload)
+    if cluster.n == 1:
+        return compute, 0.0, 0.0
+    messages = [cluster.n * 8.0]  # (fp32 max logit, int32 index) per device
+    if scheme != "megatron_tp":
+        messages.append(cluster.n * model.d_model * _act_bytes(workload))  # the last token's row, padded per shard
+    parts = [_collective(cluster, "all_gather", m) for m in messages]
+    return compute, sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _galaxy_partition(model, cluster, workload, partition) -> tuple[Partition, str]:
@@ -382,9 +408,10 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
                  + np.max(t["overhead"]))
     link, data = _comm("galaxy_hmp", model, cluster, workload, part)
     L = model.n_layers
+    head, head_link, head_data = head_cost("galaxy_hmp", model, cluster, workload)
     memory = tp_memory_bytes(model, workload, part)
-    return _result("galaxy_hmp", workload, L * float(per_layer), L * link, L * data, memory, cluster, failure,
-                   partition=part)
+    return _result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
+                   memory, cluster, failure, partition=part)
 
 
 # ---- the tile-based overlap as a timeline ---------------------------------------------------------
@@ -476,6 +503,8 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     L = model.n_layers
     one = overlap_timeline(model, cluster, workload, part, 1).makespan
     total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2).makespan - one) if L > 1 else one
+    head, head_link, head_data = head_cost("galaxy_hmp_overlap", model, cluster, workload)  # after the layers
+    total += head + head_link + head_data
     unfused = evaluate_galaxy_hmp(model, cluster, workload, part)
     memory = tp_memory_bytes(model, workload, part)
     if total > unfused.latency_s:
@@ -487,13 +516,13 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     busy = tile_times(model, cluster, workload, part)
     t = hmp_block_times(model, cluster, workload, part)
     per_device = sum(busy[k].sum(axis=1) for k in busy) + t["attn"] + 2 * t["con"] + t["overhead"]
-    compute = min(L * float(np.max(per_device)), total)
+    compute = min(L * float(np.max(per_device)), total - head_link - head_data - head) + head
     link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)  # exposed time split in these proportions
-    exposed = total - compute
+    exposed = total - compute - head_link - head_data
     share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
-    return _result("galaxy_hmp_overlap", workload, compute, exposed * share, exposed * (1 - share), memory,
-                   cluster, failure, partition=part, hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0),
-                   fused_latency_s=total)
+    return _result("galaxy_hmp_overlap", workload, compute, exposed * share + head_link,
+                   exposed * (1 - share) + head_data, memory, cluster, failure, partition=part,
+                   hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
 
 
 EVALUATORS = {"local": evaluate_local, "megatron_tp": evaluate_megatron_tp, "sp": evaluate_sp,

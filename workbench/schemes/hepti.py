@@ -199,12 +199,13 @@ class BlockShape:
     wb: float  # weight bytes per element
     ab: float  # activation bytes per element
     decode: bool
+    output_head: bool = True  # the primary computes the next token's logits (Workload.output_head)
 
     @classmethod
     def of(cls, cfg: TransformerConfig, workload: Workload) -> BlockShape:
         """The shape of `workload` on `cfg`."""
         return cls(cfg, workload.new_tokens, workload.attended, workload.weight_bits / 8,
-                   workload.activation_bits / 8, workload.phase == "decode")
+                   workload.activation_bits / 8, workload.phase == "decode", workload.output_head)
 
     @property
     def qd(self) -> int:
@@ -264,8 +265,8 @@ class BlockShape:
         return (self.cfg.embedding_params() + self.cfg.head_params()) * self.wb
 
     def primary_flops(self) -> float:
-        """The primary's LM head for the next token (decoders)."""
-        return 2.0 * self.cfg.vocab_size * self.cfg.d_model if self.cfg.is_decoder else 0.0
+        """The primary's LM head for the next token (decoders, when the workload includes the head)."""
+        return 2.0 * self.cfg.vocab_size * self.cfg.d_model if self.cfg.is_decoder and self.output_head else 0.0
 
 
 # ---- the linear cost model of WS and 1D-tiled WS (Eq. 3-7) --------------------------------------

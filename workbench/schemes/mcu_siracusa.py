@@ -418,19 +418,29 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
 
 @register(SCHEME, PAPER)
 def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch."""
+    """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch.
+
+    In a generation step of a decoder (`Workload.output_head`) the chips also split the LM head by
+    vocabulary rows, streamed from their outermost memory (`common.output_head_time`), and max-reduce
+    the (logit, index) pairs in one more synchronisation; the paper measures blocks only, so its own
+    experiments (`workbench.papers.mcu_siracusa`) cost blocks without it. Head energy is not modelled.
+    """
     block = block_cost(model, cluster, workload, strict=False)
     layers = model.n_layers
     timeline = model_timeline(block, layers)
-    latency = timeline.makespan
-    stall = latency - layers * block.runtime_s  # prefetch not hidden behind the blocks (0 if it is)
+    head = common.output_head_time(model, cluster.devices, workload)
+    head_sync = sync_cost(cluster.n, 8.0, cluster.topology) if head > 0 and cluster.n > 1 else None
+    head_link = head_sync.link_latency_s if head_sync else 0.0
+    head_data = head_sync.data_s if head_sync else 0.0
+    latency = timeline.makespan + head + head_link + head_data
+    stall = timeline.makespan - layers * block.runtime_s  # prefetch not hidden behind the blocks (0 if it is)
     stall = stall if stall > 1e-9 * latency else 0.0
     footprint = block.placement.footprint_bytes
     oom = bool(block.placement.notes)
     return SchemeResult(
         scheme=SCHEME, paper=PAPER, phase=workload.phase, latency_s=latency,
-        compute_s=layers * block.compute_s, comm_link_latency_s=layers * block.c2c_link_s,
-        comm_bytes_s=layers * block.c2c_data_s, io_stall_s=layers * block.l3_s + stall,
+        compute_s=layers * block.compute_s + head, comm_link_latency_s=layers * block.c2c_link_s + head_link,
+        comm_bytes_s=layers * block.c2c_data_s + head_data, io_stall_s=layers * block.l3_s + stall,
         other_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
         notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in other_s",
         extra={"block": block, "timeline": timeline, "energy_j": layers * block.energy_j})

@@ -239,6 +239,13 @@ def _shard_bytes_at(model: TransformerConfig, bits: float) -> float:
 
 
 def _result(scheme: str, model, device, workload, latency, compute, stall, memory, note, **extra) -> SchemeResult:
+    """The result, plus a decoder's next-token logits in a generation step (`Workload.output_head`): the
+    output matrix stays resident (its bytes join the peak memory) and its GEMV runs after the last layer.
+    STI's paper runs classifiers, so its own experiments never reach this."""
+    head = common.lm_head_time(model, device, workload) if workload.output_head else 0.0
+    if head > 0:
+        latency, compute = latency + head, compute + head
+        memory += common.weight_bytes(model.vocab_size * model.d_model, workload.weight_bits)
     budget = device.memory_bytes if device.memory else float("inf")
     return SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=latency, compute_s=compute,
                         io_stall_s=stall, peak_memory_bytes=(memory,), memory_budget_bytes=(budget,),
