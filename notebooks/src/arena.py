@@ -4,7 +4,10 @@
 # workbench implements (everything registered in `workbench.schemes`) runs on the *same* model, devices
 # and network through the shared cost-model core, for prefill (time to first token) and decode (time per
 # token), with peak memory per device and out-of-memory marked. The deployment comes from a TOML file
-# (`examples/*.toml`, or your own: `python -m workbench whatif FILE.toml`).
+# (`examples/*.toml`, or your own: `python -m workbench whatif FILE.toml`). Every scheme costs the same
+# work: each step ends in the next token's logits (a decoder's LM head: on the master for TPI-LLM, Hepti and
+# the single-device schemes, split by vocabulary rows for Galaxy's TP schemes and the MCU chips), even
+# where the scheme's own paper times only the backbone.
 #
 # Nothing here is fitted: the arena only re-runs each paper's evaluator (with that paper's fitted
 # constants where its own devices are used) on common ground, so these numbers are predictions, not
