@@ -198,6 +198,19 @@ def test_even_partitions_keep_the_ring_cost():
     assert G._comm("galaxy_hmp", model, cluster, wl, part) == G._comm("galaxy_hmp", model, cluster, wl)
 
 
+def test_sp_all_gathers_padded_kv_shards_like_its_kernel():
+    """SP's K/V all-gather on 95/95/94 tokens runs at the largest shard, K/V width (GQA: kv_dim)."""
+    model, cluster = get_model("Llama 3.1-8B"), _cluster([load_device("jetson_nano_cpu_m")] * 3, 125, 0.1)
+    wl = Workload("prefill", 284, 284, 16, 32)
+    part = G.uniform_partition(model, 3, 284)
+    assert part.seq == (95, 95, 94)
+    link = cluster.topology.link
+    shard = 95 * model.kv_dim * 4  # fp32 activations
+    link_s, data_s = G._comm("sp", model, cluster, wl, part)
+    assert data_s == pytest.approx(2 * 2 * shard / link.bandwidth_bytes_per_s, rel=1e-12)  # 2 tensors x 2 steps
+    assert G.evaluate_sp(model, cluster, wl).comm_bytes_s == pytest.approx(model.n_layers * data_s, rel=1e-12)
+
+
 def test_memory_bound_tiles_make_the_runtime_run_unfused():
     """Four one-token row tiles on memory-bound Pis would each stream the weights: HMP runs unfused."""
     model, cluster = get_model("Llama 2-7B"), _cluster([_pi5()] * 4, 1000)

@@ -259,14 +259,16 @@ def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Wor
           partition: Partition | None = None) -> tuple[float, float]:
     """Per-layer (link-latency, bytes) seconds of a scheme's non-overlapped collectives.
 
-    With a `partition` (HMP), each reduce-scatter / all-gather step carries a whole sequence shard,
-    so the ring runs at its largest shard: the buffer is padded to n x max(seq) (as the kernel pads it,
-    and as the tile-overlap timeline sends it). An even split pads nothing.
+    With a `partition` (HMP, SP), each reduce-scatter / all-gather step carries a whole sequence shard,
+    so the ring runs at its largest shard: the buffer is padded to n x max(seq) rows (as the kernels pad
+    it, and as the tile-overlap timeline sends it) of d_model (HMP) or the K/V width (SP). A split into
+    equal shards pads nothing.
     """
+    width = model.kv_dim if scheme == "sp" else model.d_model
     parts = []
     for kind, message in layer_collectives(scheme, model, workload):
         if partition is not None and kind in ("reduce_scatter", "all_gather"):
-            message = cluster.n * max(partition.seq) * model.d_model * _act_bytes(workload)
+            message = cluster.n * max(partition.seq) * width * _act_bytes(workload)
         parts.append(_collective(cluster, kind, message))
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
@@ -356,7 +358,7 @@ def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
     phases = [sp_layer_compute(model, d, workload, s) for d, s in zip(cluster.devices, part.seq)]
     compute = max(p[0] for p in phases) + max(p[1] for p in phases)
-    link, data = _comm("sp", model, cluster, workload)
+    link, data = _comm("sp", model, cluster, workload, part)
     L = model.n_layers
     head = head_cost("sp", model, cluster, workload)[0]
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
