@@ -407,6 +407,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     loaded: dict[int, list[str]] = {c.index: [] for c in classes}  # compute task of each loaded block, in order
     net_split: dict[str, tuple[float, float]] = {}
     comm_cache: dict[tuple[str, int], tuple[float, float]] = {}
+    compute_cache: dict[tuple, float] = {}  # the same block on the same device costs the same every token
     w = options.window
 
     def compute(c: DeviceClass, blk: Block, token: int, tokens: int, kv_len: int, deps: list[str]) -> str:
@@ -425,8 +426,10 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
             tasks.append(Task(f"load:{name}", f"disk{c.index}", seconds, load_deps, "io", c.device.name))
             loaded[c.index].append(name)
             deps = deps + [f"load:{name}"]
-        duration = _block_compute(model, blk, c.device, c.share, tokens, kv_len, workload)
-        tasks.append(Task(name, f"cpu{c.index}", duration, tuple(deps), "compute", c.device.name))
+        key = (c.index, blk.kind, blk.params, tokens, kv_len)
+        if key not in compute_cache:
+            compute_cache[key] = _block_compute(model, blk, c.device, c.share, tokens, kv_len, workload)
+        tasks.append(Task(name, f"cpu{c.index}", compute_cache[key], tuple(deps), "compute", c.device.name))
         return name
 
     def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
