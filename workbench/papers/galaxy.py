@@ -9,6 +9,7 @@ evaluators in `workbench.schemes.galaxy` (one cost model for the paper, the aren
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -155,7 +156,8 @@ def _single(device: DeviceSpec) -> Cluster:
 
 
 def table1(nano_efficiency: float | None = None, a100_overhead: float | None = None) -> pd.DataFrame:
-    """Table I: local latency of the five models at 30 tokens on a Nano-M CPU (1.5 GB) and an A100."""
+    """Table I: local latency of the five models at 30 tokens on a Nano-M CPU (1.5 GB) and an A100 (fp16
+    weights; fp32 arithmetic on both, `activation_bits_cpu` / the fitted `activation_bits_a100`)."""
     s = int(const("seq_len_table1"))
     nano = nano_cpu("M", const("budget_homogeneous"))
     if nano_efficiency is not None:
@@ -166,10 +168,11 @@ def table1(nano_efficiency: float | None = None, a100_overhead: float | None = N
         old = prov["layer_overhead"]
         prov["layer_overhead"] = Constant(old.name, a100_overhead, old.unit, old.kind, old.source, old.fitted_on)
         a100 = a100.with_changes(provenance=prov)
+    a100_workload = replace(workload(s, "gpu"), activation_bits=const("activation_bits_a100"))  # fp32 GEMMs
     rows = []
     for name in MODELS:
-        for label, device, processor in (("Nano-M", nano, "cpu"), ("A100", a100, "gpu")):
-            r = evaluate("local", get_model(name), _single(device), workload(s, processor))
+        for label, device, wl in (("Nano-M", nano, workload(s, "cpu")), ("A100", a100, a100_workload)):
+            r = evaluate("local", get_model(name), _single(device), wl)
             rows.append({"model": name, "device": label, "latency_s": r.latency_s, "oom": r.oom,
                          "memory_bytes": r.peak_memory_bytes[0], "budget_bytes": r.memory_budget_bytes[0]})
     return pd.DataFrame(rows)
