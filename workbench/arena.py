@@ -248,18 +248,26 @@ def memory_frame(arena: Arena, phase: str = "decode") -> pd.DataFrame:
     return m
 
 
-def arena_result_rows(arena: Arena, artifact: str = "arena") -> pd.DataFrame:
-    """Tidy result rows (workbench.results columns): each scheme's latency per phase and peak memory."""
+def table_result_rows(table: pd.DataFrame, artifact: str, model: str, setting: str,
+                      phase_in_name: bool = True) -> pd.DataFrame:
+    """Tidy result rows (workbench.results columns) of an arena table: each scheme's latency and peak memory
+    (n/a rows left out); quantities are <scheme>[_<phase>]_latency / _peak_memory."""
     from workbench.results import RESULT_COLUMNS
 
+    rows = []
+    for r in table.itertuples():
+        if r.status == "n/a":
+            continue
+        name = f"{r.scheme}_{r.phase}" if phase_in_name else r.scheme
+        rows.append(("workbench", artifact, model, setting, f"{name}_latency", float(r.latency_s), "s"))
+        rows.append(("workbench", artifact, model, setting, f"{name}_peak_memory", float(r.peak_memory_bytes / GIB),
+                     "GiB"))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def arena_result_rows(arena: Arena, artifact: str = "arena") -> pd.DataFrame:
+    """Tidy result rows of an arena: each scheme's latency per phase and peak memory."""
     c = arena.context()
     setting = (f"{c['devices']},{c['topology']},{c['bandwidth_mbps']:g}Mbps,{c['latency_ms']:g}ms,"
                f"S={c['seq_len']},{c['weight_bits']:g}bit")
-    rows = []
-    for r in arena.table().itertuples():
-        if r.status == "n/a":
-            continue
-        rows.append(("workbench", artifact, c["model"], setting, f"{r.scheme}_{r.phase}_latency", r.latency_s, "s"))
-        rows.append(("workbench", artifact, c["model"], setting, f"{r.scheme}_{r.phase}_peak_memory",
-                     r.peak_memory_bytes / GIB, "GiB"))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return table_result_rows(arena.table(), artifact, c["model"], setting)

@@ -24,6 +24,7 @@ from workbench.arena import (
     memory_frame,
     ranking_frame,
     run_arena,
+    table_result_rows,
 )
 from workbench.arena_charts import as_altair, breakdown_spec, memory_spec, ranking_spec
 from workbench.errors import (
@@ -293,16 +294,7 @@ class Explorer:
 
 def view_result_rows(view: View) -> pd.DataFrame:
     """Tidy result rows (workbench.results columns) of a view: each scheme's latency and peak memory."""
-    from workbench.results import RESULT_COLUMNS
-
     s = view.settings
     setting = (f"preset={s.preset},n={s.n_devices},bw={s.bandwidth_mbps:g}Mbps,tau={s.latency_ms:g}ms,"
                f"mem={s.memory_gib:g}GiB,S={s.seq_len},{s.phase}")
-    rows = []
-    for r in view.table().itertuples():
-        if r.status == "n/a":
-            continue
-        for quantity, value, unit in ((f"{r.scheme}_latency", r.latency_s, "s"),
-                                      (f"{r.scheme}_peak_memory", r.peak_memory_bytes / GIB, "GiB")):
-            rows.append(("workbench", "explorer", s.model, setting, quantity, float(value), unit))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return table_result_rows(view.table(), "explorer", s.model, setting, phase_in_name=False)

@@ -367,15 +367,13 @@ def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
 
 
 def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
-    """(compute, link-latency, bytes) seconds of a decoder's next-token logits (0s for an encoder or a
-    backbone-only workload). Local: on its device; SP: on the device holding the last token; M-LM and
-    HMP: each device computes 1/n of the vocabulary (it holds 1/n of the embeddings, `tp_memory_bytes`)
-    and the n partial (max logit, index) pairs are all-gathered; HMP first all-gathers the last token's
-    hidden state, which only its sequence shard holds."""
+    """(compute, link-latency, bytes) seconds of a decoder's next-token logits for the parallel schemes
+    (0s for an encoder or a backbone-only workload; Local gets its head from `common.step_time`). SP: on
+    the device holding the last token; M-LM and HMP: each device computes 1/n of the vocabulary (it holds
+    1/n of the embeddings, `tp_memory_bytes`) and the n partial (max logit, index) pairs are all-gathered;
+    HMP first all-gathers the last token's hidden state, which only its sequence shard holds."""
     if not (workload.output_head and model.is_decoder):
         return 0.0, 0.0, 0.0
-    if scheme == "local":
-        return common.lm_head_time(model, cluster.devices[0], workload), 0.0, 0.0
     if scheme == "sp":
         return common.lm_head_time(model, cluster.devices[-1], workload), 0.0, 0.0
     compute = common.output_head_time(model, cluster.devices, workload)
