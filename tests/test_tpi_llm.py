@@ -348,3 +348,13 @@ def test_laptop_subsets_and_provenance():
     assert three.loc["TPI-LLM", "token_latency"] != four.loc["TPI-LLM", "token_latency"]
     assert {"tpi_llm.toml", "tpi_emulated_edge.toml", "tpi_mac_pro_m1.toml"} <= set(check_provenance())
     assert isinstance(T.fig5(devices=(4, 8), cores=(4,), bandwidths_mbps=(300,)), pd.DataFrame)
+
+
+def test_decode_steps_cost_one_token_whatever_the_prompt():
+    """Each block is costed per (device, block, tokens, attended) once and reused: a long prompt makes the
+    first token slower, not the later ones (weights resident, so compute sets the pace)."""
+    m, cluster = get_model("Llama 2-7B"), T.laptop_cluster()
+    opts = T.options_for("laptops", scheduler=False)
+    short, long = (S.simulate_tpi(m, cluster, T.workloads(p)[0], opts) for p in (4, 256))
+    assert long.ttft_s > 1.5 * short.ttft_s
+    assert long.token_latency_s == pytest.approx(short.token_latency_s, rel=0.05)
