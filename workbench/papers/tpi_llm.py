@@ -21,6 +21,7 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
+from workbench.fidelity import load_reported
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology, on_topology, traversals
@@ -427,13 +428,22 @@ def fig5_rows(df: pd.DataFrame, sensitivity: float) -> pd.DataFrame:
 
 
 # ---- fits (reproducible: each fitted constant is recomputed from the rows it names) -------------------------
+def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
+    """One TPI-LLM number as reported (data/reported/tpi_llm.csv): fits and diagnostics read it from there."""
+    frame = load_reported()
+    hit = frame[(frame.paper == PAPER) & (frame.artifact == artifact) & (frame.model == model)
+                & (frame.setting == setting) & (frame.quantity == quantity)]
+    if len(hit) != 1:
+        raise WorkbenchError(f"no reported {PAPER} value for {artifact} / {model} / {setting} / {quantity}")
+    return float(hit["value"].iloc[0])
+
+
 def fit_memory_constants() -> tuple[float, float]:
     """(gamma, runtime overhead GiB) by least squares on relative error, Table 2 scheduler-on N=8 column."""
-    reported = {"Llama 2-3B": 1.4, "Llama 2-7B": 1.7, "Llama 2-13B": 2.1, "Llama 2-70B": 3.1,
-                "Llama 3.1-8B": 5.4, "Llama 3.1-70B": 11.3, "Yi-34B": 4.9}
     opts = default_options()
     a, b = [], []
-    for name, value in reported.items():
+    for name in MODELS:
+        value = reported_value("Table 2", name, f"scheduler=on,w={opts.window},N=8", "peak_memory")
         m = get_model(name)
         window = window_peak_params(device_blocks(m, 1 / 8, True), opts.window) * BITS / 8 / GIB
         kv = m.kv_cache_bytes(opts.context_tokens, BITS) / 8 / GIB
@@ -459,10 +469,11 @@ def fit_emulated_constants() -> dict[str, float]:
     m70 = get_model("Llama 2-70B")
     stream = load_device("tpi_emulated_edge").memory[-1].bandwidth_bytes_per_s
     on = options_for("emulated", decode_tokens=2)
+    target = reported_value("Table 1", "Llama 2-70B", f"scheduler=on,w={on.window}", "token_latency")
     prefill, _ = workloads()
 
     def token_on(bw):
-        return simulate_tpi(m70, _emulated_with(stream=stream, disk=bw), prefill, on).token_latency_s - 26.1
+        return simulate_tpi(m70, _emulated_with(stream=stream, disk=bw), prefill, on).token_latency_s - target
 
     disk = brentq(token_on, 0.2e9, 20e9, xtol=1e6)
     return {"storage_read_bandwidth": float(disk)}
@@ -470,21 +481,28 @@ def fit_emulated_constants() -> dict[str, float]:
 
 def fit_laptop_constants() -> dict[str, float]:
     """M1 streaming and SSD rates from Sec. 3.3's quotes; swap and offload rates from Table 3's 7B rows."""
-    mib = 2.0**20
+    mib, ms = 2.0**20, 1e-3
     m = get_model("Llama 2-7B")
+    sec33 = "4 laptops,p=0.25,w=4"
+
+    def quoted(quantity: str, artifact: str = "Sec. 3.3", setting: str = sec33) -> float:
+        return reported_value(artifact, "Llama 2-7B", setting, quantity)
+
     size = table4_block_params(m, 0.25)
-    stream = (size["attn"] + size["ffn"]) * 4 / ((11 + 17) * 1e-3)
-    disk = (64 + 129) * mib / ((18 + 30) * 1e-3)
+    stream = (size["attn"] + size["ffn"]) * 4 / ((quoted("t_attn") + quoted("t_ffn")) * ms)
+    table4 = "n=4,p=0.25,fp32"  # Table 4's block sizes (MiB) of this very setting
+    block_mib = quoted("attention_block_size", "Table 4", table4) + quoted("ffn_block_size", "Table 4", table4)
+    disk = block_mib * mib / ((quoted("tau_attn") + quoted("tau_ffn")) * ms)
     mac = load_device("tpi_mac_pro_m1")
     alone = Cluster((mac,), Topology("switch", 1, Link.from_mbps(510)))
     _, decode = workloads()
     swap = evaluate_single_device(m, alone, decode)
-    compute = swap.compute_s
     weights = resident_weight_bytes(m, 1.0, True, BITS)
     offload = evaluate_disk_offload(m, alone, decode)
     return {"mem_DRAM_bandwidth": float(stream), "storage_read_bandwidth": float(disk),
-            "swap_bandwidth": float(weights / (56.0 - compute)),
-            "offload_read_bandwidth": float(weights / (26.0 - offload.compute_s))}
+            "swap_bandwidth": float(weights / (quoted("token_latency", "Table 3", "Transformers") - swap.compute_s)),
+            "offload_read_bandwidth": float(weights / (quoted("token_latency", "Table 3", "Accelerate")
+                                                       - offload.compute_s))}
 
 
 def fitted_constants_table() -> pd.DataFrame:
@@ -507,6 +525,48 @@ def fitted_constants_table() -> pd.DataFrame:
             ("M1 offload_read_bandwidth (B/s)", float(mac.provenance["offload_read_bandwidth"].value),
              lap["offload_read_bandwidth"], "Table 3 Llama 2-7B Accelerate token_latency")]
     return pd.DataFrame(rows, columns=["constant", "stored", "refit", "fitted_on"])
+
+
+# ---- diagnostics: what the reported latencies imply about the loader ---------------------------------------
+def implied_load_rates(models: Sequence[str] = MODELS, laptop_models: Sequence[str] = TABLE3_MODELS) -> pd.DataFrame:
+    """The loader rate each reported scheduler-on token latency implies, beside the rate the model uses.
+
+    With the scheduler on, a device reads every one of its blocks each token while it computes, so the
+    reported latency bounds its loader from below: rate >= bytes per token / latency (fp32-equivalent bytes,
+    as the loader's rates are). Rows: the master of the emulated testbed (Table 1) and the Mac alone with
+    the scheduler (Table 3, Transformers+MS), plus the Sec. 3.3 blocks the M1's rate is derived from. A
+    constant-rate loader predicts one rate per testbed; where the implied rates spread, so do the misses.
+    """
+    emulated = emulated_cluster()
+    on = options_for("emulated")
+    mac = laptop_cluster().devices[0]
+    rows = []
+
+    def row(artifact, testbed, model, setting, reader, bytes_per_token, reported_s, device):
+        rate = device.storage_read_bytes_per_s
+        rows.append({"artifact": artifact, "testbed": testbed, "model": model, "setting": setting, "reader": reader,
+                     "bytes_per_token_gb": bytes_per_token / 1e9, "reported_s": reported_s,
+                     "implied_rate_gb_s": bytes_per_token / reported_s / 1e9, "modelled_rate_gb_s": rate / 1e9,
+                     "implied_over_modelled": bytes_per_token / reported_s / rate})
+
+    master_share = 1.0 / emulated.n  # identical devices: the capability split is equal
+    for name in models:
+        m = get_model(name)
+        setting = f"scheduler=on,w={on.window}"
+        blocks = device_blocks(m, master_share, master=True)
+        row("Table 1", "emulated", name, setting, "master", sum(b.params for b in blocks) * BITS / 8,
+            reported_value("Table 1", name, setting, "token_latency"), emulated.devices[0])
+    for name in laptop_models:
+        m = get_model(name)
+        blocks = device_blocks(m, 1.0, master=True)
+        row("Table 3", "laptops", name, "Transformers+MS", "Mac Pro alone", sum(b.params for b in blocks) * BITS / 8,
+            reported_value("Table 3", name, "Transformers+MS", "token_latency"), mac)
+    sec33 = "4 laptops,p=0.25,w=4"
+    size = table4_block_params(get_model("Llama 2-7B"), 0.25)
+    taus = sum(reported_value("Sec. 3.3", "Llama 2-7B", sec33, q) for q in ("tau_attn", "tau_ffn")) * 1e-3
+    row("Sec. 3.3", "laptops", "Llama 2-7B", sec33, "Mac Pro (one attention + FFN block)",
+        (size["attn"] + size["ffn"]) * BITS / 8, taus, mac)
+    return pd.DataFrame(rows)
 
 
 # ---- notebook helpers: parameters that differ from the paper's, what-if scenarios ------------------------
