@@ -17,6 +17,7 @@ import pandas as pd
 
 from workbench.constants import Constant, load_constants
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.fidelity import load_reported
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
@@ -178,14 +179,28 @@ def table1(nano_efficiency: float | None = None, a100_overhead: float | None = N
     return pd.DataFrame(rows)
 
 
-def fit_nano_cpu_efficiency(reported_s: float = 2.43) -> float:
-    """The Nano CPU's GEMM efficiency that reproduces Table I's BERT-L Nano-M latency (compute-bound: 1/t)."""
+def reported_latency(model: str, setting: str) -> float:
+    """One Table I latency as reported (data/reported/galaxy.csv); the fits read their targets from there."""
+    frame = load_reported()
+    hit = frame[(frame.paper == PAPER) & (frame.artifact == "Table I") & (frame.model == model)
+                & (frame.setting == setting) & (frame.quantity == "latency")]
+    if len(hit) != 1:
+        raise WorkbenchError(f"no reported {PAPER} Table I latency for {model} / {setting}")
+    return float(hit["value"].iloc[0])
+
+
+def fit_nano_cpu_efficiency(reported_s: float | None = None) -> float:
+    """The Nano CPU's GEMM efficiency that reproduces Table I's BERT-L Nano-M latency (compute-bound: 1/t);
+    `reported_s` defaults to that row of data/reported/galaxy.csv."""
+    reported_s = reported_latency("BERT-L", "Nano-M S=30") if reported_s is None else reported_s
     t_at_peak = table1(nano_efficiency=1.0).query("model == 'BERT-L' and device == 'Nano-M'")["latency_s"].iloc[0]
     return float(t_at_peak / reported_s)
 
 
-def fit_a100_layer_overhead(reported_s: float = 0.020) -> float:
-    """The A100's per-layer overhead that reproduces Table I's BERT-L A100 latency (latency is affine in it)."""
+def fit_a100_layer_overhead(reported_s: float | None = None) -> float:
+    """The A100's per-layer overhead that reproduces Table I's BERT-L A100 latency (latency is affine in it);
+    `reported_s` defaults to that row of data/reported/galaxy.csv."""
+    reported_s = reported_latency("BERT-L", "A100 S=30") if reported_s is None else reported_s
     t0 = table1(a100_overhead=0.0).query("model == 'BERT-L' and device == 'A100'")["latency_s"].iloc[0]
     return float((reported_s - t0) / get_model("BERT-L").n_layers)
 
