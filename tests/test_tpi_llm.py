@@ -352,6 +352,22 @@ def test_implied_load_rates_bound_the_loader_from_the_reported_latencies(reporte
     assert mac["implied_rate_gb_s"].iloc[0] > 1.8 * mac["implied_rate_gb_s"].iloc[-1]
 
 
+def test_no_single_loader_rate_meets_every_scheduler_on_row():
+    """The rate windows are where the model is within 25 %: the bounds solve exactly, and on each testbed two
+    reported rows need disjoint rates (13B vs 70B emulated; 3B vs Yi-34B on the Mac with the scheduler)."""
+    windows = T.loader_rate_windows(0.25, ("Llama 2-13B", "Llama 2-70B"), ("Llama 2-3B", "Yi-34B"))
+    row = windows.set_index("model").loc["Llama 2-70B"]
+    prefill, _ = T.workloads()
+    at_low = T.simulate_tpi(get_model("Llama 2-70B"), T._emulated_with(disk=row.rate_low_gb_s * 1e9), prefill,
+                            T.options_for("emulated")).token_latency_s
+    assert at_low == pytest.approx(1.25 * row.reported_s, rel=1e-3)
+    assert row.rate_low_gb_s < row.modelled_rate_gb_s < row.rate_high_gb_s  # the fitted row is inside its window
+    common = T.common_rate_window(windows).set_index("testbed")
+    assert not common.loc["emulated", "feasible"] and not common.loc["laptops", "feasible"]
+    with pytest.raises(WorkbenchError, match="tolerance"):
+        T.loader_rate_windows(1.5)
+
+
 def test_registered_schemes_and_contract():
     for name in ("tpi_star_tp", "layerwise_mp", "single_device_resident", "disk_offload_blocking", "tp_ring_allreduce"):
         assert name in SCHEMES

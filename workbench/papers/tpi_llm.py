@@ -570,6 +570,60 @@ def implied_load_rates(models: Sequence[str] = MODELS, laptop_models: Sequence[s
     return pd.DataFrame(rows)
 
 
+def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
+                        laptop_models: Sequence[str] = TABLE3_MODELS) -> pd.DataFrame:
+    """For each reported scheduler-on token latency, the loader rates that bring the model within `tolerance`.
+
+    The one free constant behind these rows is the testbed's loader rate (the emulated disk rate, fitted on
+    Llama 2-70B; the M1's, derived from Sec. 3.3). Modelled latency falls as the rate grows, so each row
+    admits one interval of rates [rate_low, rate_high] (inf: any faster rate is fine; NaN: no rate is). If a
+    testbed's intervals do not overlap, no choice of that constant meets the tolerance on all of its rows.
+    """
+    require_positive("tolerance", tolerance)
+    if tolerance >= 1:
+        raise WorkbenchError(f"tolerance must be in (0, 1), got {tolerance}")
+    prefill, _ = workloads()
+    emulated, mac = emulated_cluster(), laptop_cluster().devices[0]
+    lo_rate, hi_rate = 0.05e9, 500e9  # B/s: the search range (a floppy disk to DRAM)
+    cases = [("Table 1", "emulated", name, f"scheduler=on,w={options_for('emulated').window}",
+              lambda r: _emulated_with(disk=r), options_for("emulated")) for name in models]
+    cases += [("Table 3", "laptops", name, "Transformers+MS",
+               lambda r: Cluster((mac.with_changes(storage_read_bytes_per_s=r),), Topology("switch", 1, Link.from_mbps(510))),
+               options_for("laptops")) for name in laptop_models]
+    rows = []
+    for artifact, testbed, name, setting, cluster_at, opts in cases:
+        m = get_model(name)
+        target = reported_value(artifact, name, setting, "token_latency")
+
+        def gap(log_rate: float, bound: float, m=m, cluster_at=cluster_at, opts=opts) -> float:
+            return simulate_tpi(m, cluster_at(float(np.exp(log_rate))), prefill, opts).token_latency_s - bound
+
+        def solve(bound: float, if_always_below: float, if_always_above: float) -> float:
+            a, b = np.log(lo_rate), np.log(hi_rate)
+            if gap(b, bound) > 0:
+                return if_always_above  # even the fastest loader is slower than the bound
+            if gap(a, bound) < 0:
+                return if_always_below  # even the slowest loader is faster than the bound
+            return float(np.exp(brentq(gap, a, b, args=(bound,), xtol=1e-4)))
+
+        upper, lower = (1 + tolerance) * target, (1 - tolerance) * target
+        rate_low = solve(upper, lo_rate, np.nan)  # slower than this and the model is too slow
+        rate_high = solve(lower, np.nan, np.inf)  # faster than this and the model is too fast
+        device = emulated.devices[0] if testbed == "emulated" else mac
+        rows.append({"artifact": artifact, "testbed": testbed, "model": name, "setting": setting,
+                     "reported_s": target, "rate_low_gb_s": rate_low / 1e9, "rate_high_gb_s": rate_high / 1e9,
+                     "modelled_rate_gb_s": device.storage_read_bytes_per_s / 1e9})
+    return pd.DataFrame(rows)
+
+
+def common_rate_window(windows: pd.DataFrame) -> pd.DataFrame:
+    """Per testbed: the rates inside every row's window (empty: rate_low > rate_high)."""
+    out = windows.groupby("testbed").agg(rate_low_gb_s=("rate_low_gb_s", "max"), rate_high_gb_s=("rate_high_gb_s", "min"),
+                                         rows=("model", "size"))
+    out["feasible"] = out["rate_low_gb_s"] <= out["rate_high_gb_s"]
+    return out.reset_index()
+
+
 # ---- notebook helpers: parameters that differ from the paper's, what-if scenarios ------------------------
 def emulated_suffix(devices: int = 8, bandwidth_mbps: float = 300.0, link_latency_ms: float = 1.0,
                     cores: int = 8) -> str:
