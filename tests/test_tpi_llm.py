@@ -354,8 +354,9 @@ def test_implied_load_rates_bound_the_loader_from_the_reported_latencies(reporte
 
 def test_no_single_loader_rate_meets_every_scheduler_on_row():
     """The rate windows are where the model is within 25 %: the bounds solve exactly, and on each testbed two
-    reported rows need disjoint rates (13B vs 70B emulated; 3B vs Yi-34B on the Mac with the scheduler)."""
-    windows = T.loader_rate_windows(0.25, ("Llama 2-13B", "Llama 2-70B"), ("Llama 2-3B", "Yi-34B"))
+    reported rows need disjoint rates (13B vs 3B/70B emulated, where 13B is the only such row; 3B vs Yi-34B
+    on the Mac with the scheduler, and Yi-34B's TTFT vs its own token latency)."""
+    windows = T.loader_rate_windows(0.25, T.MODELS, ("Llama 2-3B", "Yi-34B"))
     row = windows.set_index("model").loc["Llama 2-70B"]
     prefill, _ = T.workloads()
     at_low = T.simulate_tpi(get_model("Llama 2-70B"), T._emulated_with(disk=row.rate_low_gb_s * 1e9), prefill,
@@ -364,6 +365,10 @@ def test_no_single_loader_rate_meets_every_scheduler_on_row():
     assert row.rate_low_gb_s < row.modelled_rate_gb_s < row.rate_high_gb_s  # the fitted row is inside its window
     common = T.common_rate_window(windows).set_index("testbed")
     assert not common.loc["emulated", "feasible"] and not common.loc["laptops", "feasible"]
+    assert common.loc["emulated", "feasible_without"] == "Llama 2-13B, scheduler=on,w=2, token_latency"
+    yi = T.loader_rate_windows(0.25, (), ("Yi-34B",), ("ttft", "token_latency")).set_index("quantity")
+    assert yi.loc["ttft", "rate_high_gb_s"] < yi.loc["token_latency", "rate_low_gb_s"] / 2  # one run, two rates
+    assert T.common_rate_window(yi.reset_index()).feasible.tolist() == [False]
     with pytest.raises(WorkbenchError, match="tolerance"):
         T.loader_rate_windows(1.5)
 

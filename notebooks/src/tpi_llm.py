@@ -228,26 +228,32 @@ for testbed_name, group in rates.groupby("testbed"):
 rates.round(3)
 
 # %% [markdown]
-# The same question as a fit: the loader rate is the one free constant behind these rows, so for each row
-# the rates that put the model within the 25 % form one interval. Where a testbed's intervals do
-# not overlap, no value of that constant, fitted on any rows, meets 25 % on all of them: the misses are in
-# the data's shape, not in the fit.
+# The same question as a fit: the loader rate is the one free constant behind these rows (TTFT and token
+# latency with the scheduler, TTFT without it), so for each row the rates that put the model within the
+# issue's 25 % form one interval. Where a testbed's intervals do not overlap, no value of that constant,
+# fitted on any rows, meets 25 % on all of them: the misses are in the data's shape, not in the fit. On the
+# emulated testbed every row but Llama 2-13B's scheduler-on token latency would fit one rate a little above
+# the one fitted on Llama 2-70B; choosing it would mean fitting on validation rows, so it is reported here
+# and not used. On the Mac, Yi-34B's TTFT (185 s) and its own token latency (55 s) already need rates 2x apart.
 
 # %%
-windows = T.loader_rate_windows(0.25, models, laptop_models)
+windows = T.loader_rate_windows(0.25, models, laptop_models, quantities=("ttft", "token_latency"))
+shown = windows.assign(rate_high_shown=windows["rate_high_gb_s"].clip(upper=20.0))  # open-ended: drawn to 20
 bars = alt.Chart().mark_rule(strokeWidth=6).encode(
-    x=alt.X("rate_low_gb_s:Q", scale=alt.Scale(type="log"), title="loader rate within 25 % (GB/s)"),
-    x2="rate_high_gb_s:Q", y=alt.Y("model:N", sort=None), color="testbed:N",
+    x=alt.X("rate_low_gb_s:Q", scale=alt.Scale(type="log"), title="loader rate within 25 % (GB/s; open-ended to 20)"),
+    x2="rate_high_shown:Q", y=alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=360)),
+    color="testbed:N",
     tooltip=["artifact", "model", "setting", "reported_s", "rate_low_gb_s", "rate_high_gb_s", "modelled_rate_gb_s"])
-ticks = alt.Chart().mark_tick(color="black", thickness=2).encode(x="modelled_rate_gb_s:Q", y=alt.Y("model:N", sort=None))
-rec.chart(alt.layer(bars, ticks, data=windows).properties(width=380, height=120)
+ticks = alt.Chart().mark_tick(color="black", thickness=2).encode(x="modelled_rate_gb_s:Q", y=alt.Y("row:N", sort=None))
+rec.chart(alt.layer(bars, ticks, data=shown).properties(width=380)
           .facet(row=alt.Row("testbed:N", title=None)).resolve_scale(y="independent")
-          .properties(title="loader rates within 25 % of each reported token latency (tick: the model's)"),
+          .properties(title="loader rates within 25 % of each reported latency (tick: the model's)"),
           "loader_rate_windows", data=windows)
 common = T.common_rate_window(windows)
 for _, c in common.iterrows():
     verdict = "some rate fits every row" if c.feasible else "no single rate fits every row"
-    print(f"{c.testbed}: rates {c.rate_low_gb_s:.2f}-{c.rate_high_gb_s:.2f} GB/s over {c.rows} rows -> {verdict}")
+    print(f"{c.testbed}: rates {c.rate_low_gb_s:.2f}-{c.rate_high_gb_s:.2f} GB/s over {c.rows} rows -> {verdict}"
+          + (f"; all but one would fit without: {c.feasible_without}" if c.feasible_without else ""))
 windows.round(3)
 
 # %% [markdown]

@@ -571,32 +571,52 @@ def implied_load_rates(models: Sequence[str] = MODELS, laptop_models: Sequence[s
 
 
 def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
-                        laptop_models: Sequence[str] = TABLE3_MODELS) -> pd.DataFrame:
-    """For each reported scheduler-on token latency, the loader rates that bring the model within `tolerance`.
+                        laptop_models: Sequence[str] = TABLE3_MODELS,
+                        quantities: Sequence[str] = ("token_latency",)) -> pd.DataFrame:
+    """For each reported latency the loader bounds, the loader rates that bring the model within `tolerance`.
 
     The one free constant behind these rows is the testbed's loader rate (the emulated disk rate, fitted on
-    Llama 2-70B; the M1's, derived from Sec. 3.3). Modelled latency falls as the rate grows, so each row
-    admits one interval of rates [rate_low, rate_high] (inf: any faster rate is fine; NaN: no rate is). If a
-    testbed's intervals do not overlap, no choice of that constant meets the tolerance on all of its rows.
+    Llama 2-70B; the M1's, derived from Sec. 3.3). Rows: Table 1 with the scheduler on (TTFT, token latency)
+    and off (TTFT: the master's one read of every block), Table 3's Transformers+MS. Modelled latency falls
+    as the rate grows, so each row admits one interval [rate_low, rate_high] (inf: any faster rate is fine;
+    NaN: no rate is). Where a testbed's intervals do not overlap, no value of that constant meets the
+    tolerance on all of its rows.
     """
     require_positive("tolerance", tolerance)
     if tolerance >= 1:
         raise WorkbenchError(f"tolerance must be in (0, 1), got {tolerance}")
+    for q in quantities:
+        require_choice("quantities", q, ("ttft", "token_latency"))
     prefill, _ = workloads()
     emulated, mac = emulated_cluster(), laptop_cluster().devices[0]
     lo_rate, hi_rate = 0.05e9, 500e9  # B/s: the search range (a floppy disk to DRAM)
-    cases = [("Table 1", "emulated", name, f"scheduler=on,w={options_for('emulated').window}",
-              lambda r: _emulated_with(disk=r), options_for("emulated")) for name in models]
-    cases += [("Table 3", "laptops", name, "Transformers+MS",
-               lambda r: Cluster((mac.with_changes(storage_read_bytes_per_s=r),), Topology("switch", 1, Link.from_mbps(510))),
-               options_for("laptops")) for name in laptop_models]
-    rows = []
-    for artifact, testbed, name, setting, cluster_at, opts in cases:
-        m = get_model(name)
-        target = reported_value(artifact, name, setting, "token_latency")
+    on, off, laptops = options_for("emulated"), options_for("emulated", scheduler=False), options_for("laptops")
 
-        def gap(log_rate: float, bound: float, m=m, cluster_at=cluster_at, opts=opts) -> float:
-            return simulate_tpi(m, cluster_at(float(np.exp(log_rate))), prefill, opts).token_latency_s - bound
+    def emulated_at(r: float) -> Cluster:
+        return _emulated_with(disk=r)
+
+    def mac_at(r: float) -> Cluster:
+        return Cluster((mac.with_changes(storage_read_bytes_per_s=r),), Topology("switch", 1, Link.from_mbps(510)))
+
+    cases = []
+    for q in quantities:
+        cases += [("Table 1", "emulated", name, f"scheduler=on,w={on.window}", q, emulated_at, on) for name in models]
+        if q == "ttft":  # with the scheduler off only the first token reads from disk
+            cases += [("Table 1", "emulated", name, "scheduler=off", q, emulated_at, off) for name in models]
+        cases += [("Table 3", "laptops", name, "Transformers+MS", q, mac_at, laptops) for name in laptop_models]
+    reported = load_reported()
+    reported = reported[(reported.paper == PAPER) & (reported.quantity.isin(quantities))]
+    have = set(zip(reported.artifact, reported.model, reported.setting, reported.quantity, strict=True))
+    rows = []
+    for artifact, testbed, name, setting, quantity, cluster_at, opts in cases:
+        if (artifact, name, setting, quantity) not in have:
+            continue  # an OOM cell has no latency
+        m = get_model(name)
+        target = reported_value(artifact, name, setting, quantity)
+
+        def gap(log_rate: float, bound: float, m=m, cluster_at=cluster_at, opts=opts, quantity=quantity) -> float:
+            run = simulate_tpi(m, cluster_at(float(np.exp(log_rate))), prefill, opts)
+            return (run.ttft_s if quantity == "ttft" else run.token_latency_s) - bound
 
         def solve(bound: float, if_always_below: float, if_always_above: float) -> float:
             a, b = np.log(lo_rate), np.log(hi_rate)
@@ -606,22 +626,26 @@ def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
                 return if_always_below  # even the slowest loader is faster than the bound
             return float(np.exp(brentq(gap, a, b, args=(bound,), xtol=1e-4)))
 
-        upper, lower = (1 + tolerance) * target, (1 - tolerance) * target
-        rate_low = solve(upper, lo_rate, np.nan)  # slower than this and the model is too slow
-        rate_high = solve(lower, np.nan, np.inf)  # faster than this and the model is too fast
+        rate_low = solve((1 + tolerance) * target, lo_rate, np.nan)  # slower than this: the model is too slow
+        rate_high = solve((1 - tolerance) * target, np.nan, np.inf)  # faster than this: the model is too fast
         device = emulated.devices[0] if testbed == "emulated" else mac
         rows.append({"artifact": artifact, "testbed": testbed, "model": name, "setting": setting,
-                     "reported_s": target, "rate_low_gb_s": rate_low / 1e9, "rate_high_gb_s": rate_high / 1e9,
-                     "modelled_rate_gb_s": device.storage_read_bytes_per_s / 1e9})
+                     "quantity": quantity, "row": f"{name}, {setting}, {quantity}", "reported_s": target, "rate_low_gb_s": rate_low / 1e9,
+                     "rate_high_gb_s": rate_high / 1e9, "modelled_rate_gb_s": device.storage_read_bytes_per_s / 1e9})
     return pd.DataFrame(rows)
 
 
 def common_rate_window(windows: pd.DataFrame) -> pd.DataFrame:
-    """Per testbed: the rates inside every row's window (empty: rate_low > rate_high)."""
-    out = windows.groupby("testbed").agg(rate_low_gb_s=("rate_low_gb_s", "max"), rate_high_gb_s=("rate_high_gb_s", "min"),
-                                         rows=("model", "size"))
-    out["feasible"] = out["rate_low_gb_s"] <= out["rate_high_gb_s"]
-    return out.reset_index()
+    """Per testbed: the rates inside every row's window (feasible: rate_low <= rate_high), and the rows whose
+    removal alone would leave a common window (empty where no single row is to blame)."""
+    out = []
+    for testbed, group in windows.groupby("testbed", sort=True):
+        low, high = group["rate_low_gb_s"].max(), group["rate_high_gb_s"].min()
+        lone = [r.row for i, r in group.iterrows()
+                if group.drop(index=i)["rate_low_gb_s"].max() <= group.drop(index=i)["rate_high_gb_s"].min()]
+        out.append({"testbed": testbed, "rows": len(group), "rate_low_gb_s": low, "rate_high_gb_s": high,
+                    "feasible": bool(low <= high), "feasible_without": "; ".join(lone) if low > high else ""})
+    return pd.DataFrame(out)
 
 
 # ---- notebook helpers: parameters that differ from the paper's, what-if scenarios ------------------------
