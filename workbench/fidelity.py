@@ -42,6 +42,15 @@ def load_reported(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     return out
 
 
+def reported_value(frame: pd.DataFrame, paper: str, artifact: str, model: str, setting: str, quantity: str) -> float:
+    """The one reported number with this key in `frame` (from `load_reported`); a missing key is an error."""
+    hit = frame[(frame.paper == paper) & (frame.artifact == artifact) & (frame.model == model)
+                & (frame.setting == setting) & (frame.quantity == quantity)]
+    if len(hit) != 1:
+        raise WorkbenchError(f"no reported {paper} value for {artifact} / {model} / {setting} / {quantity}")
+    return float(hit["value"].iloc[0])
+
+
 def load_modelled(figures_dir: Path) -> pd.DataFrame:
     """All notebooks' results.csv files under `figures_dir`, concatenated."""
     frames = [pd.read_csv(f, dtype={"setting": str, "model": str}, keep_default_na=False)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench.constants import Constant, load_constants
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
-from workbench.fidelity import load_reported
+from workbench.fidelity import load_reported, reported_value
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
@@ -181,12 +181,7 @@ def table1(nano_efficiency: float | None = None, a100_overhead: float | None = N
 
 def reported_latency(model: str, setting: str) -> float:
     """One Table I latency as reported (data/reported/galaxy.csv); the fits read their targets from there."""
-    frame = load_reported()
-    hit = frame[(frame.paper == PAPER) & (frame.artifact == "Table I") & (frame.model == model)
-                & (frame.setting == setting) & (frame.quantity == "latency")]
-    if len(hit) != 1:
-        raise WorkbenchError(f"no reported {PAPER} Table I latency for {model} / {setting}")
-    return float(hit["value"].iloc[0])
+    return reported_value(load_reported(), PAPER, "Table I", model, setting, "latency")
 
 
 def fit_nano_cpu_efficiency(reported_s: float | None = None) -> float:

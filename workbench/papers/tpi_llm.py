@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
+from workbench import fidelity
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -106,6 +107,12 @@ def laptop_cluster(laptops: Sequence[str] | None = None, bandwidth_mbps: float |
     return Cluster(tuple(devices), Topology("switch", len(devices), link))
 
 
+def master_alone(laptops: Sequence[str] | None = None) -> Cluster:
+    """The master laptop on its own (the single-laptop systems of Table 3), on its own access link."""
+    cluster = laptop_cluster(laptops)
+    return Cluster((cluster.devices[0],), Topology("switch", 1, cluster.topology.link))
+
+
 def testbed_cluster(testbed: str, n_devices: int = 8, bandwidth_mbps: float = 300.0, link_latency_ms: float = 1.0,
                     cores: int = 8, laptops: Sequence[str] | None = None) -> Cluster:
     """The emulated testbed or the laptop one (the notebook's `testbed` parameter)."""
@@ -190,8 +197,7 @@ def prop5_table(models: Sequence[str] = MODELS, devices: Sequence[int] = (2, 4, 
 def table3(models: Sequence[str] = TABLE3_MODELS, laptops: Sequence[str] | None = None,
            window: int | None = None) -> pd.DataFrame:
     """Transformers, Accelerate, Transformers+MS on the master laptop and TPI-LLM on the laptops (Table 3)."""
-    cluster = laptop_cluster(laptops)
-    alone = Cluster((cluster.devices[0],), Topology("switch", 1, cluster.topology.link))
+    cluster, alone = laptop_cluster(laptops), master_alone(laptops)
     prefill, decode = workloads()
     opts = options_for("laptops", window)
     rows = []
@@ -431,12 +437,7 @@ def fig5_rows(df: pd.DataFrame, sensitivity: float) -> pd.DataFrame:
 # ---- fits (reproducible: each fitted constant is recomputed from the rows it names) -------------------------
 def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
     """One TPI-LLM number as reported (data/reported/tpi_llm.csv): fits and diagnostics read it from there."""
-    frame = load_reported()
-    hit = frame[(frame.paper == PAPER) & (frame.artifact == artifact) & (frame.model == model)
-                & (frame.setting == setting) & (frame.quantity == quantity)]
-    if len(hit) != 1:
-        raise WorkbenchError(f"no reported {PAPER} value for {artifact} / {model} / {setting} / {quantity}")
-    return float(hit["value"].iloc[0])
+    return fidelity.reported_value(load_reported(), PAPER, artifact, model, setting, quantity)
 
 
 def fit_memory_constants() -> tuple[float, float]:
@@ -494,8 +495,7 @@ def fit_laptop_constants() -> dict[str, float]:
     table4 = "n=4,p=0.25,fp32"  # Table 4's block sizes (MiB) of this very setting
     block_mib = quoted("attention_block_size", "Table 4", table4) + quoted("ffn_block_size", "Table 4", table4)
     disk = block_mib * mib / ((quoted("tau_attn") + quoted("tau_ffn")) * ms)
-    mac = load_device("tpi_mac_pro_m1")
-    alone = Cluster((mac,), Topology("switch", 1, Link.from_mbps(510)))
+    alone = master_alone()
     _, decode = workloads()
     swap = evaluate_single_device(m, alone, decode)
     weights = resident_weight_bytes(m, 1.0, True, BITS)
@@ -540,7 +540,7 @@ def implied_load_rates(models: Sequence[str] = MODELS, laptop_models: Sequence[s
     """
     emulated = emulated_cluster()
     on = options_for("emulated")
-    mac = laptop_cluster().devices[0]
+    mac = master_alone().devices[0]
     rows = []
 
     def row(artifact, testbed, model, setting, reader, bytes_per_token, reported_s, device):
@@ -588,7 +588,8 @@ def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
     for q in quantities:
         require_choice("quantities", q, ("ttft", "token_latency"))
     prefill, _ = workloads()
-    emulated, mac = emulated_cluster(), laptop_cluster().devices[0]
+    emulated, alone = emulated_cluster(), master_alone()
+    mac = alone.devices[0]
     lo_rate, hi_rate = 0.05e9, 500e9  # B/s: the search range (a floppy disk to DRAM)
     on, off, laptops = options_for("emulated"), options_for("emulated", scheduler=False), options_for("laptops")
 
@@ -596,7 +597,7 @@ def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
         return _emulated_with(disk=r)
 
     def mac_at(r: float) -> Cluster:
-        return Cluster((mac.with_changes(storage_read_bytes_per_s=r),), Topology("switch", 1, Link.from_mbps(510)))
+        return Cluster((mac.with_changes(storage_read_bytes_per_s=r),), alone.topology)
 
     cases = []
     for q in quantities:
