@@ -66,19 +66,47 @@ def test_weight_bytes_take_fractional_bits():
     assert common.kernel_kind(1) == "gemv" and common.kernel_kind(2) == "gemm"
 
 
-def test_gemms_lose_to_small_kernels_gemvs_do_not():
+def test_gemms_and_gemvs_both_lose_to_small_kernels():
+    """The fixed-costs issue: the small-kernel curve applies to decode GEMVs too (it used to spare them)."""
     dev = DeviceSpec("toy", {"fp16": 1e12}, efficiency_gemm=0.5, efficiency_gemv=0.25, small_kernel_flops=1e6,
                      memory=(MemoryLevel("DRAM", 1e9, 1e15),))
     flops = 1e6
     assert common.matmul_time(dev, flops, "fp16", "gemm") == pytest.approx(flops / (1e12 * 0.5 * 0.5))
-    assert common.matmul_time(dev, flops, "fp16", "gemv") == pytest.approx(flops / (1e12 * 0.25))
-    # decode kernels run at the GEMV efficiency, prefill kernels at the GEMM one
+    assert common.matmul_time(dev, flops, "fp16", "gemv") == pytest.approx(flops / (1e12 * 0.25 * 0.5))
+    # decode kernels run at the GEMV efficiency, prefill kernels at the GEMM one, each at its own size
     model = get_model("BERT-L")
     decode = common.kernel_times(model, dev, Workload("decode", 8, 8, 16, 16), 16, 4096, 1)["ffn2"]
     prefill = common.kernel_times(model, dev, Workload("prefill", 8, 8, 16, 16), 16, 4096, 8)["ffn2"]
     w = 2.0 * model.d_model * 4096
-    assert float(decode) == pytest.approx(w / (1e12 * 0.25))
+    assert float(decode) == pytest.approx(w / (1e12 * 0.25 * w / (w + 1e6)))
     assert float(prefill) == pytest.approx(8 * w / (1e12 * 0.5 * (8 * w) / (8 * w + 1e6)))
+
+
+def test_every_kernel_pays_its_launch_and_a_split_does_not_split_it():
+    dev = DeviceSpec("toy", {"fp16": 1e12}, memory=(MemoryLevel("DRAM", 1e9, 1e12),), kernel_launch_s=1e-5,
+                     layer_overhead_s=2e-4)
+    no_launch = dev.with_changes(kernel_launch_s=0.0, layer_overhead_s=0.0)
+    model, wl = get_model("BERT-L"), Workload("prefill", 8, 8, 16, 16)
+    whole = common.kernel_times(model, dev, wl, model.n_heads, model.d_ff, 8)
+    half = common.kernel_times(model, dev, wl, model.n_heads // 2, model.d_ff // 2, 8)
+    bare = common.kernel_times(model, no_launch, wl, model.n_heads // 2, model.d_ff // 2, 8)
+    for op in whole:
+        assert float(half[op]) - float(bare[op]) == pytest.approx(1e-5)  # the launch is not halved
+    # an empty slice launches nothing
+    assert float(common.kernel_times(model, dev, wl, 0, 0, 8)["qkv"]) == 0.0
+    # a whole layer: KERNELS_PER_LAYER launches + the layer overhead
+    extra = common.layer_time(model, dev, wl) - common.layer_time(model, no_launch, wl)
+    assert extra == pytest.approx(common.KERNELS_PER_LAYER * 1e-5 + 2e-4)
+    assert common.fixed_layer_time(dev) == pytest.approx(extra)
+
+
+def test_memory_efficiency_scales_every_stream():
+    dev = DeviceSpec("toy", {"fp16": 1e12}, memory=(MemoryLevel("DRAM", 1e9, 1e10),), memory_efficiency=0.5)
+    assert float(common.stream_time(dev, 1e10)) == pytest.approx(2.0)
+    with pytest.raises(WorkbenchError, match="memory_efficiency"):
+        dev.with_changes(memory_efficiency=0.0)
+    with pytest.raises(WorkbenchError, match="kernel_launch_s"):
+        dev.with_changes(kernel_launch_s=-1.0)
 
 
 # ---- one single-device compute time everywhere ------------------------------------------------------------

@@ -5,8 +5,11 @@ Each Transformer block is split into its main operators (QKV projection, attenti
 projection, FFN). An operator's time is max(FLOPs / (peak x efficiency), bytes moved / memory
 bandwidth): the roofline. Bytes are the operator's weights plus its activations in and out (and the
 KV cache it reads in decode); attention is assumed fused (the score matrix never leaves the chip),
-which is optimistic for the unfused reference kernel. Kernel-launch and dispatch overheads are not
-in the roofline: at small shapes the measurement exceeds it, and the comparison shows by how much.
+which is optimistic for the unfused reference kernel. Each operator also pays the device's fixed
+`kernel_launch_s` and streams at `memory_efficiency` of the bandwidth (the same conventions as
+`workbench.schemes.common`). fp32 matmuls follow the framework's default precision: JAX runs them in
+TF32 on Ampere and Hopper GPUs (`precision="default"`, the device lists a `tf32` peak) unless asked for
+full precision (`precision="highest"`).
 
 `measure_layer_latency` times one reference block (`workbench.kernels.reference.block_forward`)
 under `jax.jit` on whatever backend JAX uses (CPU here; a GPU when one is lent), so the same code
@@ -62,35 +65,49 @@ def block_operators(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: in
     ]
 
 
+PRECISIONS = ("default", "highest")
+
+
+def matmul_dtype(device: DeviceSpec, dtype: str, precision: str = "default") -> str:
+    """The arithmetic an fp32 matmul runs in: TF32 where the device has it and the precision is the
+    framework default (JAX on Ampere/Hopper), else `dtype` itself."""
+    require_choice("precision", precision, PRECISIONS)
+    return "tf32" if dtype == "fp32" and precision == "default" and "tf32" in device.peak_flops else dtype
+
+
 def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: int, kv_len: int | None = None,
              dtype: str = "fp32", weight_bits: float | None = None, activation_bits: float | None = None,
-             memory_level: str | None = None) -> pd.DataFrame:
-    """Per-operator roofline of one block: FLOPs, bytes, compute / memory time, the bound, latency."""
+             memory_level: str | None = None, precision: str = "default") -> pd.DataFrame:
+    """Per-operator roofline of one block: FLOPs, bytes, compute / memory time, launch, the bound, latency."""
     from workbench.hardware import BITS
 
     bits = BITS[dtype]
     ops = block_operators(cfg, phase, seq_len, kv_len, weight_bits or bits, activation_bits or bits)
-    level = device.memory_level(memory_level) if memory_level else device.memory[-1]
+    arithmetic = matmul_dtype(device, dtype, precision)
     rows = []
     for op in ops:
-        compute_s = float(device.compute_time(op.flops, dtype, op.kind))
-        memory_s = float(level.transfer_time(op.bytes))
+        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind))
+        memory_s = float(device.stream_time(op.bytes, memory_level))
+        launch_s = float(device.kernel_launch_s)
         rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind,
                      "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": compute_s,
-                     "memory_s": memory_s, "latency_s": max(compute_s, memory_s),
-                     "bound": "compute" if compute_s >= memory_s else "memory"})
+                     "memory_s": memory_s, "launch_s": launch_s, "latency_s": max(compute_s, memory_s) + launch_s,
+                     "bound": "launch" if launch_s > max(compute_s, memory_s) else
+                     ("compute" if compute_s >= memory_s else "memory")})
     return pd.DataFrame(rows)
 
 
 def layer_latency(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: int,
-                  kv_len: int | None = None, dtype: str = "fp32") -> float:
-    """Roofline seconds of one block (sum over its operators)."""
-    return float(roofline(cfg, device, phase, seq_len, kv_len, dtype)["latency_s"].sum())
+                  kv_len: int | None = None, dtype: str = "fp32", precision: str = "default") -> float:
+    """Roofline seconds of one block (sum over its operators) plus the device's per-layer overhead."""
+    table = roofline(cfg, device, phase, seq_len, kv_len, dtype, precision=precision)
+    return float(table["latency_s"].sum()) + device.layer_overhead_s
 
 
 def ridge_point(device: DeviceSpec, dtype: str = "fp32", kind: str = "gemm") -> float:
     """FLOPs per byte above which an operator is compute-bound on `device`."""
-    return device.peak(dtype) * device.efficiency(kind) / device.memory[-1].bandwidth_bytes_per_s
+    return device.peak(dtype) * device.efficiency(kind) / (device.memory[-1].bandwidth_bytes_per_s
+                                                           * device.memory_efficiency)
 
 
 # ---- measurement ------------------------------------------------------------------------------
@@ -131,14 +148,14 @@ def measure_layer_latency(cfg: TransformerConfig, phase: str, seq_len: int, kv_l
 
 
 def compare(measured: pd.DataFrame, device: DeviceSpec, models: dict[str, TransformerConfig],
-            dtype: str = "fp32") -> pd.DataFrame:
+            dtype: str = "fp32", precision: str = "default") -> pd.DataFrame:
     """Measured per-layer latencies beside the roofline prediction, with ratio and the bound."""
     rows = []
     for row in measured.itertuples():
         cfg = models[row.model]
         kv = int(row.kv_len) if row.phase == "decode" else None
-        table = roofline(cfg, device, row.phase, int(row.seq_len), kv, dtype)
-        predicted = float(table["latency_s"].sum())
+        table = roofline(cfg, device, row.phase, int(row.seq_len), kv, dtype, precision=precision)
+        predicted = float(table["latency_s"].sum()) + device.layer_overhead_s
         bound = "memory" if table["memory_s"].sum() > table["compute_s"].sum() else "compute"
         rows.append({"model": row.model, "phase": row.phase, "seq_len": int(row.seq_len), "kv_len": int(row.kv_len),
                      "measured_s": float(row.measured_s), "predicted_s": predicted,

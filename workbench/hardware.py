@@ -12,6 +12,12 @@ provenance-carrying constant (see `workbench.constants`). A preset file looks li
 
 Compute time = FLOPs / (peak[dtype] x efficiency), where efficiency depends on the kernel's shape
 (GEMM vs GEMV) and falls for small kernels: eff = base x w / (w + w_half), w = FLOPs of the kernel.
+Streaming time = bytes / (bandwidth x memory_efficiency).
+
+Fixed costs (typed fields a preset or a user TOML sets; 0 = none): `kernel_launch_s` is paid by every
+kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join and DMA set-up), whatever
+its size, so splitting a kernel across devices does not split it; `layer_overhead_s` is paid once per
+layer (framework / interpreter time: PyTorch's per-module Python, a graph runtime's barriers).
 """
 
 from __future__ import annotations
@@ -32,9 +38,9 @@ from workbench.errors import (
 )
 from workbench.io import DATA_DIR
 
-DTYPES = ("fp32", "fp16", "bf16", "int8", "int4")
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "int8", "int4")
 KERNEL_KINDS = ("gemm", "gemv")
-BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
+BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ class DeviceSpec:
     idle_power_w: float = 0.0
     cores: int = 1
     storage_read_bytes_per_s: float | None = None
+    kernel_launch_s: float = 0.0  # fixed seconds per kernel launched (launch / dispatch / set-up)
+    layer_overhead_s: float = 0.0  # fixed seconds per layer (framework time outside the kernels)
+    memory_efficiency: float = 1.0  # achieved fraction of each memory level's bandwidth when streaming
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +96,10 @@ class DeviceSpec:
         require_non_negative("small_kernel_flops", self.small_kernel_flops)
         require_non_negative("power_w", self.power_w)
         require_non_negative("idle_power_w", self.idle_power_w)
+        require_non_negative("kernel_launch_s", self.kernel_launch_s)
+        require_non_negative("layer_overhead_s", self.layer_overhead_s)
+        if not 0 < self.memory_efficiency <= 1:
+            raise WorkbenchError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
         if self.storage_read_bytes_per_s is not None:
             require_positive("storage_read_bytes_per_s", self.storage_read_bytes_per_s)
         for inner, outer in zip(self.memory, self.memory[1:]):
@@ -102,7 +115,9 @@ class DeviceSpec:
         require_choice("dtype", dtype, DTYPES)
         if dtype in self.peak_flops:
             return self.peak_flops[dtype]
-        for wider in ("bf16", "fp16", "fp32") if dtype in ("int8", "int4") else ("fp16", "fp32"):
+        wider_dtypes = {"int8": ("bf16", "fp16", "fp32"), "int4": ("bf16", "fp16", "fp32"),
+                        "tf32": ("fp32",)}.get(dtype, ("fp16", "fp32"))
+        for wider in wider_dtypes:
             if wider in self.peak_flops:
                 return self.peak_flops[wider]
         return next(iter(self.peak_flops.values()))
@@ -122,7 +137,19 @@ class DeviceSpec:
         eff = self.efficiency(kind, flops if kernel_flops is None else kernel_flops)
         return np.where(flops > 0, flops / np.maximum(self.peak(dtype) * eff, 1e-300), 0.0)
 
+    def launch_time(self, kernels):
+        """Fixed seconds of launching `kernels` kernels (vectorised; 0 when the preset gives no launch cost)."""
+        return np.asarray(kernels, dtype=float) * self.kernel_launch_s
+
     # ---- memory -------------------------------------------------------------------------------
+    def stream_time(self, n_bytes, level: str | None = None):
+        """Seconds to stream `n_bytes` through a memory level (default the outermost) at its bandwidth x
+        memory_efficiency; 0 for a device that lists no memory."""
+        if not self.memory:
+            return np.zeros_like(np.asarray(n_bytes, dtype=float))
+        mem = self.memory_level(level) if level else self.memory[-1]
+        return np.asarray(mem.transfer_time(n_bytes), dtype=float) / self.memory_efficiency
+
     def memory_level(self, name: str) -> MemoryLevel:
         """The memory level called `name`."""
         for level in self.memory:
@@ -184,6 +211,9 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
         idle_power_w=float(v.get("idle_power_w", 0.0)),
         cores=int(v.get("cores", 1)),
         storage_read_bytes_per_s=float(v["storage_read_bandwidth"]) if "storage_read_bandwidth" in v else None,
+        kernel_launch_s=float(v.get("kernel_launch", 0.0)),
+        layer_overhead_s=float(v.get("layer_overhead", 0.0)),
+        memory_efficiency=float(v.get("memory_efficiency", 1.0)),
         provenance=consts,
     )
 

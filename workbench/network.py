@@ -1,10 +1,14 @@
-"""Links, topologies and collectives: latency, traffic and energy, counting hops.
+"""Links, topologies and collectives: latency, traffic and energy, counting hops and messages.
 
 Cost of a collective = (sequential path traversals) x (hops per path) x (per-hop latency tau)
+                       + (messages handled in sequence at the endpoints) x (per-message software time o)
                        + (bytes through the busiest link, serialised) / bandwidth.
-This is the alpha-beta model with the alpha split into hops, so a physical topology (a switch: 2 hops
-between devices; TPI-LLM's home-gateway tree: 4 hops; a direct MIPI link: 1 hop) changes the
-latency term, which is what TPI-LLM's Sec. 3.2 and Appendix A.1 argue about.
+This is the alpha-beta model with the alpha split into wire hops and endpoint software (LogP's L and o),
+so a physical topology (a switch: 2 hops between devices; TPI-LLM's home-gateway tree: 4 hops; a direct
+MIPI link: 1 hop) changes the wire term, which is what TPI-LLM's Sec. 3.2 and Appendix A.1 argue about,
+and an endpoint that handles many messages (a star's master: n-1 receives and n-1 sends) pays for each.
+Each algorithm is defined once (`collective_cost`: steps, busiest-link bytes, injected bytes, endpoint
+messages), as the kernels in `workbench.kernels` send it; the HLO traffic tests hold them to each other.
 
 Every function is vectorised over numpy arrays (devices, bytes, bandwidth, latency), so a sweep of
 10^5 points is one call.
@@ -13,6 +17,7 @@ Every function is vectorised over numpy arrays (devices, bytes, bandwidth, laten
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,7 +29,7 @@ from workbench.errors import (
     require_positive,
 )
 
-ALGORITHMS = ("ring", "tree", "star", "hierarchical")
+ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 TOPOLOGY_KINDS = ("switch", "gateway_tree", "direct", "ring")
 # Links between two devices on each physical topology (device -> switch -> device = 2, ...).
@@ -33,17 +38,21 @@ PATH_HOPS = {"switch": 2, "gateway_tree": 4, "direct": 1, "ring": 1}
 
 @dataclass(frozen=True)
 class Link:
-    """A network link class: bandwidth (B/s), per-hop latency (s) and energy per byte (pJ/B)."""
+    """A network link class: bandwidth (B/s), per-hop wire latency (s), energy per byte (pJ/B), and the
+    software time each endpoint spends per message it sends or receives (s: syscalls, protocol, runtime
+    dispatch; separate from the wire, and serialised at an endpoint that handles many messages)."""
 
     bandwidth_bytes_per_s: float
     latency_s: float = 0.0
     energy_pj_per_byte: float = 0.0
     name: str = "link"
+    message_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         require_positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
         require_non_negative("latency_s", self.latency_s)
         require_non_negative("energy_pj_per_byte", self.energy_pj_per_byte)
+        require_non_negative("message_overhead_s", self.message_overhead_s)
 
     @classmethod
     def from_mbps(cls, mbps: float, latency_ms: float = 0.0, **kw) -> Link:
@@ -96,79 +105,159 @@ def tree_depth(n_devices, fan_in: int = 2):
     return np.where(n > 1, np.ceil(np.log(np.maximum(n, 1)) / np.log(fan_in) - 1e-12), 0)
 
 
-def traversals(algorithm: str, collective: str, n_devices, depth=None, group_size: int = 4):
-    """Sequential path traversals (latency steps) of a collective; vectorised over n_devices.
+def _log2_steps(n):
+    """Recursive halving/doubling rounds: ceil(log2 n), plus one fold in and one out when n is not 2^k."""
+    n = np.maximum(np.asarray(n, dtype=float), 1)
+    k = np.floor(np.log2(n) + 1e-12)
+    return k + 2 * (n > 2 ** k)
 
-    ring: reduce-scatter and all-gather take n-1 steps each (all-reduce 2(n-1)); broadcast/reduce
-    pipeline along the ring (n-1). star (parameter server): one push to the master and one pull back.
-    tree: `depth` levels up and down (default ceil(log2 n)). hierarchical: groups of `group_size`
-    reduce to a leader, leaders recurse, then broadcast back down: ceil(log_g n) levels each way.
+
+class CollectiveCost(NamedTuple):
+    """One collective under one algorithm, for a buffer of m bytes per device over n devices.
+
+    steps: sequential wire traversals (each costs path_hops x the per-hop latency);
+    busiest_bytes: bytes through the busiest device's link, serialised (the bandwidth term);
+    injected_bytes: bytes all devices inject, per path (the energy term);
+    endpoint_messages: messages handled one after another at the endpoints on the critical path
+    (a send and its receive each count once); each costs the link's per-message software time.
+    """
+
+    steps: np.ndarray
+    busiest_bytes: np.ndarray
+    injected_bytes: np.ndarray
+    endpoint_messages: np.ndarray
+
+
+def _ring(c, n, m, fan):
+    """Bandwidth-optimal ring (Patarasuk & Yuan 2009): reduce-scatter then all-gather of n chunks; every
+    step each device sends one chunk to its neighbour and receives one. Broadcast/reduce pipeline the whole
+    buffer along the ring (n-1 steps, m through each link)."""
+    frac = (n - 1) / n
+    one = {"all_reduce": (2 * (n - 1), 2 * frac * m, 2 * (n - 1) * m),
+           "reduce_scatter": (n - 1, frac * m, (n - 1) * m), "all_gather": (n - 1, frac * m, (n - 1) * m),
+           "broadcast": (n - 1, m, (n - 1) * m), "reduce": (n - 1, m, (n - 1) * m)}[c]
+    return one[0], one[1], one[2], 2 * one[0]
+
+
+def _star(c, n, m, fan):
+    """Star through a master (parameter server, TPI-LLM's star, distributed-llama <= v0.10): every worker
+    sends to the master, which handles the n-1 receives and the n-1 sends one after another (its one NIC
+    and one thread); the wire latency is paid twice (up, down) as the sends pipeline on the wire."""
+    frac = (n - 1) / n
+    table = {"all_reduce": (2, 2 * (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
+             "reduce_scatter": (2, (n - 1) * m + frac * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
+             "all_gather": (2, frac * m + (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
+             "broadcast": (1, (n - 1) * m, (n - 1) * m, (n - 1) + 1),
+             "reduce": (1, (n - 1) * m, (n - 1) * m, (n - 1) + 1)}
+    return table[c]
+
+
+def _tree(c, n, m, fan):
+    """Reduction tree of fan-in `fan`, as the kernels send it: at each level a parent receives the whole
+    buffer from each of its fan-1 children (binary: one buffer per level), up to the root, then the same
+    levels back down. Every non-root sends once up and receives once down."""
+    d = tree_depth(n, fan)
+    per_level, msgs = (fan - 1) * m, fan  # the parent's fan-1 receives after a child's send
+    one_way = (d, d * per_level, (n - 1) * m, d * msgs)
+    both = (2 * d, 2 * d * per_level, 2 * (n - 1) * m, 2 * d * msgs)
+    return one_way if c in ("broadcast", "reduce") else both
+
+
+def _halving_doubling(c, n, m, fan):
+    """Recursive halving reduce-scatter + recursive doubling all-gather (Thakur, Rabenseifner & Gropp 2005;
+    gloo's ReduceScatterHalvingDoubling): ceil(log2 n) rounds each way, bytes of the ring; a non-power-of-two
+    n folds the extra devices in and out (two more rounds of the whole buffer)."""
+    frac = (n - 1) / n
+    k = _log2_steps(n)
+    extra = (k > np.floor(np.log2(np.maximum(n, 1)) + 1e-12)) * m
+    table = {"all_reduce": (2 * k, 2 * frac * m + 2 * extra, 2 * (n - 1) * m),
+             "reduce_scatter": (k, frac * m + extra, (n - 1) * m), "all_gather": (k, frac * m + extra, (n - 1) * m),
+             "broadcast": (k, k * m, (n - 1) * m), "reduce": (k, k * m, (n - 1) * m)}[c]
+    return table[0], table[1], table[2], 2 * table[0]
+
+
+def _mesh(c, n, m, fan):
+    """Direct exchange over a full mesh (a switch): every device sends its part to each of the n-1 others at
+    once and receives theirs (distributed-llama >= v0.11 all-gathers full partial sums this way; XLA's
+    all-to-all). One wire traversal; each endpoint handles n-1 sends and n-1 receives. The all-reduce is
+    an all-gather of full-size partials, summed locally."""
+    frac = (n - 1) / n
+    table = {"all_reduce": ((n - 1) * m, n * (n - 1) * m, 2 * (n - 1)),
+             "reduce_scatter": (frac * m, (n - 1) * m, 2 * (n - 1)),
+             "all_gather": (frac * m, (n - 1) * m, 2 * (n - 1)),
+             "broadcast": ((n - 1) * m, (n - 1) * m, n), "reduce": ((n - 1) * m, (n - 1) * m, n)}[c]
+    return np.ones_like(n), table[0], table[1], table[2]
+
+
+# One definition per algorithm: (collective, n, m, fan-in) -> (steps, busiest, injected, endpoint messages).
+_ALGORITHM_COSTS = {"ring": _ring, "tree": _tree, "star": _star, "hierarchical": _tree,
+                    "halving_doubling": _halving_doubling, "mesh": _mesh}
+
+
+def collective_cost(algorithm: str, collective: str, n_devices, message_bytes=0.0, depth=None,
+                    group_size: int = 4) -> CollectiveCost:
+    """Steps, busiest-link bytes, injected bytes and endpoint messages of a collective (vectorised).
+
+    `message_bytes` is the buffer per device (for all_gather / reduce_scatter the full gathered buffer).
+    tree: binary unless `depth` fixes the levels (then the fan-in is ceil(n^(1/depth))); hierarchical:
+    groups of `group_size` (the MCU paper's four). One device costs nothing.
     """
     require_choice("algorithm", algorithm, ALGORITHMS)
     require_choice("collective", collective, COLLECTIVES)
-    n = np.asarray(n_devices, dtype=float)
-    if algorithm == "ring":
-        steps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1,
-                 "broadcast": n - 1, "reduce": n - 1}[collective]
-    elif algorithm == "star":
-        steps = {"all_reduce": 2, "reduce_scatter": 2, "all_gather": 2, "broadcast": 1, "reduce": 1}[collective]
-        steps = np.where(n > 1, steps, 0) * np.ones_like(n)
-    else:
-        d = tree_depth(n, group_size if algorithm == "hierarchical" else 2) if depth is None else np.asarray(depth)
-        per = {"all_reduce": 2, "reduce_scatter": 2, "all_gather": 2, "broadcast": 1, "reduce": 1}[collective]
-        steps = per * d * np.ones_like(n)
-    return np.where(n > 1, steps, 0.0)
-
-
-def bottleneck_bytes(algorithm: str, collective: str, n_devices, message_bytes, group_size: int = 4):
-    """Bytes that cross the busiest device link, serialised, for a buffer of `message_bytes` per device.
-
-    ring: (n-1)/n of the buffer per phase (bandwidth-optimal). star: the master receives (n-1)
-    buffers and sends (n-1) back. tree (binary): each level's parent receives 2 buffers.
-    hierarchical: each level's leader receives (g-1) buffers.
-    For all_gather/reduce_scatter `message_bytes` is the full (gathered) buffer.
-    """
-    n = np.asarray(n_devices, dtype=float)
+    n = np.maximum(np.asarray(n_devices, dtype=float), 1.0)
     m = np.asarray(message_bytes, dtype=float)
-    frac = np.where(n > 1, (n - 1) / np.maximum(n, 1), 0.0)
-    if algorithm == "ring":
-        per = {"all_reduce": 2 * frac * m, "reduce_scatter": frac * m, "all_gather": frac * m,
-               "broadcast": m * (n > 1), "reduce": m * (n > 1)}
-    elif algorithm == "star":
-        per = {"all_reduce": 2 * (n - 1) * m, "reduce_scatter": (n - 1) * m + frac * m,
-               "all_gather": frac * m + (n - 1) * m, "broadcast": (n - 1) * m, "reduce": (n - 1) * m}
+    if algorithm == "hierarchical":
+        fan = np.asarray(group_size, dtype=float)
+    elif algorithm == "tree" and depth is not None:
+        d = np.maximum(np.asarray(depth, dtype=float), 1.0)
+        fan = np.maximum(np.ceil(n ** (1.0 / d) - 1e-9), 2.0)
     else:
-        fan = group_size if algorithm == "hierarchical" else 2
-        d = tree_depth(n, fan)
-        per_level = (fan - 1) * m if algorithm == "hierarchical" else 2 * m
-        per = {"all_reduce": 2 * d * per_level, "reduce_scatter": 2 * d * per_level,
-               "all_gather": 2 * d * per_level, "broadcast": d * per_level, "reduce": d * per_level}
-    return np.where(n > 1, per[collective], 0.0)
+        fan = np.asarray(2.0)
+    parts = _ALGORITHM_COSTS[algorithm](collective, n, m, fan)
+    if algorithm == "tree" and depth is not None:  # the paper's fixed depth sets the latency steps
+        one_way = collective in ("broadcast", "reduce")
+        d = np.asarray(depth, dtype=float)
+        parts = ((1 if one_way else 2) * d, parts[1], parts[2], (1 if one_way else 2) * d * fan)
+    many = np.asarray(n_devices, dtype=float) > 1
+    shape = np.broadcast(n, m).shape
+    return CollectiveCost(*(np.where(many, np.broadcast_to(np.asarray(p, dtype=float), shape), 0.0) for p in parts))
 
 
-def total_traffic(algorithm: str, collective: str, n_devices, message_bytes):
+def traversals(algorithm: str, collective: str, n_devices, depth=None, group_size: int = 4):
+    """Sequential path traversals (latency steps) of a collective; vectorised over n_devices."""
+    return collective_cost(algorithm, collective, n_devices, 0.0, depth, group_size).steps
+
+
+def bottleneck_bytes(algorithm: str, collective: str, n_devices, message_bytes, group_size: int = 4, depth=None):
+    """Bytes that cross the busiest device link, serialised, for a buffer of `message_bytes` per device."""
+    return collective_cost(algorithm, collective, n_devices, message_bytes, depth, group_size).busiest_bytes
+
+
+def total_traffic(algorithm: str, collective: str, n_devices, message_bytes, group_size: int = 4):
     """Total bytes injected into the network by all devices (for energy), per path (not per hop)."""
-    n = np.asarray(n_devices, dtype=float)
-    m = np.asarray(message_bytes, dtype=float)
-    if algorithm == "ring":
-        per_phase = (n - 1) * m  # each device sends (n-1) chunks of m/n
-        out = {"all_reduce": 2 * per_phase, "reduce_scatter": per_phase, "all_gather": per_phase,
-               "broadcast": (n - 1) * m, "reduce": (n - 1) * m}[collective]
-    else:  # star, tree, hierarchical: every non-root sends once up and receives once down
-        out = {"all_reduce": 2 * (n - 1) * m, "reduce_scatter": 2 * (n - 1) * m, "all_gather": 2 * (n - 1) * m,
-               "broadcast": (n - 1) * m, "reduce": (n - 1) * m}[collective]
-    return np.where(n > 1, out, 0.0)
+    return collective_cost(algorithm, collective, n_devices, message_bytes, None, group_size).injected_bytes
+
+
+def endpoint_messages(algorithm: str, collective: str, n_devices, depth=None, group_size: int = 4):
+    """Messages handled one after another at the endpoints on a collective's critical path."""
+    return collective_cost(algorithm, collective, n_devices, 0.0, depth, group_size).endpoint_messages
 
 
 def collective_latency(algorithm: str, collective: str, n_devices, message_bytes, bandwidth, latency,
-                       path_hops=1, depth=None, group_size: int = 4, breakdown: bool = False):
-    """Seconds for a collective (vectorised). With `breakdown`, returns (link_latency_s, data_s)."""
+                       path_hops=1, depth=None, group_size: int = 4, breakdown: bool = False,
+                       message_overhead=0.0):
+    """Seconds for a collective (vectorised). With `breakdown`, returns (per-message s, bytes s): the
+    wire hops plus the endpoints' per-message software time, and the bandwidth term."""
     n, m, b, t = _check_arrays(n_devices, message_bytes, bandwidth, latency)
     hops = np.asarray(path_hops, dtype=float)
+    o = np.asarray(message_overhead, dtype=float)
     if np.any(hops < 1):
         raise WorkbenchError("path_hops must be >= 1")
-    link_term = traversals(algorithm, collective, n, depth, group_size) * hops * t
-    data_term = bottleneck_bytes(algorithm, collective, n, m, group_size) / b
+    if np.any(~np.isfinite(o)) or np.any(o < 0):
+        raise WorkbenchError("message_overhead must be finite and >= 0 (s)")
+    cost = collective_cost(algorithm, collective, n, m, depth, group_size)
+    link_term = cost.steps * hops * t + cost.endpoint_messages * o
+    data_term = cost.busiest_bytes / b
     if breakdown:
         return link_term, data_term
     return link_term + data_term
@@ -187,12 +276,14 @@ def collective_energy(algorithm: str, collective: str, n_devices, message_bytes,
 
 def on_topology(topology: Topology, algorithm: str, collective: str, message_bytes, depth=None,
                 breakdown: bool = False):
-    """A collective over `topology`'s devices, links and hop count."""
+    """A collective over `topology`'s devices, links, hop count and per-message endpoint time."""
     return collective_latency(algorithm, collective, topology.n_devices, message_bytes,
                               topology.link.bandwidth_bytes_per_s, topology.link.latency_s,
-                              topology.path_hops, depth, topology.group_size, breakdown)
+                              topology.path_hops, depth, topology.group_size, breakdown,
+                              topology.link.message_overhead_s)
 
 
-def point_to_point(message_bytes, bandwidth, latency, path_hops=1):
-    """Seconds to send one message between two devices."""
-    return collective_latency("star", "broadcast", 2, message_bytes, bandwidth, latency, path_hops)
+def point_to_point(message_bytes, bandwidth, latency, path_hops=1, message_overhead=0.0):
+    """Seconds to send one message between two devices (one send and one receive at the endpoints)."""
+    return collective_latency("star", "broadcast", 2, message_bytes, bandwidth, latency, path_hops,
+                              message_overhead=message_overhead)

@@ -165,10 +165,7 @@ def table1(nano_efficiency: float | None = None, a100_overhead: float | None = N
         nano = nano.with_changes(efficiency_gemm=nano_efficiency)
     a100 = load_device("a100")
     if a100_overhead is not None:
-        prov = dict(a100.provenance)
-        old = prov["layer_overhead"]
-        prov["layer_overhead"] = Constant(old.name, a100_overhead, old.unit, old.kind, old.source, old.fitted_on)
-        a100 = a100.with_changes(provenance=prov)
+        a100 = a100.with_changes(layer_overhead_s=a100_overhead)
     a100_workload = replace(workload(s, "gpu"), activation_bits=const("activation_bits_a100"))  # fp32 GEMMs
     rows = []
     for name in MODELS:

@@ -10,19 +10,20 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   precision says so through the operands it passes (Galaxy's CPU runs exchange fp32 activations,
   `activation_bits_cpu` in data/constants/galaxy.toml; STI dequantises its shards to fp32 before the GEMM).
 * **Kernel shape** (`kernel_kind`): one new token (decode) is a GEMV, more are a GEMM; the efficiency is
-  the device's for that shape (`DeviceSpec.efficiency`). The small-kernel loss applies to GEMMs at the
-  size of each kernel (register/L1 reuse shrinks with the kernel); a GEMV streams each weight once at any
-  size, so it has none.
+  the device's for that shape (`DeviceSpec.efficiency`), falling for small kernels of either shape.
 * **Roofline per kernel** (`roofline_time`): max(FLOPs at that rate, bytes the kernel streams from the
-  device's outermost memory). A weight read by several kernels (row tiles) is streamed by each.
+  device's outermost memory at its bandwidth x `memory_efficiency`), plus the device's fixed
+  `kernel_launch_s` for every kernel that runs (a split kernel is still one launch on each device, so the
+  fixed cost does not shrink with the split). A weight read by several kernels (row tiles) is streamed by
+  each. The small-kernel loss applies to GEMMs and GEMVs alike, at each kernel's FLOPs.
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
 * **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
   Q/K/V, output and FFN GEMMs each reading their weights; attention (QK^T and softmax(QK^T)V) reading the
   KV cache of the attended tokens in decode (in prefill K and V are produced by the Q/K/V GEMM and
   consumed at once); two connective blocks (residual add + norm: `CONNECTIVE_PASSES` passes of the new
-  tokens' activations through the outermost memory, memory-bound); a fixed per-layer dispatch overhead
-  when the device preset gives one (`layer_overhead`, e.g. GPU kernel launches).
+  tokens' activations through the outermost memory, memory-bound, one launch each); the device's fixed
+  per-layer framework time (`DeviceSpec.layer_overhead_s`). `KERNELS_PER_LAYER` kernels launch per layer.
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
   tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
   (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
@@ -49,6 +50,9 @@ from workbench.schemes.base import Workload
 # Passes of (tokens, E) activations through memory in one connective block: residual add (read two,
 # write one) + norm (read for the statistics, read and write to normalise). Dropout is the identity.
 CONNECTIVE_PASSES = 6
+# Kernels one device launches per layer: Q/K/V, attention, output projection, FFN up, FFN down and two
+# connective blocks (each residual add + norm fused into one).
+KERNELS_PER_LAYER = 7
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
 # Where `DeviceSpec.peak` looks when a device does not list a dtype (kept in step with it).
@@ -101,26 +105,28 @@ def kernel_kind(new_tokens: int) -> str:
 
 def matmul_time(device: DeviceSpec, flops, dtype: str, kind: str = "gemm", kernel_flops=None):
     """Seconds for `flops` at peak[dtype] x efficiency(kind, size); size = `kernel_flops` (default: the
-    FLOPs themselves) for a GEMM, none for a GEMV (no small-kernel loss). Vectorised; 0 FLOPs take 0 s."""
+    FLOPs themselves). Vectorised; 0 FLOPs take 0 s. No launch cost (see `roofline_time`)."""
     flops = np.asarray(flops, dtype=float)
-    size = (flops if kernel_flops is None else kernel_flops) if kind == "gemm" else None
-    eff = device.efficiency(kind, size)
+    eff = device.efficiency(kind, flops if kernel_flops is None else kernel_flops)
     return np.where(flops > 0, flops / np.maximum(device.peak(dtype) * eff, 1e-300), 0.0)
 
 
 def stream_time(device: DeviceSpec, n_bytes):
     """Seconds to stream `n_bytes` from the device's outermost memory (0 if it lists no memory)."""
-    if not device.memory:
-        return np.zeros_like(np.asarray(n_bytes, dtype=float))
-    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+    return device.stream_time(n_bytes)
+
+
+def launched(device: DeviceSpec, work) -> np.ndarray:
+    """The fixed launch seconds of one kernel wherever it has `work` (> 0), 0 where it has none."""
+    return np.where(np.asarray(work, dtype=float) > 0, device.kernel_launch_s, 0.0)
 
 
 def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "gemm", kernel_flops=None):
-    """Seconds of one kernel: the slower of its compute and streaming its `n_bytes` (vectorised)."""
+    """Seconds of one kernel: its launch plus the slower of its compute and streaming its `n_bytes`
+    (vectorised; a kernel with no FLOPs and no bytes is not launched)."""
     compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops), dtype=float)
-    if not device.memory:
-        return compute
-    return np.maximum(compute, stream_time(device, n_bytes))
+    busy = compute if not device.memory else np.maximum(compute, stream_time(device, n_bytes))
+    return busy + launched(device, np.asarray(flops, dtype=float) + np.asarray(n_bytes, dtype=float))
 
 
 # ---- FLOPs of one layer's kernels (per heads / FFN columns / tokens, vectorised) ----------------------
@@ -191,16 +197,18 @@ def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workl
 
 def connective_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
     """Seconds of one connective block (residual + norm) on `tokens`: memory-bound passes of activations."""
-    if not device.memory:
-        return np.zeros_like(np.asarray(tokens, dtype=float))
     n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * (workload.activation_bits / 8)
-    return np.asarray(device.memory[-1].transfer_time(n_bytes), dtype=float)
+    return stream_time(device, n_bytes) + launched(device, n_bytes)
 
 
 def layer_overhead(device: DeviceSpec) -> float:
-    """Fixed per-layer dispatch seconds of a device preset (`layer_overhead`, e.g. kernel launches); 0 if none."""
-    const = device.provenance.get("layer_overhead")
-    return float(const.value) if const is not None else 0.0
+    """Fixed per-layer framework seconds of a device (`DeviceSpec.layer_overhead_s`); 0 if none."""
+    return float(device.layer_overhead_s)
+
+
+def fixed_layer_time(device: DeviceSpec, kernels: float = KERNELS_PER_LAYER) -> float:
+    """The size-independent seconds of one layer on a device: its kernels' launches + the layer overhead."""
+    return float(device.launch_time(kernels)) + layer_overhead(device)
 
 
 def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
