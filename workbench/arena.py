@@ -22,7 +22,8 @@ from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Wor
 
 GIB = 2**30
 METRIC = {"prefill": "TTFT", "decode": "time per token"}
-COMPONENTS = {"compute_s": "compute", "comm_link_latency_s": "communication: link latency",
+COMPONENTS = {"compute_s": "compute", "fixed_s": "fixed (launches, per-layer)", "serial_s": "serial (one device)",
+              "comm_link_latency_s": "communication: per-message (hops, endpoints)",
               "comm_bytes_s": "communication: bytes", "io_stall_s": "IO stall", "other_s": "other"}
 STATUSES = ("ok", "OOM", "n/a")
 Registry = Mapping[str, tuple[str, Evaluator]]

@@ -29,7 +29,7 @@ from workbench.io import write_atomic, write_csv_atomic, write_text_atomic
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite minor version altair 6 writes; a test keeps the two in step
 SCHEMA_URL = f"https://vega.github.io/schema/vega-lite/v{VEGA_LITE_VERSION}.json"
 DATASET = "arena"
-COMPONENT_COLORS = ["#4c78a8", "#e45756", "#f58518", "#72b7b2", "#bab0ac"]  # in COMPONENTS order
+COMPONENT_COLORS = ["#4c78a8", "#9ecae9", "#54a24b", "#e45756", "#f58518", "#72b7b2", "#bab0ac"]  # in COMPONENTS order
 
 
 # ---- small builders ------------------------------------------------------------------------------

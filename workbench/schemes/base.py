@@ -79,11 +79,25 @@ class SchemeResult:
     comm_bytes_s: float = 0.0  # communication time due to bytes / bandwidth
     io_stall_s: float = 0.0  # waiting for weights from storage / off-chip memory
     other_s: float = 0.0
+    fixed_s: float = 0.0  # size-independent device time: kernel launches, per-layer framework time
+    serial_s: float = 0.0  # work that runs on one device only (embedding, output head, sampling, root work)
     peak_memory_bytes: tuple[float, ...] = ()
     memory_budget_bytes: tuple[float, ...] = ()
     oom: bool = False
     notes: str = ""
     extra: dict = field(default_factory=dict, compare=False)
+
+    def carve(self, fixed_s: float = 0.0, serial_s: float = 0.0) -> SchemeResult:
+        """A copy that shows `fixed_s` and `serial_s` as their own components, taken out of compute_s
+        (where the evaluator counted them); the latency is unchanged."""
+        from dataclasses import replace
+
+        fixed_s, serial_s = float(fixed_s), float(serial_s)
+        if fixed_s < 0 or serial_s < 0 or fixed_s + serial_s > self.compute_s * (1 + 1e-9) + 1e-15:
+            raise WorkbenchError(f"{self.scheme}: fixed ({fixed_s:.3g} s) + serial ({serial_s:.3g} s) exceed "
+                                 f"compute ({self.compute_s:.3g} s)")
+        return replace(self, compute_s=max(self.compute_s - fixed_s - serial_s, 0.0),
+                       fixed_s=self.fixed_s + fixed_s, serial_s=self.serial_s + serial_s)
 
     def row(self) -> dict:
         """A flat dict for a DataFrame row."""
@@ -91,6 +105,7 @@ class SchemeResult:
             "scheme": self.scheme, "paper": self.paper, "phase": self.phase, "latency_s": self.latency_s,
             "compute_s": self.compute_s, "comm_link_latency_s": self.comm_link_latency_s,
             "comm_bytes_s": self.comm_bytes_s, "io_stall_s": self.io_stall_s, "other_s": self.other_s,
+            "fixed_s": self.fixed_s, "serial_s": self.serial_s,
             "peak_memory_bytes": max(self.peak_memory_bytes, default=0.0), "oom": self.oom, "notes": self.notes,
         }
 
