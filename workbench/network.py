@@ -118,8 +118,9 @@ class CollectiveCost(NamedTuple):
     steps: sequential wire traversals (each costs path_hops x the per-hop latency);
     busiest_bytes: bytes through the busiest device's link, serialised (the bandwidth term);
     injected_bytes: bytes all devices inject, per path (the energy term);
-    endpoint_messages: messages handled one after another at the endpoints on the critical path
-    (a send and its receive each count once); each costs the link's per-message software time.
+    endpoint_messages: messages the busiest endpoint handles one after another (its sends and receives
+    in sequence: a star's master n-1 receives then n-1 sends); each costs the link's per-message software
+    time. For the ppermute kernels it is the number of collective-permutes the compiled program runs.
     """
 
     steps: np.ndarray
@@ -136,7 +137,7 @@ def _ring(c, n, m, fan):
     one = {"all_reduce": (2 * (n - 1), 2 * frac * m, 2 * (n - 1) * m),
            "reduce_scatter": (n - 1, frac * m, (n - 1) * m), "all_gather": (n - 1, frac * m, (n - 1) * m),
            "broadcast": (n - 1, m, (n - 1) * m), "reduce": (n - 1, m, (n - 1) * m)}[c]
-    return one[0], one[1], one[2], 2 * one[0]
+    return one[0], one[1], one[2], one[0]
 
 
 def _star(c, n, m, fan):
@@ -144,11 +145,11 @@ def _star(c, n, m, fan):
     sends to the master, which handles the n-1 receives and the n-1 sends one after another (its one NIC
     and one thread); the wire latency is paid twice (up, down) as the sends pipeline on the wire."""
     frac = (n - 1) / n
-    table = {"all_reduce": (2, 2 * (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
-             "reduce_scatter": (2, (n - 1) * m + frac * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
-             "all_gather": (2, frac * m + (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1) + 2),
-             "broadcast": (1, (n - 1) * m, (n - 1) * m, (n - 1) + 1),
-             "reduce": (1, (n - 1) * m, (n - 1) * m, (n - 1) + 1)}
+    table = {"all_reduce": (2, 2 * (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1)),
+             "reduce_scatter": (2, (n - 1) * m + frac * m, 2 * (n - 1) * m, 2 * (n - 1)),
+             "all_gather": (2, frac * m + (n - 1) * m, 2 * (n - 1) * m, 2 * (n - 1)),
+             "broadcast": (1, (n - 1) * m, (n - 1) * m, n - 1),
+             "reduce": (1, (n - 1) * m, (n - 1) * m, n - 1)}
     return table[c]
 
 
@@ -157,7 +158,7 @@ def _tree(c, n, m, fan):
     buffer from each of its fan-1 children (binary: one buffer per level), up to the root, then the same
     levels back down. Every non-root sends once up and receives once down."""
     d = tree_depth(n, fan)
-    per_level, msgs = (fan - 1) * m, fan  # the parent's fan-1 receives after a child's send
+    per_level, msgs = (fan - 1) * m, fan - 1  # a parent receives (then sends) fan-1 buffers in turn
     one_way = (d, d * per_level, (n - 1) * m, d * msgs)
     both = (2 * d, 2 * d * per_level, 2 * (n - 1) * m, 2 * d * msgs)
     return one_way if c in ("broadcast", "reduce") else both
@@ -173,7 +174,7 @@ def _halving_doubling(c, n, m, fan):
     table = {"all_reduce": (2 * k, 2 * frac * m + 2 * extra, 2 * (n - 1) * m),
              "reduce_scatter": (k, frac * m + extra, (n - 1) * m), "all_gather": (k, frac * m + extra, (n - 1) * m),
              "broadcast": (k, k * m, (n - 1) * m), "reduce": (k, k * m, (n - 1) * m)}[c]
-    return table[0], table[1], table[2], 2 * table[0]
+    return table[0], table[1], table[2], table[0]
 
 
 def _mesh(c, n, m, fan):
@@ -182,10 +183,10 @@ def _mesh(c, n, m, fan):
     all-to-all). One wire traversal; each endpoint handles n-1 sends and n-1 receives. The all-reduce is
     an all-gather of full-size partials, summed locally."""
     frac = (n - 1) / n
-    table = {"all_reduce": ((n - 1) * m, n * (n - 1) * m, 2 * (n - 1)),
-             "reduce_scatter": (frac * m, (n - 1) * m, 2 * (n - 1)),
-             "all_gather": (frac * m, (n - 1) * m, 2 * (n - 1)),
-             "broadcast": ((n - 1) * m, (n - 1) * m, n), "reduce": ((n - 1) * m, (n - 1) * m, n)}[c]
+    table = {"all_reduce": ((n - 1) * m, n * (n - 1) * m, n - 1),
+             "reduce_scatter": (frac * m, (n - 1) * m, n - 1),
+             "all_gather": (frac * m, (n - 1) * m, n - 1),
+             "broadcast": ((n - 1) * m, (n - 1) * m, n - 1), "reduce": ((n - 1) * m, (n - 1) * m, n - 1)}[c]
     return np.ones_like(n), table[0], table[1], table[2]
 
 
@@ -217,7 +218,7 @@ def collective_cost(algorithm: str, collective: str, n_devices, message_bytes=0.
     if algorithm == "tree" and depth is not None:  # the paper's fixed depth sets the latency steps
         one_way = collective in ("broadcast", "reduce")
         d = np.asarray(depth, dtype=float)
-        parts = ((1 if one_way else 2) * d, parts[1], parts[2], (1 if one_way else 2) * d * fan)
+        parts = ((1 if one_way else 2) * d, parts[1], parts[2], (1 if one_way else 2) * d * (fan - 1))
     many = np.asarray(n_devices, dtype=float) > 1
     shape = np.broadcast(n, m).shape
     return CollectiveCost(*(np.where(many, np.broadcast_to(np.asarray(p, dtype=float), shape), 0.0) for p in parts))
@@ -239,7 +240,7 @@ def total_traffic(algorithm: str, collective: str, n_devices, message_bytes, gro
 
 
 def endpoint_messages(algorithm: str, collective: str, n_devices, depth=None, group_size: int = 4):
-    """Messages handled one after another at the endpoints on a collective's critical path."""
+    """Messages the busiest endpoint of a collective handles one after another."""
     return collective_cost(algorithm, collective, n_devices, 0.0, depth, group_size).endpoint_messages
 
 

@@ -41,6 +41,7 @@ from jax.sharding import PartitionSpec as P
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.models import TransformerConfig
+from workbench.network import collective_cost
 from workbench.planners.tpi_llm import TPSplit, check_devices, proportional_split
 
 ALLREDUCE_KINDS = ("star", "ring", "tree", "psum")
@@ -144,19 +145,15 @@ def broadcast_from_master(x, axis: str, n: int, kind: str = "star"):
 
 def allreduce_traffic(kind: str, n: int, message_bytes: float) -> dict[str, float]:
     """What one all-reduce of `message_bytes` compiles to: {'collective-permute': bytes} summed over the
-    ppermutes' per-device result buffers (or {'all-reduce': bytes} for psum)."""
+    ppermutes' per-device result buffers (or {'all-reduce': bytes} for psum). For the ppermute kernels
+    this is the network model's busiest-link bytes (`workbench.network.collective_cost`), one definition."""
     require_choice("allreduce", kind, ALLREDUCE_KINDS)
     require_int("n", n, low=1)
     if n == 1:
         return {}
     if kind == "psum":
         return {"all-reduce": float(message_bytes)}
-    if kind == "star":
-        return {"collective-permute": 2 * (n - 1) * float(message_bytes)}
-    if kind == "ring":
-        return {"collective-permute": 2 * (n - 1) * float(message_bytes) / n}
-    levels = int(np.ceil(np.log2(n) - 1e-12))
-    return {"collective-permute": 2 * levels * float(message_bytes)}
+    return {"collective-permute": float(collective_cost(kind, "all_reduce", n, message_bytes).busiest_bytes)}
 
 
 def step_traffic(kind: str, n: int, message_bytes: float, n_layers: int = 1) -> dict[str, float]:
@@ -165,17 +162,20 @@ def step_traffic(kind: str, n: int, message_bytes: float, n_layers: int = 1) -> 
     (The compiled program holds the layer loop once, so its HLO text shows n_layers = 1.)
     """
     per = allreduce_traffic(kind, n, message_bytes)
-    bcast = {"collective-permute": (n - 1) * float(message_bytes)} if kind == "star" and n > 1 else per
+    bcast = {"collective-permute": float(collective_cost("star", "broadcast", n, message_bytes).busiest_bytes)} \
+        if kind == "star" and n > 1 else per
     return {k: 2 * n_layers * v + bcast.get(k, 0.0) for k, v in per.items()}
 
 
 def allreduce_steps(kind: str, n: int) -> int:
-    """Sequential ppermute steps of one all-reduce (1 for psum): the latency term's multiplier."""
+    """Sequential ppermute sends of one all-reduce (1 for psum): the network model's endpoint messages."""
     require_choice("allreduce", kind, ALLREDUCE_KINDS)
+    require_int("n", n, low=1)
     if n == 1:
         return 0
-    return {"psum": 1, "star": 2 * (n - 1), "ring": 2 * (n - 1),
-            "tree": 2 * int(np.ceil(np.log2(n) - 1e-12))}[kind]
+    if kind == "psum":
+        return 1
+    return int(collective_cost(kind, "all_reduce", n).endpoint_messages)
 
 
 # ---- parameters -------------------------------------------------------------------------------
