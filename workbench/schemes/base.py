@@ -87,6 +87,12 @@ class SchemeResult:
     notes: str = ""
     extra: dict = field(default_factory=dict, compare=False)
 
+    @property
+    def parts_s(self) -> float:
+        """The sum of the breakdown's components (equals latency_s for every scheme)."""
+        return (self.compute_s + self.fixed_s + self.serial_s + self.comm_link_latency_s + self.comm_bytes_s
+                + self.io_stall_s + self.other_s)
+
     def carve(self, fixed_s: float = 0.0, serial_s: float = 0.0) -> SchemeResult:
         """A copy that shows `fixed_s` and `serial_s` as their own components, taken out of compute_s
         (where the evaluator counted them); the latency is unchanged."""
@@ -122,8 +128,16 @@ def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
     return wrap
 
 
+# Planner modules that register an evaluator that plans (planners sit above schemes, so such an evaluator lives
+# there); named one by one so the registry never imports a planner it does not need (Hepti's MILP pulls in scipy).
+PLANNING_EVALUATOR_MODULES = ("workbench.planners.sti",)
+
+
 def load_all() -> dict[str, tuple[str, Evaluator]]:
-    """Import every scheme module in this package so each registers its evaluators; return the registry."""
+    """Import every scheme module and the planner modules that register evaluators; return the registry.
+
+    The planners are imported by name when a layer above (arena, regimes, explore) asks for the registry.
+    """
     import importlib
     import pkgutil
 
@@ -132,4 +146,6 @@ def load_all() -> dict[str, tuple[str, Evaluator]]:
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name != "base":
             importlib.import_module(f"workbench.schemes.{info.name}")
+    for module in PLANNING_EVALUATOR_MODULES:
+        importlib.import_module(module)
     return SCHEMES

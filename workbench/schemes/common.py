@@ -254,6 +254,14 @@ def output_head_time(model: TransformerConfig, devices, workload: Workload) -> f
     return max(lm_head_time(model, d, workload) for d in devices) / len(devices)
 
 
+def step_fixed_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
+                    lm_head: bool = True) -> float:
+    """The size-independent part of `step_time`: every layer's launches and overhead, and the head's launch."""
+    layers = model.n_layers if n_layers is None else n_layers
+    head = device.kernel_launch_s if lm_head and workload.output_head and model.is_decoder else 0.0
+    return layers * fixed_layer_time(device) + head
+
+
 def step_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
               lm_head: bool = True) -> float:
     """Seconds of `n_layers` (default all) whole layers on one device, plus the decoder's head if `lm_head`

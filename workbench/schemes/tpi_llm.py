@@ -360,8 +360,29 @@ class TPIRun:
     block_times: dict = field(default_factory=dict)
 
 
+# Kernels each Table-4 block launches: the embedding gather; norm + Q/K/V + attention + output projection;
+# norm + FFN up (gate) + FFN down; the final norm + LM head. attn + ffn = common.KERNELS_PER_LAYER.
+BLOCK_KERNELS = {"pre": 1, "attn": 4, "ffn": 3, "post": 2}
+
+
+def block_fixed_time(blk: Block, dev: DeviceSpec, workload: Workload) -> float:
+    """Size-independent seconds of one block on a device: its kernels' launches, and half the per-layer
+    framework time for each of a layer's two blocks (the post block's head only in a generation step)."""
+    if blk.kind == "post" and not workload.output_head:
+        return 0.0
+    half_layer = dev.layer_overhead_s / 2 if blk.kind in ("attn", "ffn") else 0.0
+    return float(dev.launch_time(BLOCK_KERNELS[blk.kind])) + half_layer
+
+
 def _block_compute(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
                    workload: Workload) -> float:
+    """Seconds of one Table-4 block on a device: its roofline plus its fixed launches (`block_fixed_time`)."""
+    busy = _block_roofline(model, blk, dev.with_changes(kernel_launch_s=0.0), share, tokens, kv_len, workload)
+    return busy + block_fixed_time(blk, dev, workload)
+
+
+def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
+                    workload: Workload) -> float:
     """Seconds of one Table-4 block on a device: one roofline per block (its weights and, for attention,
     its KV slice), at the shared compute dtype and kernel shape; the post block's LM head computes the
     next token's logits (`common.lm_head_flops`)."""
@@ -406,6 +427,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     tasks: list[Task] = []
     loaded: dict[int, list[str]] = {c.index: [] for c in classes}  # compute task of each loaded block, in order
     net_split: dict[str, tuple[float, float]] = {}
+    fixed: dict[str, tuple[float, bool]] = {}  # compute task -> (its fixed seconds, runs on the master only)
     comm_cache: dict[tuple[str, int], tuple[float, float]] = {}
     compute_cache: dict[tuple, float] = {}  # the same block on the same device costs the same every token
     w = options.window
@@ -430,6 +452,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         if key not in compute_cache:
             compute_cache[key] = _block_compute(model, blk, c.device, c.share, tokens, kv_len, workload)
         tasks.append(Task(name, f"cpu{c.index}", compute_cache[key], tuple(deps), "compute", c.device.name))
+        fixed[name] = (block_fixed_time(blk, c.device, workload), blk.kind in ("pre", "post"))
         return name
 
     def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
@@ -456,7 +479,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
                 prev = network(f"t{token}.ar{layer + 1}.{'attn' if kind == 0 else 'ffn'}", "all_reduce", tokens, names)
         post = compute(master, blocks[0][-1], token, tokens, kv_len, [prev])
         prev_post = [post]
-    return tasks, {"blocks": blocks, "net_split": net_split}
+    return tasks, {"blocks": blocks, "net_split": net_split, "fixed": fixed}
 
 
 def _window_peak_bytes(frame, c: DeviceClass, blocks: list[Block], bits: float, retain_every: int) -> float:
@@ -539,21 +562,27 @@ def simulate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload,
             if same:
                 peaks[i], limits[i] = peak, memory_limit(cluster.devices[i])
     oom = any(p > lim for p, lim in zip(peaks, limits))
-    breakdown = {"ttft": _breakdown(frame, 0.0, post_end[0], meta["net_split"]),
-                 "token": _breakdown(frame, post_end[-2], post_end[-1], meta["net_split"])}
+    breakdown = {"ttft": _breakdown(frame, 0.0, post_end[0], meta["net_split"], meta["fixed"]),
+                 "token": _breakdown(frame, post_end[-2], post_end[-1], meta["net_split"], meta["fixed"])}
     return TPIRun(ttft, token_latency, tuple(peaks), tuple(limits), oom, timeline, breakdown,
                   _steady_block_times(frame, options.decode_tokens))
 
 
-def _breakdown(frame, t0: float, t1: float, net_split: dict) -> dict[str, float]:
-    """Critical-path shares of [t0, t1]: master compute, communication (link / bytes), waiting (IO, stragglers)."""
+def _breakdown(frame, t0: float, t1: float, net_split: dict, fixed: dict | None = None) -> dict[str, float]:
+    """Critical-path shares of [t0, t1]: master compute (of it: fixed launches, serial master-only blocks),
+    communication (per-message / bytes), waiting (IO, stragglers)."""
     inside = frame[(frame["start"] >= t0 - 1e-12) & (frame["end"] <= t1 + 1e-12)]
-    compute = float(inside.loc[inside["resource"] == "cpu0", "duration"].sum())
+    on_master = inside[inside["resource"] == "cpu0"]
+    compute = float(on_master["duration"].sum())
+    fixed = fixed or {}
+    serial = float(sum(d for n, d in zip(on_master["name"], on_master["duration"]) if fixed.get(n, (0, False))[1]))
+    fixed_s = float(sum(fixed[n][0] for n in on_master["name"] if n in fixed and not fixed[n][1]))
     nets = inside.loc[inside["resource"] == "net", "name"]
     link = sum(net_split[n][0] for n in nets)
     data = sum(net_split[n][1] for n in nets)
     wait = max(0.0, (t1 - t0) - compute - link - data)
-    return {"compute_s": compute, "comm_link_latency_s": link, "comm_bytes_s": data, "wait_s": wait}
+    return {"compute_s": compute, "comm_link_latency_s": link, "comm_bytes_s": data, "wait_s": wait,
+            "fixed_s": fixed_s, "serial_s": serial}
 
 
 def _steady_block_times(frame, last_token: int) -> dict[str, float]:
@@ -581,7 +610,8 @@ def _result(scheme: str, paper: str, workload: Workload, latency: float, breakdo
                         io_stall_s=wait if io_is_wait else breakdown.get("io_s", 0.0),
                         other_s=0.0 if io_is_wait else wait,
                         peak_memory_bytes=tuple(peaks), memory_budget_bytes=tuple(limits), oom=bool(oom),
-                        notes=notes, extra=extra or {})
+                        notes=notes, extra=extra or {}).carve(breakdown.get("fixed_s", 0.0),
+                                                              breakdown.get("serial_s", 0.0))
 
 
 def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload, options: TPIOptions | None = None,
@@ -639,7 +669,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     swap = passes * weights / device_constant(dev, "swap_bandwidth", dev.storage_read_bytes_per_s or 1e9) \
         if swapping else 0.0
     return _result("single_device_resident", "baseline", workload, compute + swap,
-                   {"compute_s": compute, "wait_s": swap}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
+                   {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
                    "swaps every weight each pass" if swapping else "fits in DRAM")
 
 
@@ -657,7 +687,8 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
     compute = common.step_time(model, dev, workload)
     io = weights / device_constant(dev, "offload_read_bandwidth", dev.storage_read_bytes_per_s or 1e9)
     running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
-    return _result("disk_offload_blocking", "baseline", workload, compute + io, {"compute_s": compute, "wait_s": io},
+    return _result("disk_offload_blocking", "baseline", workload, compute + io,
+                   {"compute_s": compute, "wait_s": io, "fixed_s": common.step_fixed_time(model, dev, workload)},
                    (max(load_peak, running),), (memory_limit(dev),), load_peak > memory_limit(dev),
                    "blocking reads of every block")
 
@@ -676,13 +707,14 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
     bits, act = workload.weight_bits, workload.activation_bits / 8
     tokens, _ = _phase_tokens(workload)
     size = table4_block_params(model, 1.0)
-    compute, comm, peaks, limits = 0.0, 0.0, [], []
+    compute, comm, fixed, peaks, limits = 0.0, 0.0, 0.0, [], []
     ranges = mp_layer_ranges(model.n_layers, cluster.n)
     for i, (dev, (a, b)) in enumerate(zip(cluster.devices, ranges)):
         blocks = [Block(f"{k}{layer}", k, layer, size[k]) for layer in range(a + 1, b + 1) for k in ("attn", "ffn")]
         if i == 0:
             blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
         compute += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
+        fixed += common.step_fixed_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
         comm += p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
         weights = sum(blk.params for blk in blocks) * bits / 8
         kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
@@ -690,4 +722,5 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
         limits.append(memory_limit(dev))
     oom = any(p > lim for p, lim in zip(peaks, limits))
     return _result("layerwise_mp", "baseline", workload, compute + comm,
-                   {"compute_s": compute, "comm_link_latency_s": comm}, peaks, limits, oom, "layer-sequential")
+                   {"compute_s": compute, "comm_link_latency_s": comm, "fixed_s": fixed}, peaks, limits, oom,
+                   "layer-sequential")
