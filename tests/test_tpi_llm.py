@@ -420,3 +420,30 @@ def test_decode_steps_cost_one_token_whatever_the_prompt():
     short, long = (S.simulate_tpi(m, cluster, T.workloads(p)[0], opts) for p in (4, 256))
     assert long.ttft_s > 1.5 * short.ttft_s
     assert long.token_latency_s == pytest.approx(short.token_latency_s, rel=0.05)
+
+
+def test_window_memory_follows_prop5_where_the_loader_keeps_ahead_and_not_where_it_is_load_bound():
+    """Fixed-costs issue item 4: at 2 devices the scheduler-on peak is the same at windows 2 and 4 because
+    the master is load-bound (its loader never gets a block ahead), while the workers, which preload their
+    first w blocks before the prompt (Alg. 2), hold Prop. 5's window exactly."""
+    df = T.window_memory_check(models=("Llama 2-7B", "Llama 2-13B"), devices=(2,), windows=(2, 4))
+    workers = df[df.device == "worker"]
+    np.testing.assert_allclose(workers.simulated_peak_gib, workers.prop5_peak_gib, rtol=1e-9)
+    masters = df[df.device == "master"].set_index(["model", "window"])
+    for model in ("Llama 2-7B", "Llama 2-13B"):
+        assert not masters.loc[(model, 4), "master_loader_ahead"]
+        assert masters.loc[(model, 4), "tau_ffn_over_t_ffn"] > 2  # loads take several times the compute
+        assert masters.loc[(model, 4), "simulated_peak_gib"] == masters.loc[(model, 2), "simulated_peak_gib"]
+        assert masters.loc[(model, 4), "prop5_peak_gib"] > masters.loc[(model, 2), "prop5_peak_gib"]
+        assert masters.loc[(model, 2), "simulated_peak_gib"] == pytest.approx(masters.loc[(model, 2), "prop5_peak_gib"])
+
+
+def test_fixed_costs_hide_behind_the_loader_but_not_without_the_scheduler():
+    """Each all-reduce of the star makes the master handle 2(n-1) messages; without the scheduler every
+    one of a token's 2L all-reduces and the broadcast's n-1 sends is on the critical path."""
+    df = T.fixed_cost_sensitivity(models=("Llama 2-7B",), message_overheads_ms=(0.0, 1.0), kernel_launches_us=(0.0,))
+    off = df[~df.scheduler].set_index("message_overhead_ms")["token_latency"]
+    n, layers = 8, get_model("Llama 2-7B").n_layers
+    assert off[1.0] - off[0.0] == pytest.approx((2 * layers * 2 * (n - 1) + (n - 1)) * 1e-3, rel=1e-6)
+    on = df[df.scheduler].set_index("message_overhead_ms")["token_latency"]
+    assert on[1.0] == pytest.approx(on[0.0], rel=1e-9)  # the loader, not the network, binds the token
