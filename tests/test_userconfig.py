@@ -242,3 +242,37 @@ def test_random_valid_configs_run_in_the_arena_raising_only_workbench_errors(tab
     except InfeasibleError as exc:
         assert "nothing fits" in str(exc)
     assert len(arena.table()) == 2 * len(arena.entries) // 2
+
+
+def test_fixed_cost_keys_reach_the_device_and_the_link():
+    from workbench.userconfig import config_from_text
+
+    text = """
+[model]
+name = "Llama 2-7B"
+weight_format = "q4_0"
+[network]
+topology = "switch"
+bandwidth_mbps = 1000
+message_overhead_us = 80
+[[devices]]
+name = "board"
+count = 2
+peak_gflops = { fp16 = 100 }
+memory_efficiency = 0.7
+kernel_launch_us = 12
+layer_overhead_us = 150
+[[devices.memory]]
+name = "DRAM"
+capacity_gib = 8
+bandwidth_gb_per_s = 17
+"""
+    cfg = config_from_text(text, "t.toml")
+    dev = cfg.cluster.devices[0]
+    assert (dev.memory_efficiency, dev.kernel_launch_s, dev.layer_overhead_s) == pytest.approx((0.7, 12e-6, 150e-6))
+    assert cfg.cluster.topology.link.message_overhead_s == pytest.approx(80e-6)
+    for bad, key in (("memory_efficiency = 0.7", "memory_efficiency = 1.5"),
+                     ("kernel_launch_us = 12", "kernel_launch_us = -1"),
+                     ("message_overhead_us = 80", "message_overhead_us = -3")):
+        with pytest.raises(WorkbenchError, match=key.split(" =")[0]):
+            config_from_text(text.replace(bad, key), "t.toml")

@@ -7,7 +7,9 @@ A file describes one deployment (see examples/*.toml)::
                weight_format = "q4_0" (or weight_bits = 4.5), activation_bits = 16
     [workload] seq_len = 128, kv_len = 128            # prompt length; tokens attended per decode step
     [network]  topology = "switch", bandwidth_mbps = 1000, latency_ms = 0.1  # per hop
+               message_overhead_us = 50   # software time per message at each endpoint (fixed cost)
     [[devices]] name, count, peak_gflops = {fp16 = .., int8 = ..}, efficiency_gemm, efficiency_gemv,
+                memory_efficiency, kernel_launch_us, layer_overhead_us (fixed costs per kernel / per layer),
                 storage_read_mb_per_s, [[devices.memory]] name, capacity_mib | capacity_gib, bandwidth_gb_per_s
                 (or preset = "<data/devices id>" with count)
 
@@ -43,9 +45,10 @@ MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head"
               "max_positions", "tie_embeddings")
 MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "sources") + MODEL_DIMS
 DEVICE_KEYS = ("name", "count", "preset", "peak_gflops", "efficiency_gemm", "efficiency_gemv",
-               "small_kernel_mflop", "storage_read_mb_per_s", "power_w", "memory", "sources")
+               "small_kernel_mflop", "storage_read_mb_per_s", "power_w", "memory", "sources",
+               "memory_efficiency", "kernel_launch_us", "layer_overhead_us")
 MEMORY_KEYS = ("name", "capacity_kib", "capacity_mib", "capacity_gib", "bandwidth_gb_per_s", "sources")
-NETWORK_KEYS = ("topology", "bandwidth_mbps", "latency_ms", "group_size", "sources")
+NETWORK_KEYS = ("topology", "bandwidth_mbps", "latency_ms", "group_size", "message_overhead_us", "sources")
 WORKLOAD_KEYS = ("seq_len", "kv_len", "sources")
 META_KEYS = ("name", "description", "sources")
 CAPACITY_UNITS = {"capacity_kib": KIB, "capacity_mib": MIB, "capacity_gib": GIB}
@@ -57,6 +60,8 @@ RANGES = {
     "capacity_kib": (0.0, 2.0**30, False), "capacity_mib": (0.0, 2.0**20, False), "capacity_gib": (0.0, 1024.0, False),
     "bandwidth_gb_per_s": (0.0, 1e5, False), "bandwidth_mbps": (0.0, 1e7, False), "latency_ms": (0.0, 1e4, True),
     "weight_bits": (1.0, 32.0, True), "activation_bits": (1.0, 32.0, True),
+    "memory_efficiency": (0.0, 1.0, False), "kernel_launch_us": (0.0, 1e6, True), "layer_overhead_us": (0.0, 1e7, True),
+    "message_overhead_us": (0.0, 1e7, True),
 }
 INT_RANGES = {"count": (1, 1024), "group_size": (2, 1024), "seq_len": (1, 1 << 20), "kv_len": (1, 1 << 20),
               "n_layers": (1, 1000), "d_model": (1, 1 << 17), "n_heads": (1, 4096), "n_kv_heads": (1, 4096),
@@ -214,6 +219,9 @@ def parse_device(where: str, index: int, table: dict) -> tuple[DeviceSpec, int]:
             memory=memory, power_w=_number(where, f"{key}.power_w", table.get("power_w", 0.0)),
             storage_read_bytes_per_s=None if storage is None else
             _number(where, f"{key}.storage_read_mb_per_s", storage) * 1e6,
+            memory_efficiency=_number(where, f"{key}.memory_efficiency", table.get("memory_efficiency", 1.0)),
+            kernel_launch_s=_number(where, f"{key}.kernel_launch_us", table.get("kernel_launch_us", 0.0)) * 1e-6,
+            layer_overhead_s=_number(where, f"{key}.layer_overhead_us", table.get("layer_overhead_us", 0.0)) * 1e-6,
         )
     except WorkbenchError as exc:
         raise WorkbenchError(f"{where}: {key}: {exc}") from None
@@ -229,7 +237,9 @@ def parse_network(where: str, table: dict, n_devices: int) -> Topology:
     bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"])
     latency = _number(where, "network.latency_ms", table.get("latency_ms", 0.0))
     group = _integer(where, "network.group_size", table.get("group_size", 4))
-    return Topology(kind, n_devices, Link.from_mbps(bandwidth, latency, name=f"{bandwidth:g} Mbps"), group_size=group)
+    overhead = _number(where, "network.message_overhead_us", table.get("message_overhead_us", 0.0)) * 1e-6
+    link = Link.from_mbps(bandwidth, latency, name=f"{bandwidth:g} Mbps", message_overhead_s=overhead)
+    return Topology(kind, n_devices, link, group_size=group)
 
 
 def check_fits(model: TransformerConfig, cluster: Cluster, weight_bits: float, where: str = "config") -> None:
