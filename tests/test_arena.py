@@ -425,3 +425,14 @@ def test_regime_result_rows_are_tidy_numbers():
     rows = regime_result_rows({"network": win, "claims": claims}, "Llama 2-7B")
     assert list(rows.columns) == RESULT_COLUMNS and rows["value"].notna().all()
     assert set(rows.artifact) == {"regime_network", "headline_claims"}
+
+
+def test_whatif_table_shows_each_schemes_breakdown_and_why_na():
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+    from workbench.whatif import format_table
+
+    text = format_table(arena_for_config(load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")))
+    assert "time/token breakdown" in text
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("tpi_star_tp"))
+    assert "compute" in line and "msg" in line and "IO" in line

@@ -21,9 +21,24 @@ from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR
 
 
+SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
+         "comm_bytes_s": "bytes", "io_stall_s": "IO", "other_s": "other"}
+
+
+def breakdown_text(row) -> str:
+    """'compute 61% fixed 4% msg 30% ...': where one step's time goes (components of 1 % or more)."""
+    total = row.latency_s
+    if total != total or total <= 0:
+        return ""
+    parts = [(label, getattr(row, key) / total) for key, label in SHORT.items()]
+    return " ".join(f"{label} {share:.0%}" for label, share in parts if share >= 0.005)
+
+
 def format_table(arena: Arena) -> str:
-    """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked)."""
+    """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked), with the
+    decode step's breakdown per scheme and the reason for every n/a."""
     wide = arena.wide()
+    long = arena.table().set_index(["scheme", "phase"])
 
     def cell(seconds, status):
         if status == "n/a" or seconds != seconds:
@@ -35,9 +50,21 @@ def format_table(arena: Arena) -> str:
              "TTFT": cell(getattr(r, "ttft_s", math.nan), getattr(r, "prefill_status", "n/a")),
              "time/token": cell(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
              "peak mem/device": "" if r.peak_memory_gib != r.peak_memory_gib else f"{r.peak_memory_gib:.2f} GiB",
-             "of budget": "" if r.memory_use != r.memory_use else f"{r.memory_use:.0%}"}
+             "of budget": "" if r.memory_use != r.memory_use else f"{r.memory_use:.0%}",
+             "time/token breakdown": _detail(long, r.scheme)}
             for r in wide.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
+
+
+def _detail(long: pd.DataFrame, scheme: str) -> str:
+    """The decode breakdown, or why the scheme does not apply (its n/a reason, shortened to one line)."""
+    if (scheme, "decode") not in long.index:
+        return ""
+    row = long.loc[(scheme, "decode")]
+    if row["status"] == "n/a":
+        reason = str(row["notes"]).splitlines()[0] if str(row["notes"]) else "does not apply"
+        return f"n/a: {reason[:90]}"
+    return breakdown_text(row)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
