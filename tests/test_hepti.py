@@ -315,3 +315,21 @@ def test_dynamic_run_never_exceeds_memory_where_static_does():
     assert dynamic["completed"] > static["completed"]
     for run in runs.values():  # the run's times are exactly workbench.simulate's schedule
         assert run.timeline.makespan == pytest.approx(run.requests.end_s.max(), rel=1e-12)
+
+
+def test_arena_hepti_charges_each_step_a_launch_and_the_head_as_serial():
+    from workbench.hardware import load_device
+    from workbench.models import get_model
+    from workbench.network import Link, Topology
+    from workbench.schemes.base import Cluster, Workload
+    from workbench.schemes.hepti import evaluate_hepti_ws
+
+    dev = load_device("hepti_rpi4")
+    model, wl = get_model("Llama 2-7B"), Workload("decode", 128, 128, 4.5, 16)
+    topo = Topology("switch", 4, Link.from_mbps(1000, 0.1))
+    bare = evaluate_hepti_ws(model, Cluster((dev,) * 4, topo), wl)
+    launched = evaluate_hepti_ws(model, Cluster((dev.with_changes(kernel_launch_s=1e-4),) * 4, topo), wl)
+    steps = len(bare.extra["stages"])
+    assert launched.latency_s - bare.latency_s == pytest.approx(model.n_layers * steps * 1e-4)
+    assert launched.fixed_s == pytest.approx(model.n_layers * steps * 1e-4)
+    assert bare.serial_s > 0 and bare.parts_s == pytest.approx(bare.latency_s)

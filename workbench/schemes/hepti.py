@@ -180,9 +180,10 @@ def profile_from_device(device: DeviceSpec, bandwidth_bytes_per_s: float, latenc
 
 
 def cluster_profiles(cluster: Cluster, workload: Workload) -> list[DeviceProfile]:
-    """Profiles of a cluster's devices on its topology's link (hops x per-hop latency per message)."""
+    """Profiles of a cluster's devices on its topology's link: per message, the hops x per-hop latency
+    plus the link's per-message endpoint time."""
     link = cluster.topology.link
-    lat = cluster.topology.path_hops * link.latency_s
+    lat = cluster.topology.path_hops * link.latency_s + link.message_overhead_s
     kind = common.kernel_kind(workload.new_tokens)
     return [profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits,
                                 activation_bits=workload.activation_bits, kind=kind) for d in cluster.devices]
@@ -544,12 +545,22 @@ def scheme_result(name: str, workload: Workload, bd: Breakdown, profiles: list[D
                         extra={"stages": bd.stages, **(extra or {})})
 
 
+def fixed_block_time(devices, steps: int) -> float:
+    """Size-independent seconds of one block: each synchronised step is a kernel on every device (the
+    slowest launch sets the sync), plus the slowest device's per-layer overhead."""
+    return steps * max(d.kernel_launch_s for d in devices) + max(d.layer_overhead_s for d in devices)
+
+
 def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     profiles = cluster_profiles(cluster, workload)
     part = proportional_partition(model, workload, mode, profiles)
     bd = evaluate_partition(model, workload, part, profiles, comm_model="ring")
+    fixed = model.n_layers * fixed_block_time(cluster.devices, len(bd.stages))
+    head = BlockShape.of(model, workload).primary_flops() * profiles[0].seconds_per_flop  # on the primary only
+    bd = replace(bd, latency_s=bd.latency_s + fixed, compute_s=bd.compute_s + fixed)
     return scheme_result(f"hepti_{mode}", workload, bd, profiles,
-                         notes=f"{MODE_LABELS[mode]}, rate-proportional split, ring links", extra={"partition": part})
+                         notes=f"{MODE_LABELS[mode]}, rate-proportional split, ring links",
+                         extra={"partition": part}).carve(fixed, head)
 
 
 @register("hepti_ws", "hepti")
