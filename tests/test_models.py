@@ -68,3 +68,20 @@ def test_bad_family_and_sizes():
         TransformerConfig("bad", "gpt", 2, 0, 8, 128, 100)
     with pytest.raises(WorkbenchError, match="divisible by n_heads"):
         tiny_config("gpt", d_model=60, n_heads=8)
+
+
+@pytest.mark.parametrize("name,expected", [("Llama 3 8B", "Llama 3.1-8B"), ("llama-2-7b", "Llama 2-7B"),
+                                           ("BERT-LARGE", "BERT-L"), ("yi 34b", "Yi-34B"),
+                                           ("TinyLlama-42M-64h", "TinyLlama-42M-64h")])
+def test_model_names_any_case_and_aliases(name, expected):
+    from workbench.models import ALIASES, MODELS, get_model
+
+    assert get_model(name).name == expected
+    assert all(target in MODELS for target in ALIASES.values())
+
+
+def test_unknown_model_lists_the_registry():
+    from workbench.models import get_model
+
+    with pytest.raises(WorkbenchError, match="registered models"):
+        get_model("Llama 9 1T")

@@ -276,3 +276,51 @@ bandwidth_gb_per_s = 17
                      ("message_overhead_us = 80", "message_overhead_us = -3")):
         with pytest.raises(WorkbenchError, match=key.split(" =")[0]):
             config_from_text(text.replace(bad, key), "t.toml")
+
+
+def test_a_device_file_is_shared_between_configs_by_path(tmp_path):
+    from workbench.userconfig import load_config
+
+    board = (REPO_ROOT / "data" / "devices" / "hepti_rpi4.toml").read_text()
+    (tmp_path / "boards").mkdir()
+    (tmp_path / "boards" / "pi.toml").write_text(board)
+    config = """
+[model]
+name = "llama 2 7b"
+weight_format = "q4_0"
+[network]
+topology = "switch"
+bandwidth_mbps = 1000
+[[devices]]
+preset = "boards/pi.toml"
+count = 4
+"""
+    (tmp_path / "a.toml").write_text(config)
+    cfg = load_config(tmp_path / "a.toml")
+    assert cfg.cluster.n == 4 and cfg.model.name == "Llama 2-7B"
+    (tmp_path / "b.toml").write_text(config.replace("boards/pi.toml", "boards/missing.toml"))
+    with pytest.raises(WorkbenchError, match=r"devices\[0\]\.preset file .*missing\.toml.* does not exist"):
+        load_config(tmp_path / "b.toml")
+
+
+def test_a_device_error_names_the_file_once():
+    from workbench.userconfig import config_from_text
+
+    text = """
+[model]
+name = "Llama 2-7B"
+[network]
+topology = "switch"
+bandwidth_mbps = 1000
+[[devices]]
+name = "x"
+peak_gflops = { fp16 = 100 }
+efficiency_gemm = 1.5
+[[devices.memory]]
+name = "DRAM"
+capacity_gib = 64
+bandwidth_gb_per_s = 17
+"""
+    with pytest.raises(WorkbenchError) as err:
+        config_from_text(text, "t.toml")
+    assert str(err.value).count("t.toml") == 1 and "efficiency_gemm" in str(err.value)

@@ -272,14 +272,40 @@ def model_names() -> list[str]:
     return list(MODELS)
 
 
+def model_key(name: str) -> str:
+    """A name folded for lookup: case, spaces, dashes, underscores and dots ignored ('llama-2 7b' = 'Llama 2-7B')."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+# Other names people use for registered models (folded by `model_key` like the names themselves).
+ALIASES = {"llama27b": "Llama 2-7B", "llama213b": "Llama 2-13B", "llama270b": "Llama 2-70B", "llama23b": "Llama 2-3B",
+           "llama38b": "Llama 3.1-8B", "llama318b": "Llama 3.1-8B", "llama370b": "Llama 3.1-70B",
+           "llama3170b": "Llama 3.1-70B", "yi34b": "Yi-34B", "bertlarge": "BERT-L", "bertl": "BERT-L",
+           "gpt2large": "GPT2-L", "opt13b": "OPT-L", "opt27b": "OPT-XL",
+           "minilm": "MiniLM-L6-H384", "allminilml6v2": "MiniLM-L6-H384", "tinyllama": "TinyLlama-42M",
+           "bertbase": "BERT-base"}
+
+
+def find_model(name: str) -> TransformerConfig | None:
+    """The registered model a name (any case and punctuation) or alias denotes, or None."""
+    key = model_key(name)
+    by_key = {model_key(n): m for n, m in MODELS.items()}
+    if key in by_key:
+        return by_key[key]
+    return MODELS.get(ALIASES.get(key, ""))
+
+
 def get_model(name: str | TransformerConfig) -> TransformerConfig:
-    """Look a model up by name (a config passes through); unknown names list the registry."""
+    """Look a model up by name, any case, or alias (a config passes through); unknown names list the registry."""
     if isinstance(name, TransformerConfig):
         return name
-    try:
+    if name in MODELS:
         return MODELS[name]
-    except KeyError:
-        raise WorkbenchError(f"unknown model {name!r}; registered models: {', '.join(MODELS)}") from None
+    found = find_model(name) if isinstance(name, str) else None
+    if found is None:
+        raise WorkbenchError(f"unknown model {name!r}; registered models: {', '.join(MODELS)} "
+                             "(any case; aliases such as 'Llama 3 8B' or 'bert-large')")
+    return found
 
 
 def tiny_config(family: Family = "llama", **changes) -> TransformerConfig:

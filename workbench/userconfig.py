@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, load_device
-from workbench.models import FAMILIES, MODELS, TransformerConfig
+from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, device_from_table, load_device
+from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
 
@@ -148,10 +148,12 @@ def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, floa
     dims = {k: table[k] for k in MODEL_DIMS if k in table}
     if not dims:
         name = table.get("name")
-        if not isinstance(name, str) or name not in MODELS:
-            raise WorkbenchError(f"{where}: model.name must be a registered model ({', '.join(MODELS)}) "
-                                 f"or give the dimensions {', '.join(MODEL_DIMS[:6])}, got {name!r}")
-        return MODELS[name], weight_bits, activation_bits
+        found = find_model(name) if isinstance(name, str) else None
+        if found is None:
+            raise WorkbenchError(f"{where}: model.name must be a registered model ({', '.join(MODELS)}; any case, "
+                                 f"or an alias such as 'Llama 3 8B') or give the dimensions "
+                                 f"{', '.join(MODEL_DIMS[:6])}, got {name!r}")
+        return found, weight_bits, activation_bits
     for key in ("family", "n_layers", "d_model", "n_heads", "d_ff", "vocab_size"):
         if key not in dims:
             raise WorkbenchError(f"{where}: missing key model.{key} (a model given by its dimensions needs "
@@ -182,8 +184,24 @@ def parse_memory(where: str, key: str, table: dict) -> MemoryLevel:
     return MemoryLevel(_text(where, f"{key}.name", table["name"]), capacity, bandwidth)
 
 
-def parse_device(where: str, index: int, table: dict) -> tuple[DeviceSpec, int]:
-    """One [[devices]] entry -> (spec, count): a data/devices preset or peaks, efficiencies and memory."""
+def load_preset(where: str, key: str, preset: str, base_dir: Path | None) -> DeviceSpec:
+    """A device preset: a data/devices id, or a path to a device TOML (relative to the config file), so one
+    board's description (e.g. written by `python -m workbench profile`) is shared between configs."""
+    if not (preset.endswith(".toml") or "/" in preset):
+        return load_device(preset)
+    path = Path(preset) if Path(preset).is_absolute() or base_dir is None else base_dir / preset
+    if not path.is_file():
+        raise WorkbenchError(f"{where}: {key}.preset file {str(path)!r} does not exist (a data/devices id or a "
+                             "path to a device TOML)")
+    try:
+        with open(path, "rb") as f:
+            return device_from_table(tomllib.load(f), path.name)
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(f"{where}: {key}.preset {path.name}: not valid TOML: {exc}") from None
+
+
+def parse_device(where: str, index: int, table: dict, base_dir: Path | None = None) -> tuple[DeviceSpec, int]:
+    """One [[devices]] entry -> (spec, count): a preset (id or device-TOML path) or peaks, efficiencies, memory."""
     key = f"devices[{index}]"
     table = _table(where, key, table, DEVICE_KEYS)
     count = _integer(where, f"{key}.count", table.get("count", 1))
@@ -191,7 +209,7 @@ def parse_device(where: str, index: int, table: dict) -> tuple[DeviceSpec, int]:
         extra = sorted(set(table) - {"preset", "count", "name", "sources"})
         if extra:
             raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count)")
-        spec = load_device(_text(where, f"{key}.preset", table["preset"]))
+        spec = load_preset(where, key, _text(where, f"{key}.preset", table["preset"]), base_dir)
         return (spec.with_changes(name=table["name"]) if "name" in table else spec), count
     for name in ("name", "peak_gflops", "memory"):
         if name not in table:
@@ -210,19 +228,20 @@ def parse_device(where: str, index: int, table: dict) -> tuple[DeviceSpec, int]:
     if len({m.name for m in memory}) != len(memory):
         raise WorkbenchError(f"{where}: {key}.memory level names must be unique")
     storage = table.get("storage_read_mb_per_s")
+    fields = dict(  # every number checked here, so a DeviceSpec error below is a cross-field one
+        name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops,
+        efficiency_gemm=_number(where, f"{key}.efficiency_gemm", table.get("efficiency_gemm", 1.0)),
+        efficiency_gemv=_number(where, f"{key}.efficiency_gemv", table.get("efficiency_gemv", 1.0)),
+        small_kernel_flops=_number(where, f"{key}.small_kernel_mflop", table.get("small_kernel_mflop", 0.0)) * 1e6,
+        memory=memory, power_w=_number(where, f"{key}.power_w", table.get("power_w", 0.0)),
+        storage_read_bytes_per_s=None if storage is None else
+        _number(where, f"{key}.storage_read_mb_per_s", storage) * 1e6,
+        memory_efficiency=_number(where, f"{key}.memory_efficiency", table.get("memory_efficiency", 1.0)),
+        kernel_launch_s=_number(where, f"{key}.kernel_launch_us", table.get("kernel_launch_us", 0.0)) * 1e-6,
+        layer_overhead_s=_number(where, f"{key}.layer_overhead_us", table.get("layer_overhead_us", 0.0)) * 1e-6,
+    )
     try:
-        spec = DeviceSpec(
-            name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops,
-            efficiency_gemm=_number(where, f"{key}.efficiency_gemm", table.get("efficiency_gemm", 1.0)),
-            efficiency_gemv=_number(where, f"{key}.efficiency_gemv", table.get("efficiency_gemv", 1.0)),
-            small_kernel_flops=_number(where, f"{key}.small_kernel_mflop", table.get("small_kernel_mflop", 0.0)) * 1e6,
-            memory=memory, power_w=_number(where, f"{key}.power_w", table.get("power_w", 0.0)),
-            storage_read_bytes_per_s=None if storage is None else
-            _number(where, f"{key}.storage_read_mb_per_s", storage) * 1e6,
-            memory_efficiency=_number(where, f"{key}.memory_efficiency", table.get("memory_efficiency", 1.0)),
-            kernel_launch_s=_number(where, f"{key}.kernel_launch_us", table.get("kernel_launch_us", 0.0)) * 1e-6,
-            layer_overhead_s=_number(where, f"{key}.layer_overhead_us", table.get("layer_overhead_us", 0.0)) * 1e-6,
-        )
+        spec = DeviceSpec(**fields)
     except WorkbenchError as exc:
         raise WorkbenchError(f"{where}: {key}: {exc}") from None
     return spec, count
@@ -258,8 +277,9 @@ def check_fits(model: TransformerConfig, cluster: Cluster, weight_bits: float, w
             f"hold {sum(capacities) / GIB:.2f} GiB together and none has storage_read_mb_per_s to stream from")
 
 
-def parse_config(table: dict, where: str = "config") -> UserConfig:
-    """Validate a parsed TOML document and build the deployment it describes."""
+def parse_config(table: dict, where: str = "config", base_dir: Path | None = None) -> UserConfig:
+    """Validate a parsed TOML document and build the deployment it describes (device-TOML presets are
+    looked up relative to `base_dir`, the config file's folder)."""
     table = _table(where, "", table, TOP_KEYS, ("model", "network", "devices"))
     meta = _table(where, "meta", table.get("meta", {}), META_KEYS)
     model, weight_bits, activation_bits = parse_model(where, table["model"])
@@ -268,7 +288,7 @@ def parse_config(table: dict, where: str = "config") -> UserConfig:
         raise WorkbenchError(f"{where}: devices must be a non-empty list of [[devices]] tables")
     devices: list[DeviceSpec] = []
     for i, entry in enumerate(devices_table):
-        spec, count = parse_device(where, i, entry)
+        spec, count = parse_device(where, i, entry, base_dir)
         devices += [spec] * count
     if len(devices) > INT_RANGES["count"][1]:
         raise WorkbenchError(f"{where}: at most {INT_RANGES['count'][1]} devices in total, got {len(devices)}")
@@ -299,7 +319,7 @@ def load_config(path: str | Path) -> UserConfig:
         raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise WorkbenchError(f"{path.name}: not valid UTF-8 text: {exc}") from None
-    return parse_config(table, path.name)
+    return parse_config(table, path.name, path.parent)
 
 
 def config_from_text(text: str, where: str = "config") -> UserConfig:
