@@ -222,6 +222,16 @@ def device_constant(device: DeviceSpec, name: str, default: float | None = None)
     return default
 
 
+def storage_rate(device: DeviceSpec, name: str, why: str) -> float:
+    """A device's rate for `name` (a preset constant), else its storage read rate; none is an error, never an
+    assumed rate."""
+    if name in device.provenance:
+        return float(device.provenance[name].value)
+    if device.storage_read_bytes_per_s is None:
+        raise WorkbenchError(f"device {device.name!r} has no storage_read_mb_per_s (nor {name}): {why} needs it")
+    return device.storage_read_bytes_per_s
+
+
 def memory_limit(device: DeviceSpec) -> float:
     """Bytes a device can hold before OOM: DRAM + swap."""
     return device.memory_bytes + device_constant(device, "swap_capacity", 0.0)
@@ -666,8 +676,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     compute = common.step_time(model, dev, workload)
     swapping = peak > dev.memory_bytes
     passes = 2.0 if workload.phase == "prefill" else 1.0
-    swap = passes * weights / device_constant(dev, "swap_bandwidth", dev.storage_read_bytes_per_s or 1e9) \
-        if swapping else 0.0
+    swap = passes * weights / storage_rate(dev, "swap_bandwidth", "swapping its weights") if swapping else 0.0
     return _result("single_device_resident", "baseline", workload, compute + swap,
                    {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
                    "swaps every weight each pass" if swapping else "fits in DRAM")
@@ -685,7 +694,7 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
     weights = sum(b.params for b in blocks) * bits / 8
     load_peak = weights + opts.runtime_overhead_bytes
     compute = common.step_time(model, dev, workload)
-    io = weights / device_constant(dev, "offload_read_bandwidth", dev.storage_read_bytes_per_s or 1e9)
+    io = weights / storage_rate(dev, "offload_read_bandwidth", "reading every block from storage")
     running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
     return _result("disk_offload_blocking", "baseline", workload, compute + io,
                    {"compute_s": compute, "wait_s": io, "fixed_s": common.step_fixed_time(model, dev, workload)},
