@@ -436,3 +436,46 @@ def test_whatif_table_shows_each_schemes_breakdown_and_why_na():
     assert "time/token breakdown" in text
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("tpi_star_tp"))
     assert "compute" in line and "msg" in line and "IO" in line
+
+
+def test_whatif_sweeps_devices_and_set_keys(tmp_path, capsys):
+    from workbench.whatif import add_arguments, main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([str(REPO_ROOT / "examples" / "sbc_gigabit.toml"), "--devices", "1,2,4",
+                              "--set", "network.bandwidth_mbps=100,1000", "--out", str(tmp_path)])
+    assert main(args) == 0
+    sweep = pd.read_csv(tmp_path / "sweep.csv")
+    assert sorted(sweep["devices"].unique()) == [1, 2, 4]
+    assert sorted(sweep["network.bandwidth_mbps"].unique()) == [100, 1000]
+    tp = sweep[sweep.scheme == "megatron_tp"].set_index(["devices", "network.bandwidth_mbps"])["time_per_token_s"]
+    assert tp[(4, 100)] > tp[(4, 1000)]  # a slower network costs the 4-device TP more
+    assert tp[(1, 100)] == tp[(1, 1000)]  # one device sends nothing
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--devices", "0"], "--devices values must be integers in"),
+    (["--devices", "two"], "--devices values must be integers in"),
+    (["--set", "network.bandwidth_mbps"], "--set must be KEY=VALUE"),
+    (["--set", "devices[5].count=2"], r"devices\[5\] does not exist"),
+    (["--set", "network.bandwidth_mbps=-1"], "bandwidth_mbps must be a number"),
+])
+def test_whatif_sweep_bad_input_is_one_line(argv, match, tmp_path):
+    from workbench.whatif import add_arguments, main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(WorkbenchError, match=match):
+        main(parser.parse_args([str(REPO_ROOT / "examples" / "sbc_gigabit.toml"), "--out", str(tmp_path), *argv]))
+
+
+def test_whatif_out_must_be_a_folder(tmp_path):
+    from workbench.whatif import add_arguments, main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    target = tmp_path / "file.txt"
+    target.write_text("x")
+    with pytest.raises(WorkbenchError, match="is a file"):
+        main(parser.parse_args([str(REPO_ROOT / "examples" / "sbc_gigabit.toml"), "--out", str(target)]))

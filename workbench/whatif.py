@@ -9,8 +9,12 @@ the command answers in under 2 s on a 2-core machine (benchmarks/bench_arena.py)
 from __future__ import annotations
 
 import argparse
+import copy
+import itertools
 import math
+import re
 import time
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,6 +78,149 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-charts", action="store_true", help="print the table only")
     parser.add_argument("--png", action="store_true", help="also write each chart as PNG (2x; ~0.3 s more)")
     parser.add_argument("--seq-len", type=int, default=None, help="override workload.seq_len")
+    parser.add_argument("--devices", default=None, metavar="N[,N...]",
+                        help="sweep the device count (a config with one [[devices]] entry), e.g. 1,2,4,8")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=V[,V...]",
+                        help="override a TOML key (dotted, e.g. network.bandwidth_mbps=100,1000 or "
+                             "devices[0].kernel_launch_us=20); several values sweep it")
+
+
+# ---- sweeps: --devices and --set ------------------------------------------------------------------
+_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+
+
+def parse_values(option: str, text: str) -> list:
+    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string)."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values")
+        try:
+            values.append(tomllib.loads(f"v = {item}")["v"])
+        except tomllib.TOMLDecodeError:
+            values.append(item)
+    return values
+
+
+def parse_set(text: str) -> tuple[str, list]:
+    """'network.bandwidth_mbps=100,1000' -> ('network.bandwidth_mbps', [100, 1000])."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip():
+        raise WorkbenchError(f"--set must be KEY=VALUE[,VALUE...] (e.g. network.bandwidth_mbps=100), got {text!r}")
+    for part in key.strip().split("."):
+        if not _PART.match(part):
+            raise WorkbenchError(f"--set key {key!r}: each part must be a name or name[index], got {part!r}")
+    return key.strip(), parse_values(f"--set {key.strip()}", values)
+
+
+def set_key(table: dict, key: str, value) -> None:
+    """Set a dotted key ('devices[0].count') in a parsed TOML document, creating tables as needed."""
+    node = table
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        name, index = _PART.match(part).groups()
+        last = i == len(parts) - 1
+        if index is None:
+            if last:
+                node[name] = value
+                return
+            node = node.setdefault(name, {})
+            if not isinstance(node, dict):
+                raise WorkbenchError(f"--set {key}: {name} is not a table")
+            continue
+        items = node.get(name)
+        if not isinstance(items, list) or int(index) >= len(items):
+            raise WorkbenchError(f"--set {key}: {name}[{index}] does not exist (the file has "
+                                 f"{len(items) if isinstance(items, list) else 0} entries)")
+        if last:
+            items[int(index)] = value
+            return
+        node = items[int(index)]
+
+
+def sweep_points(table: dict, devices: list | None, sets: list[tuple[str, list]]) -> list[tuple[dict, dict]]:
+    """Every combination of the swept values: (label -> value, the TOML document with them applied)."""
+    axes = ([("devices", devices)] if devices else []) + sets
+    points = []
+    for combo in itertools.product(*[values for _, values in axes]):
+        doc = copy.deepcopy(table)
+        label = {}
+        for (key, _), value in zip(axes, combo):
+            label[key] = value
+            if key == "devices":
+                entries = doc.get("devices")
+                if not isinstance(entries, list) or len(entries) != 1:
+                    raise WorkbenchError("--devices needs a config with exactly one [[devices]] entry (set counts "
+                                         "of several with --set devices[i].count=...)")
+                if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 1024:
+                    raise WorkbenchError(f"--devices values must be integers in [1, 1024], got {value!r}")
+                entries[0]["count"] = value
+            else:
+                set_key(doc, key, value)
+        points.append((label, doc))
+    return points
+
+
+def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | None) -> pd.DataFrame:
+    """One row per sweep point and scheme: TTFT, time per token, statuses and the decode breakdown."""
+    from workbench.userconfig import parse_config
+
+    rows = []
+    for label, doc in points:
+        config = parse_config(doc, where, base_dir)
+        arena = arena_for_config(config)
+        long = arena.table().set_index(["scheme", "phase"])
+        for r in arena.wide().itertuples():
+            rows.append({**label, "scheme": r.scheme, "paper": r.paper, "ttft_s": getattr(r, "ttft_s", math.nan),
+                         "time_per_token_s": getattr(r, "time_per_token_s", math.nan),
+                         "prefill_status": r.prefill_status, "decode_status": r.decode_status,
+                         "time_per_token_breakdown": _detail(long, r.scheme)})
+    return pd.DataFrame(rows)
+
+
+def _run_sweep(args: argparse.Namespace, start: float) -> int:
+    """`--devices` / `--set` with several values: the sweep table on stdout and in sweep.csv."""
+    from workbench.io import write_csv_atomic
+
+    path = Path(args.config)
+    if not path.is_file():
+        raise WorkbenchError(f"config file {str(path)!r} does not exist")
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
+    devices = parse_values("--devices", args.devices) if args.devices else None
+    sets = [parse_set(text) for text in args.set]
+    if args.seq_len is not None:
+        sets.append(("workload.seq_len", [args.seq_len]))
+    frame = sweep_table(sweep_points(table, devices, sets), path.name, path.parent)
+    shown = frame.assign(ttft=frame.ttft_s.map(_seconds), per_token=frame.time_per_token_s.map(_seconds))
+    keys = [c for c in frame.columns if c not in ("paper", "ttft_s", "time_per_token_s", "prefill_status",
+                                                   "decode_status", "time_per_token_breakdown", "scheme")]
+    print(shown[keys + ["scheme", "ttft", "per_token", "decode_status", "time_per_token_breakdown"]]
+          .to_string(index=False))
+    out = Path(args.out) if args.out else FIGURES_DIR / "whatif" / path.stem
+    write_csv_atomic(_writable_dir(out) / "sweep.csv", frame)
+    print(f"\nsweep table in {out / 'sweep.csv'}\n({time.perf_counter() - start:.2f} s)")
+    return 0
+
+
+def _seconds(value: float) -> str:
+    if value != value:
+        return "n/a"
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
+
+
+def _writable_dir(out: Path) -> Path:
+    """`out` as a folder to write into, created if missing; a file or an unwritable place is a one-line error."""
+    if out.exists() and not out.is_dir():
+        raise WorkbenchError(f"--out {str(out)!r} is a file; give a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkbenchError(f"--out {str(out)!r} cannot be created: {exc.strerror}") from None
+    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -81,6 +228,8 @@ def main(args: argparse.Namespace) -> int:
     from workbench.userconfig import load_config
 
     start = time.perf_counter()
+    if args.devices or args.set:
+        return _run_sweep(args, start)
     config = load_config(args.config)
     if args.seq_len is not None:
         if not 1 <= args.seq_len <= config.model.max_positions:
@@ -97,7 +246,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.no_charts:
         from workbench.arena_charts import write_figures
 
-        out = Path(args.out) if args.out else FIGURES_DIR / "whatif" / Path(args.config).stem
+        out = _writable_dir(Path(args.out) if args.out else FIGURES_DIR / "whatif" / Path(args.config).stem)
         write_figures(arena, out, png=args.png)
         print(f"\ncharts and tables in {out}")
     print(f"({time.perf_counter() - start:.2f} s)")
