@@ -21,6 +21,7 @@ allowed range; a model that cannot fit anywhere is an `InfeasibleError`.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,12 @@ NETWORK_KEYS = ("topology", "bandwidth_mbps", "latency_ms", "group_size", "messa
 WORKLOAD_KEYS = ("seq_len", "kv_len", "sources")
 META_KEYS = ("name", "description", "sources")
 CAPACITY_UNITS = {"capacity_kib": KIB, "capacity_mib": MIB, "capacity_gib": GIB}
+# Keys a [[devices]] entry may set beside `preset` (a shared board file, tuned per deployment or by
+# `python -m workbench calibrate`): TOML key -> (DeviceSpec field, scale to SI).
+PRESET_OVERRIDES = {"efficiency_gemm": ("efficiency_gemm", 1.0), "efficiency_gemv": ("efficiency_gemv", 1.0),
+                    "memory_efficiency": ("memory_efficiency", 1.0), "kernel_launch_us": ("kernel_launch_s", 1e-6),
+                    "layer_overhead_us": ("layer_overhead_s", 1e-6), "small_kernel_mflop": ("small_kernel_flops", 1e6),
+                    "storage_read_mb_per_s": ("storage_read_bytes_per_s", 1e6), "power_w": ("power_w", 1.0)}
 
 # (low, high, low_inclusive) per numeric key: generous physical bounds that catch unit slips.
 RANGES = {
@@ -206,11 +213,19 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     table = _table(where, key, table, DEVICE_KEYS)
     count = _integer(where, f"{key}.count", table.get("count", 1))
     if "preset" in table:
-        extra = sorted(set(table) - {"preset", "count", "name", "sources"})
+        extra = sorted(set(table) - {"preset", "count", "name", "sources", *PRESET_OVERRIDES})
         if extra:
-            raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count)")
+            raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count, "
+                                 f"{', '.join(PRESET_OVERRIDES)})")
         spec = load_preset(where, key, _text(where, f"{key}.preset", table["preset"]), base_dir)
-        return (spec.with_changes(name=table["name"]) if "name" in table else spec), count
+        changes = {field: _number(where, f"{key}.{name}", table[name]) * scale
+                   for name, (field, scale) in PRESET_OVERRIDES.items() if name in table}
+        if "name" in table:
+            changes["name"] = _text(where, f"{key}.name", table["name"])
+        try:
+            return spec.with_changes(**changes), count
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"{where}: {key}: {exc}") from None
     for name in ("name", "peak_gflops", "memory"):
         if name not in table:
             raise WorkbenchError(f"{where}: missing key {key}.{name}")
@@ -310,16 +325,7 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
 def load_config(path: str | Path) -> UserConfig:
     """Load and validate a deployment TOML file."""
     path = Path(path)
-    if not path.is_file():
-        raise WorkbenchError(f"config file {str(path)!r} does not exist")
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkbenchError(f"{path.name}: not valid UTF-8 text: {exc}") from None
-    return parse_config(table, path.name, path.parent)
+    return parse_config(read_document(path), path.name, path.parent)
 
 
 def config_from_text(text: str, where: str = "config") -> UserConfig:
@@ -329,6 +335,71 @@ def config_from_text(text: str, where: str = "config") -> UserConfig:
     except tomllib.TOMLDecodeError as exc:
         raise WorkbenchError(f"{where}: not valid TOML: {exc}") from None
     return parse_config(table, where)
+
+
+# ---- editing a parsed document (whatif --set, calibrate) ------------------------------------------
+_KEY_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
+
+
+def parse_values(option: str, text: str) -> list:
+    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string)."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values")
+        try:
+            values.append(tomllib.loads(f"v = {item}")["v"])
+        except tomllib.TOMLDecodeError:
+            values.append(item)
+    return values
+
+
+def check_key(option: str, key: str) -> str:
+    """A dotted key of name or name[index] parts ('devices[0].count'), else a one-line error."""
+    for part in key.split("."):
+        if not _KEY_PART.match(part):
+            raise WorkbenchError(f"{option} key {key!r}: each part must be a name or name[index], got {part!r}")
+    return key
+
+
+def set_key(table: dict, key: str, value, option: str = "--set") -> None:
+    """Set a dotted key ('devices[0].count') in a parsed TOML document, creating tables as needed."""
+    node = table
+    parts = check_key(option, key).split(".")
+    for i, part in enumerate(parts):
+        name, index = _KEY_PART.match(part).groups()
+        last = i == len(parts) - 1
+        if index is None:
+            if last:
+                node[name] = value
+                return
+            node = node.setdefault(name, {})
+            if not isinstance(node, dict):
+                raise WorkbenchError(f"{option} {key}: {name} is not a table")
+            continue
+        items = node.get(name)
+        if not isinstance(items, list) or int(index) >= len(items):
+            raise WorkbenchError(f"{option} {key}: {name}[{index}] does not exist (the file has "
+                                 f"{len(items) if isinstance(items, list) else 0} entries)")
+        if last:
+            items[int(index)] = value
+            return
+        node = items[int(index)]
+
+
+def read_document(path: str | Path) -> dict:
+    """A deployment TOML file as a parsed document (not yet validated)."""
+    path = Path(path)
+    if not path.is_file():
+        kind = "is a folder" if path.is_dir() else "does not exist"
+        raise WorkbenchError(f"config file {str(path)!r} {kind}; give a .toml file")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not valid UTF-8 text: {exc}") from None
 
 
 def missing_sources(table: dict, prefix: str = "") -> list[str]:

@@ -12,9 +12,7 @@ import argparse
 import copy
 import itertools
 import math
-import re
 import time
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +21,7 @@ import pandas as pd
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR
+from workbench.userconfig import check_key, parse_values, read_document, set_key
 
 
 SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
@@ -86,57 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # ---- sweeps: --devices and --set ------------------------------------------------------------------
-_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
-
-
-def parse_values(option: str, text: str) -> list:
-    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string)."""
-    values = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values")
-        try:
-            values.append(tomllib.loads(f"v = {item}")["v"])
-        except tomllib.TOMLDecodeError:
-            values.append(item)
-    return values
-
-
 def parse_set(text: str) -> tuple[str, list]:
     """'network.bandwidth_mbps=100,1000' -> ('network.bandwidth_mbps', [100, 1000])."""
     key, sep, values = text.partition("=")
     if not sep or not key.strip():
         raise WorkbenchError(f"--set must be KEY=VALUE[,VALUE...] (e.g. network.bandwidth_mbps=100), got {text!r}")
-    for part in key.strip().split("."):
-        if not _PART.match(part):
-            raise WorkbenchError(f"--set key {key!r}: each part must be a name or name[index], got {part!r}")
-    return key.strip(), parse_values(f"--set {key.strip()}", values)
-
-
-def set_key(table: dict, key: str, value) -> None:
-    """Set a dotted key ('devices[0].count') in a parsed TOML document, creating tables as needed."""
-    node = table
-    parts = key.split(".")
-    for i, part in enumerate(parts):
-        name, index = _PART.match(part).groups()
-        last = i == len(parts) - 1
-        if index is None:
-            if last:
-                node[name] = value
-                return
-            node = node.setdefault(name, {})
-            if not isinstance(node, dict):
-                raise WorkbenchError(f"--set {key}: {name} is not a table")
-            continue
-        items = node.get(name)
-        if not isinstance(items, list) or int(index) >= len(items):
-            raise WorkbenchError(f"--set {key}: {name}[{index}] does not exist (the file has "
-                                 f"{len(items) if isinstance(items, list) else 0} entries)")
-        if last:
-            items[int(index)] = value
-            return
-        node = items[int(index)]
+    return check_key("--set", key.strip()), parse_values(f"--set {key.strip()}", values)
 
 
 def sweep_points(table: dict, devices: list | None, sets: list[tuple[str, list]]) -> list[tuple[dict, dict]]:
@@ -184,12 +138,7 @@ def _run_sweep(args: argparse.Namespace, start: float) -> int:
     from workbench.io import write_csv_atomic
 
     path = Path(args.config)
-    if not path.is_file():
-        raise WorkbenchError(f"config file {str(path)!r} does not exist")
-    try:
-        table = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
+    table = read_document(path)
     devices = parse_values("--devices", args.devices) if args.devices else None
     sets = [parse_set(text) for text in args.set]
     if args.seq_len is not None:
