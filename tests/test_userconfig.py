@@ -159,7 +159,9 @@ def test_devices_from_presets():
     table["model"] = {"name": "TinyLlama-42M", "weight_bits": 8}
     config = parse_config(table, "x.toml")
     assert config.cluster.n == 2
-    table["devices"][0]["efficiency_gemm"] = 0.5
+    table["devices"][0]["efficiency_gemm"] = 0.5  # a tuning key may refine a preset (calibrate writes these)
+    assert parse_config(table, "x.toml").cluster.devices[0].efficiency_gemm == 0.5
+    table["devices"][0]["peak_gflops"] = {"fp16": 10.0}  # but the device itself comes from the preset
     one_line_error(table, "uses preset")
 
 
