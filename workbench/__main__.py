@@ -1,4 +1,4 @@
-"""Command line: `python -m workbench reproduce | whatif | cluster` (see --help)."""
+"""Command line: `python -m workbench reproduce | whatif | cluster | calibrate` (see --help)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 PLUGINS = {
     "whatif": ("workbench.whatif", "evaluate every scheme on devices/network/model from a TOML file"),
     "cluster": ("workbench.cluster", "run an experiment across N local processes with jax.distributed"),
+    "calibrate": ("workbench.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
 }
 
 
