@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import tomllib
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -326,3 +327,23 @@ bandwidth_gb_per_s = 17
     with pytest.raises(WorkbenchError) as err:
         config_from_text(text, "t.toml")
     assert str(err.value).count("t.toml") == 1 and "efficiency_gemm" in str(err.value)
+
+
+def test_activation_and_kv_formats_are_separate_from_the_weight_format():
+    from workbench.schemes import common
+    from workbench.userconfig import config_from_text
+
+    base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    text = base.replace('weight_format = "q4_0"', 'weight_format = "q4_0"\nactivation_format = "q8_0"\nkv_format = "fp16"')
+    text = text.replace("activation_bits = 16\n", "")
+    cfg = config_from_text(text, "t.toml")
+    wl = cfg.workload("decode")
+    assert (wl.weight_bits, wl.activation_bits, wl.cache_bits) == (4.5, 8.5, 16.0)
+    pi = cfg.cluster.devices[0]
+    assert common.workload_dtype(pi, wl) == "int8"  # q4_0 x q8_0: int8 dot products, the device's int8 peak
+    plain = common.kv_read_bytes(cfg.model, wl, cfg.model.n_heads)
+    narrow = common.kv_read_bytes(cfg.model, replace(wl, kv_bits=8.5), cfg.model.n_heads)
+    assert float(plain) == pytest.approx(float(narrow) * 16 / 8.5)
+    with pytest.raises(WorkbenchError, match="activation_bits or model.activation_format"):
+        config_from_text(text.replace('activation_format = "q8_0"', 'activation_format = "q8_0"\nactivation_bits = 8'),
+                         "t.toml")

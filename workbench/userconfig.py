@@ -3,8 +3,10 @@
 A file describes one deployment (see examples/*.toml)::
 
     [meta]     name = "..."
-    [model]    name = "Llama 2-7B" (a registered model) or family/n_layers/d_model/... (its dimensions)
-               weight_format = "q4_0" (or weight_bits = 4.5), activation_bits = 16
+    [model]    name = "Llama 2-7B" (a registered model, any case or an alias) or family/n_layers/d_model/...
+               weight_format = "q4_0" (or weight_bits = 4.5), activation_format = "q8_0" (or activation_bits:
+               activations in memory and on the wire), kv_format = "fp16" (or kv_bits; default: the activations')
+               The arithmetic class holds both operands' codes: q4_0 x q8_0 runs at the device's int8 peak.
     [workload] seq_len = 128, kv_len = 128            # prompt length; tokens attended per decode step
     [network]  topology = "switch", bandwidth_mbps = 1000, latency_ms = 0.1  # per hop
                message_overhead_us = 50   # software time per message at each endpoint (fixed cost)
@@ -44,7 +46,8 @@ WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0":
 TOP_KEYS = ("meta", "model", "workload", "network", "devices")
 MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
               "max_positions", "tie_embeddings")
-MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "sources") + MODEL_DIMS
+MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
+              "sources") + MODEL_DIMS
 DEVICE_KEYS = ("name", "count", "preset", "peak_gflops", "efficiency_gemm", "efficiency_gemv",
                "small_kernel_mflop", "storage_read_mb_per_s", "power_w", "memory", "sources",
                "memory_efficiency", "kernel_launch_us", "layer_overhead_us")
@@ -67,7 +70,7 @@ RANGES = {
     "capacity_kib": (0.0, 2.0**30, False), "capacity_mib": (0.0, 2.0**20, False), "capacity_gib": (0.0, 1024.0, False),
     "bandwidth_gb_per_s": (0.0, 1e5, False), "bandwidth_mbps": (0.0, 1e7, False), "latency_ms": (0.0, 1e4, True),
     "weight_bits": (1.0, 32.0, True), "activation_bits": (1.0, 32.0, True),
-    "memory_efficiency": (0.0, 1.0, False), "kernel_launch_us": (0.0, 1e6, True), "layer_overhead_us": (0.0, 1e7, True),
+    "kv_bits": (1.0, 32.0, True), "memory_efficiency": (0.0, 1.0, False), "kernel_launch_us": (0.0, 1e6, True), "layer_overhead_us": (0.0, 1e7, True),
     "message_overhead_us": (0.0, 1e7, True),
 }
 INT_RANGES = {"count": (1, 1024), "group_size": (2, 1024), "seq_len": (1, 1 << 20), "kv_len": (1, 1 << 20),
@@ -88,11 +91,12 @@ class UserConfig:
     seq_len: int = 128
     kv_len: int = 128
     path: str = ""
+    kv_bits: float | None = None
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
         return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
-                        activation_bits=self.activation_bits)
+                        activation_bits=self.activation_bits, kv_bits=self.kv_bits)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -139,19 +143,26 @@ def _table(where: str, key: str, value, allowed: tuple[str, ...], required: tupl
 
 
 # ---- sections ----------------------------------------------------------------------------------
-def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
-    """The [model] table: a registered name or dimensions, plus weight/activation bits."""
-    table = _table(where, "model", table, MODEL_KEYS)
-    if "weight_bits" in table and "weight_format" in table:
-        raise WorkbenchError(f"{where}: give model.weight_bits or model.weight_format, not both")
-    if "weight_format" in table:
-        fmt = table["weight_format"]
+def _bits(where: str, table: dict, name: str, default: float | None) -> float | None:
+    """`<name>_format` (a named format) or `<name>_bits` (a number), not both; `default` when neither."""
+    fmt_key, bits_key = f"{name}_format", f"{name}_bits"
+    if fmt_key in table and bits_key in table:
+        raise WorkbenchError(f"{where}: give model.{bits_key} or model.{fmt_key}, not both")
+    if fmt_key in table:
+        fmt = table[fmt_key]
         if not isinstance(fmt, str) or fmt not in WEIGHT_FORMATS:
-            raise WorkbenchError(f"{where}: model.weight_format must be one of {', '.join(WEIGHT_FORMATS)}, got {fmt!r}")
-        weight_bits = WEIGHT_FORMATS[fmt]
-    else:
-        weight_bits = _number(where, "model.weight_bits", table.get("weight_bits", 16.0))
-    activation_bits = _number(where, "model.activation_bits", table.get("activation_bits", 16.0))
+            raise WorkbenchError(f"{where}: model.{fmt_key} must be one of {', '.join(WEIGHT_FORMATS)}, got {fmt!r}")
+        return WEIGHT_FORMATS[fmt]
+    if bits_key in table:
+        return _number(where, f"model.{bits_key}", table[bits_key], "weight_bits")
+    return default
+
+
+def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
+    """The [model] table: a registered name or dimensions, plus weight/activation bits (formats or numbers)."""
+    table = _table(where, "model", table, MODEL_KEYS)
+    weight_bits = _bits(where, table, "weight", 16.0)
+    activation_bits = _bits(where, table, "activation", 16.0)
     dims = {k: table[k] for k in MODEL_DIMS if k in table}
     if not dims:
         name = table.get("name")
@@ -318,8 +329,9 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
                                  f"({model.max_positions}), got {value}")
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
+    kv_bits = _bits(where, table["model"], "kv", None)
     return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where)
+                      kv_len, where, kv_bits)
 
 
 def load_config(path: str | Path) -> UserConfig:

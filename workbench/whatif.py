@@ -23,7 +23,6 @@ from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR
 from workbench.userconfig import check_key, parse_values, read_document, set_key
 
-
 SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
          "comm_bytes_s": "bytes", "io_stall_s": "IO", "other_s": "other"}
 

@@ -21,10 +21,11 @@ class Workload:
     seq_len: int = 128
     kv_len: int = 128  # decode: tokens attended (cache + 1)
     weight_bits: float = 16
-    activation_bits: float = 16
+    activation_bits: float = 16  # activations in memory and on the wire (q8_0: 8.5 bits)
     # cost a decoder's output head (the next token's logits): a generation step, what the arena compares.
     # False = the backbone only, as Galaxy times its classifiers and the MCU and STI papers their blocks.
     output_head: bool = True
+    kv_bits: float | None = None  # the KV cache's width (None: the activations'; llama.cpp keeps f16 by default)
 
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
@@ -34,11 +35,18 @@ class Workload:
         require_int("kv_len", self.kv_len, low=1)
         require_positive("weight_bits", self.weight_bits)
         require_positive("activation_bits", self.activation_bits)
+        if self.kv_bits is not None:
+            require_positive("kv_bits", self.kv_bits)
 
     @property
     def new_tokens(self) -> int:
         """Tokens processed in this step (S in prefill, 1 in decode)."""
         return self.seq_len if self.phase == "prefill" else 1
+
+    @property
+    def cache_bits(self) -> float:
+        """Bits per KV-cache element (kv_bits, else the activations')."""
+        return self.activation_bits if self.kv_bits is None else self.kv_bits
 
     @property
     def attended(self) -> int:

@@ -3,7 +3,8 @@
 JAX-free and cheap to import. The conventions (each scheme module builds on these, none re-derives them):
 
 * **Compute dtype** (`compute_dtype`): a matmul runs in the narrowest arithmetic class that holds both
-  operands: more than 16 bits -> fp32, more than 8 -> fp16, more than 4 -> int8, else int4. So W8A16 and
+  operands' codes (a block format's scale share is not a code bit: q8_0 = 8.5 bits is int8 arithmetic):
+  more than 16 bits -> fp32, more than 8 -> fp16, more than 4 -> int8, else int4. So W8A16 and
   q4_0 (4.5 bits) weights with fp16 activations compute in fp16, W8A8 in int8, fp32 activations in fp32.
   A device without that arithmetic runs it at the nearest wider dtype it lists (`DeviceSpec.peak`): a
   Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate. A paper that computes in another
@@ -74,9 +75,17 @@ def weight_bytes(params, bits: float):
     return params * require_bits("weight_bits", bits) / 8
 
 
+def code_bits(bits: float) -> float:
+    """The bits of an element's code: a block format's fractional share (q4_0's 4.5 = 4-bit codes + an fp16
+    scale per 32; q8_0's 8.5) is its per-block scale, applied outside the multiply-accumulate."""
+    return float(math.floor(bits)) if bits >= 1 and not float(bits).is_integer() else float(bits)
+
+
 def operand_dtype(weight_bits: float, activation_bits: float) -> str:
-    """The arithmetic class that holds both operands: > 16 bits fp32, > 8 fp16, > 4 int8, else int4."""
-    widest = max(require_bits("weight_bits", weight_bits), require_bits("activation_bits", activation_bits))
+    """The arithmetic class that holds both operands' codes: > 16 bits fp32, > 8 fp16, > 4 int8, else int4
+    (so q4_0 weights x q8_0 activations run as int8 dot products, as llama.cpp-family engines do)."""
+    widest = max(code_bits(require_bits("weight_bits", weight_bits)),
+                 code_bits(require_bits("activation_bits", activation_bits)))
     for bits, dtype in _DTYPE_CLASSES:
         if widest <= bits:
             return dtype
@@ -180,11 +189,11 @@ def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workloa
 
 def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.ndarray:
     """Bytes of the KV cache attention reads for `heads` query heads: K and V of every attended token in
-    decode (at the activation precision); none in prefill, where K/V come straight from the Q/K/V GEMM."""
+    decode (at the cache's width, `Workload.cache_bits`); none in prefill, where K/V come straight from the Q/K/V GEMM."""
     if workload.phase == "prefill":
         return np.zeros_like(np.asarray(heads, dtype=float))
     kv_heads = np.asarray(heads, dtype=float) * model.n_kv_heads / model.n_heads
-    return 2.0 * workload.attended * kv_heads * model.d_head * (workload.activation_bits / 8)
+    return 2.0 * workload.attended * kv_heads * model.d_head * (workload.cache_bits / 8)
 
 
 def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, queries=None):
