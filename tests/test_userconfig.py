@@ -347,3 +347,31 @@ def test_activation_and_kv_formats_are_separate_from_the_weight_format():
     with pytest.raises(WorkbenchError, match="activation_bits or model.activation_format"):
         config_from_text(text.replace('activation_format = "q8_0"', 'activation_format = "q8_0"\nactivation_bits = 8'),
                          "t.toml")
+
+
+def test_a_registered_model_with_an_override():
+    base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    from workbench.userconfig import config_from_text
+
+    cfg = config_from_text(base.replace('name = "Llama 2-13B"', 'name = "Llama 2-13B"\nn_layers = 20'), "t.toml")
+    assert cfg.model.n_layers == 20 and cfg.model.d_model == 5120
+    with pytest.raises(WorkbenchError, match=r"model\.n_layers must be an integer in \[1, 1000\]"):
+        config_from_text(base.replace('name = "Llama 2-13B"', 'name = "Llama 2-13B"\nn_layers = 0'), "t.toml")
+
+
+@pytest.mark.parametrize("old,new,match", [
+    ("fp16 = 307.2", "fp16 = 1e-320", r"peak_gflops\.fp16 must be a number > 0 and <= 1e\+07 \(at least 1e-06\)"),
+    ("bandwidth_mbps = 1000", "bandwidth_mbps = 1e-300", r"bandwidth_mbps must be .*\(at least 0\.001\)"),
+])
+def test_denormal_rates_are_refused_not_turned_into_inf(old, new, match):
+    from workbench.userconfig import config_from_text
+
+    base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    assert old in base
+    with pytest.raises(WorkbenchError, match=match):
+        config_from_text(base.replace(old, new), "t.toml")
+
+
+def test_a_folder_given_as_the_config_says_so(tmp_path):
+    with pytest.raises(WorkbenchError, match="is a folder"):
+        load_config(tmp_path)

@@ -73,6 +73,9 @@ RANGES = {
     "kv_bits": (1.0, 32.0, True), "memory_efficiency": (0.0, 1.0, False), "kernel_launch_us": (0.0, 1e6, True), "layer_overhead_us": (0.0, 1e7, True),
     "message_overhead_us": (0.0, 1e7, True),
 }
+# Rates and sizes also have a physical floor (a kilobyte, a kFLOP/s), so 1e-320 cannot turn into "inf s".
+FLOORS = {"peak_gflops": 1e-6, "storage_read_mb_per_s": 1e-3, "capacity_kib": 1e-3, "capacity_mib": 1e-6,
+          "capacity_gib": 1e-9, "bandwidth_gb_per_s": 1e-6, "bandwidth_mbps": 1e-3}
 INT_RANGES = {"count": (1, 1024), "group_size": (2, 1024), "seq_len": (1, 1 << 20), "kv_len": (1, 1 << 20),
               "n_layers": (1, 1000), "d_model": (1, 1 << 17), "n_heads": (1, 4096), "n_kv_heads": (1, 4096),
               "d_head": (1, 4096), "d_ff": (1, 1 << 19), "vocab_size": (1, 10_000_000),
@@ -102,12 +105,15 @@ class UserConfig:
 # ---- one-line checks naming the key ------------------------------------------------------------
 def _number(where: str, key: str, value, range_key: str | None = None) -> float:
     """A finite real in RANGES[range_key], else a one-line error naming `key` and the range."""
-    low, high, inclusive = RANGES[range_key or key.rsplit(".", 1)[-1]]
+    name = range_key or key.rsplit(".", 1)[-1]
+    low, high, inclusive = RANGES[name]
+    floor = FLOORS.get(name, low)
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= low if inclusive else value > low) and value <= high
+    ok = ok and (value >= low if inclusive else value > low) and value <= high and value >= floor
     if not ok:
         op = ">=" if inclusive else ">"
-        raise WorkbenchError(f"{where}: {key} must be a number {op} {low:g} and <= {high:g}, got {value!r}")
+        at_least = f" (at least {floor:g})" if name in FLOORS else ""
+        raise WorkbenchError(f"{where}: {key} must be a number {op} {low:g} and <= {high:g}{at_least}, got {value!r}")
     return float(value)
 
 
@@ -164,9 +170,11 @@ def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, floa
     weight_bits = _bits(where, table, "weight", 16.0)
     activation_bits = _bits(where, table, "activation", 16.0)
     dims = {k: table[k] for k in MODEL_DIMS if k in table}
+    name = table.get("name")
+    found = find_model(name) if isinstance(name, str) else None
+    if found is not None and dims:  # a registered model with some dimensions changed (e.g. fewer layers)
+        return _changed_model(where, found, dims), weight_bits, activation_bits
     if not dims:
-        name = table.get("name")
-        found = find_model(name) if isinstance(name, str) else None
         if found is None:
             raise WorkbenchError(f"{where}: model.name must be a registered model ({', '.join(MODELS)}; any case, "
                                  f"or an alias such as 'Llama 3 8B') or give the dimensions "
@@ -189,6 +197,24 @@ def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, floa
     except WorkbenchError as exc:
         raise WorkbenchError(f"{where}: model: {exc}") from None
     return model, weight_bits, activation_bits
+
+
+def _changed_model(where: str, base: TransformerConfig, dims: dict) -> TransformerConfig:
+    """A registered model with the given dimensions overridden, each checked like a full description."""
+    if "family" in dims and dims["family"] != base.family:
+        raise WorkbenchError(f"{where}: model.family of {base.name} is {base.family!r}; a different family needs "
+                             "all the dimensions and no registered name")
+    for key, value in dims.items():
+        if key in INT_RANGES:
+            _integer(where, f"model.{key}", value)
+    if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
+        raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
+    changes = {k: v for k, v in dims.items() if k != "family"}
+    try:
+        return base.with_changes(name=f"{base.name} ({', '.join(f'{k}={v}' for k, v in changes.items())})",
+                                 **changes)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: model: {exc}") from None
 
 
 def parse_memory(where: str, key: str, table: dict) -> MemoryLevel:

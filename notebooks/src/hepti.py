@@ -49,10 +49,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from workbench.errors import require_positive
 from workbench.fidelity import load_reported
 from workbench.papers import hepti as wb
 from workbench.results import Recorder, result_rows
 
+require_positive("memory_per_device_mib", memory_per_device_mib)  # errors name the notebook's parameter
 setting = wb.HeptiSetting.from_constants(model=model, device=device, n_devices=n_devices,
                                          free_memory_mib=float(memory_per_device_mib),
                                          bandwidth_mbps=float(bandwidth_mbps), deadline_s=float(deadline_s),
