@@ -28,7 +28,7 @@ test: install
 
 ## JupyterLab on the notebooks, with the workbench kernel.
 lab: install
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab notebooks/ $$( [ "$$(id -u)" = 0 ] && echo --allow-root )
 
 lint: install
 	$(VENV)/bin/ruff check workbench tests benchmarks

@@ -105,3 +105,17 @@ def test_notebook_conventions(name):
     assert [c["source"] for c in expected["cells"]] == [
         "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]
     ], "notebook out of sync with notebooks/src: run scripts/py2nb.py"
+
+
+def test_outputs_get_the_users_normal_mode(tmp_path):
+    import os
+    import stat
+
+    from workbench.io import write_text_atomic
+
+    old = os.umask(0o022)
+    try:
+        path = write_text_atomic(tmp_path / "a.txt", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644

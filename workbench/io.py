@@ -17,15 +17,24 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
 
 
+def _umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(target: str | os.PathLike):
-    """Yield a temporary path beside `target`; on success it replaces `target` in one rename."""
+    """Yield a temporary path beside `target`; on success it replaces `target` in one rename, with the
+    mode a plain open() would give (0666 less the umask; mkstemp's private 0600 is not kept)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
