@@ -479,3 +479,12 @@ def test_whatif_out_must_be_a_folder(tmp_path):
     target.write_text("x")
     with pytest.raises(WorkbenchError, match="is a file"):
         main(parser.parse_args([str(REPO_ROOT / "examples" / "sbc_gigabit.toml"), "--out", str(target)]))
+
+
+def test_register_refuses_a_second_evaluator_under_a_taken_name():
+    from workbench.schemes.base import SCHEMES, register
+
+    load_all()
+    with pytest.raises(WorkbenchError, match="already registered"):
+        register("tpi_star_tp", "tpi_llm")(lambda model, cluster, workload: None)
+    assert SCHEMES["tpi_star_tp"][1].__name__ == "evaluate_tpi_star_tp" or callable(SCHEMES["tpi_star_tp"][1])

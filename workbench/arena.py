@@ -125,7 +125,7 @@ class Arena:
                 rows.append({"scheme": e.scheme, "paper": e.paper, "phase": e.phase, "device": i,
                              "device_name": self.cluster.devices[i].name if i < self.cluster.n else "?",
                              "peak_bytes": float(peak), "budget_bytes": budget,
-                             "over_budget": bool(budget == budget and peak > budget)})
+                             "over_budget": bool(not math.isnan(budget) and peak > budget)})
         return pd.DataFrame(rows, columns=["scheme", "paper", "phase", "device", "device_name", "peak_bytes",
                                            "budget_bytes", "over_budget"])
 

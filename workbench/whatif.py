@@ -30,7 +30,7 @@ SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm
 def breakdown_text(row) -> str:
     """'compute 61% fixed 4% msg 30% ...': where one step's time goes (components of 1 % or more)."""
     total = row.latency_s
-    if total != total or total <= 0:
+    if math.isnan(total) or total <= 0:
         return ""
     parts = [(label, getattr(row, key) / total) for key, label in SHORT.items()]
     return " ".join(f"{label} {share:.0%}" for label, share in parts if share >= 0.005)
@@ -43,7 +43,7 @@ def format_table(arena: Arena) -> str:
     long = arena.table().set_index(["scheme", "phase"])
 
     def cell(seconds, status):
-        if status == "n/a" or seconds != seconds:
+        if status == "n/a" or math.isnan(seconds):
             return "n/a"
         text = f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
         return f"{text} OOM" if status == "OOM" else text
@@ -51,8 +51,8 @@ def format_table(arena: Arena) -> str:
     rows = [{"scheme": r.scheme, "paper": r.paper,
              "TTFT": cell(getattr(r, "ttft_s", math.nan), getattr(r, "prefill_status", "n/a")),
              "time/token": cell(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
-             "peak mem/device": "" if r.peak_memory_gib != r.peak_memory_gib else f"{r.peak_memory_gib:.2f} GiB",
-             "of budget": "" if r.memory_use != r.memory_use else f"{r.memory_use:.0%}",
+             "peak mem/device": "" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f} GiB",
+             "of budget": "" if math.isnan(r.memory_use) else f"{r.memory_use:.0%}",
              "time/token breakdown": _detail(long, r.scheme)}
             for r in wide.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
@@ -155,7 +155,7 @@ def _run_sweep(args: argparse.Namespace, start: float) -> int:
 
 
 def _seconds(value: float) -> str:
-    if value != value:
+    if math.isnan(value):
         return "n/a"
     return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
 

@@ -129,8 +129,14 @@ SCHEMES: dict[str, tuple[str, Evaluator]] = {}
 
 
 def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
-    """Decorator: add an evaluator to the arena's registry under `name` (from `paper`)."""
+    """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
+    evaluator already holds is an error (re-importing the same module is not)."""
     def wrap(fn: Evaluator) -> Evaluator:
+        known = SCHEMES.get(name)
+        if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
+                (paper, fn.__qualname__, fn.__module__):
+            raise WorkbenchError(f"scheme {name!r} is already registered by {known[1].__module__}."
+                                 f"{known[1].__qualname__}; pick another name")
         SCHEMES[name] = (paper, fn)
         return fn
     return wrap
