@@ -240,6 +240,12 @@ def test_energy_is_the_papers_e_total_formula():
     n, device = 8, load_device("siracusa")
     expected = (n * device.power_w * cost.compute_s + n * cost.l3_bytes_per_chip * 100e-12
                 + n * cost.l2_bytes_per_chip * 2e-12 + cost.c2c_bytes * 100e-12)
+    # issue 17: the chips are no longer symmetric and fixed time costs energy. The root's serial work (its
+    # partial-sum accumulation and norm, both syncs) moves bytes through L2 and runs its launches, and
+    # every chip's launches and message handling run on its controlling core (P / cores).
+    root = S.root_work(device, n, 512.0)
+    expected += 2 * root.l2_bytes * 2e-12 + cost.fixed_energy_j + cost.root_energy_j
+    assert cost.fixed_energy_j > 0 and cost.root_energy_j > 0
     assert cost.energy_j == pytest.approx(expected)
     assert device.power_w == pytest.approx(8 * 13e-3)
     assert cost.l3_bytes_per_chip == pytest.approx(cost.placement.state_bytes)  # the next block's prefetch
@@ -270,6 +276,7 @@ def test_scheme_is_registered_and_its_breakdown_adds_up():
     result = S.evaluate_mcu_headwise_tp(get_model("TinyLlama-42M"), cluster, M.paper_workload(
         get_model("TinyLlama-42M"), "autoregressive"))
     parts = result.compute_s + result.comm_link_latency_s + result.comm_bytes_s + result.io_stall_s + result.other_s
+    parts += result.fixed_s + result.serial_s  # issue 17: launches and root work carved out of compute
     assert result.latency_s == pytest.approx(parts) and not result.oom
     assert result.io_stall_s > 0  # 400 MB/s cannot hide the 0.5 MiB prefetch behind a 0.54 ms block
     big = S.evaluate_mcu_headwise_tp(get_model("Llama 2-7B"), M.siracusa_cluster(1),
@@ -314,3 +321,175 @@ def test_fit_reports_when_no_efficiency_reaches_the_reported_runtime():
     sens = M.dma_sensitivity((2e9, 4e9))
     assert sens.runtime_ms.tolist() == pytest.approx([0.54, 0.54])
     assert sens.energy_mJ.iloc[0] < sens.energy_mJ.iloc[1]  # slower DMA leaves less time to computation
+
+
+# ---- issue 17: fixed costs (launches, per-message endpoint time, root work) ---------------------------
+def test_fixed_cost_constants_have_provenance():
+    device = load_device("siracusa")
+    launch = device.provenance["kernel_launch"]
+    assert launch.kind == "derived" and "Deeploy" in launch.source and "1000 cycles" in launch.source
+    assert device.kernel_launch_s == pytest.approx(1000 / 500e6)  # 1000 cycles at the 500 MHz clock
+    assert device.small_kernel_flops == 0 and "small_kernel_flops" not in device.provenance  # replaced
+    overhead = load_constants("constants/mcu_siracusa.toml")["mipi_message_overhead"]
+    assert overhead.kind == "assumed" and overhead.value == pytest.approx(275 / 500e6)
+    assert M.siracusa_cluster(8).topology.link.message_overhead_s == pytest.approx(overhead.value)
+
+
+def test_every_chip_pays_the_launch_of_every_kernel_of_its_slice():
+    cfg = get_model("TinyLlama-42M-64h")
+    costs = {n: M.block(cfg, "autoregressive", n) for n in (1, 8, 64)}
+    launches = {n: c.launches_per_chip for n, c in costs.items()}
+    assert launches[1] == launches[8] == launches[64] == 9 + 3  # 9 matmuls + softmax, RoPE, SwiGLU
+    for c in costs.values():
+        assert c.launch_s == pytest.approx(c.launches_per_chip * 2e-6)
+    # the launch is the one fixed term: the runtime grows by exactly the launches it adds (root ones too)
+    slow = M.block(cfg, "autoregressive", 64, M.Knobs(kernel_launch=5e-6))
+    delta = (costs[64].launches_per_chip + costs[64].root_launches) * 3e-6
+    assert slow.runtime_s - costs[64].runtime_s == pytest.approx(delta)
+    none = M.block(cfg, "autoregressive", 64, M.Knobs(kernel_launch=0.0))
+    assert none.launch_s == 0 and costs[64].runtime_s > none.runtime_s
+
+
+def test_sync_charges_each_message_at_the_leaders_in_sequence():
+    o = 0.5e-6
+    for n in (4, 16, 64):
+        link = network.Link(0.5e9, latency_s=1e-6, energy_pj_per_byte=100, message_overhead_s=o)
+        topo = network.Topology("direct", n, link, group_size=4)
+        sync, bare = S.sync_cost(n, 512.0, topo), S.sync_cost(n, 512.0, network.Topology(
+            "direct", n, network.Link(0.5e9, latency_s=1e-6, energy_pj_per_byte=100), group_size=4))
+        levels = S.tree_levels(n)
+        assert sync.link_latency_s - bare.link_latency_s == pytest.approx(2 * sum(k - 1 for k in levels) * o)
+        lat, _ = network.collective_latency("hierarchical", "all_reduce", n, 512.0, 0.5e9, 1e-6, 1, group_size=4,
+                                            breakdown=True, message_overhead=o)
+        assert sync.link_latency_s == pytest.approx(float(lat))
+        assert sync.endpoint_s == pytest.approx(4 * (n - 1) * o)  # 2(n-1) messages, a sender and a receiver each
+
+
+def test_root_accumulates_partials_level_by_level_and_normalises():
+    device = load_device("siracusa")
+    m, bw = 512.0, device.memory_level("L2").bandwidth_bytes_per_s
+    one = S.root_work(device, 1, m)
+    assert one.launches == 2 and one.l2_bytes == (3 + 2) * m  # the residual add and the norm
+    eight = S.root_work(device, 8, m)  # levels (4, 2): 4 partials + residual + sum, then 2 partials + sum
+    assert eight.launches == 3 and eight.l2_bytes == ((4 + 1 + 1) + (2 + 1) + 2) * m
+    assert eight.seconds == pytest.approx(3 * 2e-6 + eight.l2_bytes / bw)
+    streamed = S.root_work(device, 1, m, streamed=True)  # intermediate tensors in L3 (1-4 chips)
+    assert streamed.l3_bytes == streamed.l2_bytes and streamed.seconds > one.seconds
+    assert S.root_work(device, 64, m).launches == 4 and S.root_work(device, 64, m).seconds > eight.seconds
+
+
+def test_scheme_result_shows_fixed_and_serial_time_apart():
+    cfg = get_model("TinyLlama-42M-64h")
+    cluster = M.siracusa_cluster(64)
+    result = S.evaluate_mcu_headwise_tp(cfg, cluster, M.paper_workload(cfg, "autoregressive"))
+    cost = result.extra["block"]
+    assert result.fixed_s == pytest.approx(cfg.n_layers * cost.launch_s) and result.fixed_s > 0
+    assert result.serial_s == pytest.approx(cfg.n_layers * cost.root_s) and result.serial_s > 0
+    assert result.compute_s == pytest.approx(cfg.n_layers * cost.compute_s)
+    assert set(cost.breakdown()) == set(M.BREAKDOWN)
+    assert sum(cost.breakdown().values()) == pytest.approx(cost.runtime_s)
+
+
+def test_fixed_time_costs_energy_on_the_controlling_core():
+    cfg = get_model("TinyLlama-42M-64h")
+    base, slow = (M.block(cfg, "autoregressive", 64, M.Knobs(kernel_launch=t)) for t in (2e-6, 4e-6))
+    device = load_device("siracusa")
+    p_core = device.power_w / device.cores
+    extra = (64 * base.launches_per_chip + base.root_launches) * 2e-6 * p_core
+    assert slow.energy_j - base.energy_j == pytest.approx(extra)
+    assert base.energy_breakdown()["cores_fixed"] > 0
+
+
+# ---- issue 17: the paper's text claims as pattern checks (Fig. 5 energy, Fig. 6 scaling) ----------------
+@pytest.fixture(scope="module")
+def patterns():
+    return M.pattern_checks().set_index("claim")
+
+
+def _check(patterns, start):
+    rows = patterns[patterns.index.str.startswith(start)]
+    assert len(rows) == 1, start
+    return rows.iloc[0]
+
+
+def test_pattern_checks_include_fig5_and_fig6_and_are_recorded_with_their_numbers(patterns):
+    assert {"Fig. 6", "Fig. 5a", "Fig. 5b", "Fig. 5c", "Sec. V-C"} <= set(patterns.artifact)
+    assert patterns.modelled.notna().all() and patterns.holds.map(type).eq(bool).all()
+    failing = set(patterns.index[~patterns.holds])
+    assert failing == {"MobileBERT energy rises slightly at 4 chips (ratio to 1 chip)",
+                       "autoregressive: quasi-linear at 64 chips (speedup/N)",
+                       "prompt: linear up to 16 chips (speedup/N at 8 chips, the farthest from 1)"}
+
+
+def test_fig6_autoregressive_is_super_linear_from_8_to_32_chips(patterns):
+    row = _check(patterns, "autoregressive: super-linear for 8-32")
+    assert row.holds and row.modelled > 1
+
+
+def test_fig6_autoregressive_efficiency_falls_from_32_to_64_chips(patterns):
+    row = _check(patterns, "autoregressive: parallel efficiency falls")
+    assert row.holds and row.modelled < 1
+
+
+@pytest.mark.xfail(strict=True, reason="64-chip autoregressive speedup is ~90x (speedup/N 1.40) with the derived "
+                   "2 us launch over 12 kernels per chip; <= 1.25 N needs >= 3.1 us per launch (refitted), i.e. "
+                   "~13 us more fixed time per chip and block (e.g. Deeploy nodes this model does not count)")
+def test_fig6_autoregressive_is_quasi_linear_at_64_chips(patterns):
+    assert _check(patterns, "autoregressive: quasi-linear at 64").holds
+
+
+def test_quasi_linear_claim_can_hold_with_more_fixed_time_per_block():
+    """The check is not impossible: with 6 us per launch (all three constants refitted) the 64-chip speedup
+    is within the band, and super-linearity at 8-32 chips survives. A sensitivity, not a fit."""
+    knobs = M.Knobs(kernel_launch=6e-6)
+    fit = M.fit_constants(knobs)
+    knobs = M._with(knobs, l2_bandwidth=fit["mem_L2_bandwidth"], efficiency_gemv=fit["efficiency_gemv"],
+                    efficiency_gemm=fit["efficiency_gemm"])
+    checks = {claim: holds for _, claim, _, _, holds in M.fig6_checks(knobs)}
+    assert checks["autoregressive: quasi-linear at 64 chips (speedup/N)"]
+    assert checks["autoregressive: super-linear for 8-32 chips (smallest speedup/N)"]
+
+
+@pytest.mark.xfail(strict=True, reason="prompt speedup at 8 chips is ~11.4x (speedup/N 1.42), like the 9.9x "
+                   "validation row's +14 %: the 1-chip prompt block adds its L3 streaming to a compute-bound "
+                   "block; hiding ~1/3 of that streaming behind compute would be needed")
+def test_fig6_prompt_is_linear_up_to_16_chips(patterns):
+    assert _check(patterns, "prompt: linear up to 16").holds
+
+
+def test_fig6_prompt_has_diminishing_returns_beyond_16_chips(patterns):
+    row = _check(patterns, "prompt: diminishing returns")
+    assert row.holds and row.modelled < 4
+
+
+def test_gemm_runtime_scales_sub_linearly_and_needs_the_launch(patterns):
+    row = _check(patterns, "GEMM kernels' runtime scales sub-linearly")
+    assert row.holds and row.modelled < 1
+    without = {claim: (value, holds) for _, claim, _, value, holds in M.fig6_checks(M.Knobs(kernel_launch=0.0))}
+    value, holds = without["GEMM kernels' runtime scales sub-linearly as they shrink (prompt, 1 -> 64 chips: "
+                           "GEMM-time speedup / N)"]
+    assert not holds and value == pytest.approx(1.0)  # without a fixed cost the split GEMMs scale exactly
+
+
+def test_chip_to_chip_and_accumulation_overhead_grows_with_chips(patterns):
+    row = _check(patterns, "prompt: chip-to-chip transfers and partial-sum accumulation")
+    assert row.holds and 0 < row.modelled < 1
+    pr = M.scaling("TinyLlama-42M-64h", "prompt", (16, 64)).set_index("chips")
+    # both named mechanisms grow with the tree: one more level of accumulation, more MIPI messages
+    assert pr.accumulation_ms[64] > pr.accumulation_ms[16] > 0
+    assert pr["chip-to-chip_ms"][64] > pr["chip-to-chip_ms"][16] > 0
+
+
+@pytest.mark.parametrize("start", [
+    "autoregressive energy falls at 8 chips", "prompt energy falls at 8 chips",
+    "64-head autoregressive: a further energy reduction at 32", "64-head prompt: reduced energy at 32",
+    "64-head autoregressive: energy reduced at 64", "64-head autoregressive: the L3 (off-chip) energy term"])
+def test_fig5_energy_directions(patterns, start):
+    assert _check(patterns, start).holds
+
+
+@pytest.mark.xfail(strict=True, reason="MobileBERT's 4-chip energy falls (ratio ~0.94): its kernels are large "
+                   "(hundreds of MFLOP), so launches cannot make them less efficient; the paper's utilisation loss "
+                   "of smaller GEMMs has no number")
+def test_fig5_mobilebert_energy_rises_slightly_at_4_chips(patterns):
+    assert _check(patterns, "MobileBERT energy rises").holds

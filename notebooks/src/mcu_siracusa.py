@@ -13,13 +13,26 @@
 # reduction is the paper's tree (groups of four, reduce to the root, broadcast back) costed through
 # `workbench.network`; the double-buffered prefetch is overlapped with `workbench.simulate`.
 #
+# **Fixed costs (issue 17).** Every chip launches every kernel of its slice (9 matmuls, softmax, RoPE,
+# SwiGLU: 12 per block whatever the number of chips), each paying `kernel_launch` = 2 us: 1000 cycles at
+# 500 MHz, the control overhead Deeploy's generated code spends around a kernel's first tile on Siracusa in
+# GVSoC (pulp-platform/Deeploy PR #138: 829 cycles before + 171 after the kernel). It replaces the
+# assumed `small_kernel_flops` (half efficiency at 100 kFLOP), which stood for the same fixed cost. At each
+# synchronisation the leaders accumulate the partial sums they receive, one element-wise kernel per tree
+# level (launch + its bytes through L2, or L3 while a block is streamed), and the root normalises; every
+# MIPI message costs an *assumed* 0.55 us at its sender and at its receiver (275 cycles, Deeploy's
+# per-tile DMA control cost; the paper gives none), serialised at the leader that handles k-1 of them. The
+# fixed time runs on the chip's controlling core (Deeploy's tiling loop and DMA set-up run on the master
+# core, the 8 cores are forked only around each tile's kernel), so its energy is 13 mW x time.
+#
 # **Fitted vs validation.** Three constants are fitted jointly (`M.fit_constants`), each on one reported
 # number: `efficiency_gemv` on the 8-chip autoregressive block runtime (0.54 ms), `efficiency_gemm` on the
 # 4-chip MobileBERT runtime (38.8 ms) and the L2<->L1 DMA bandwidth `mem_L2_bandwidth` on the 8-chip
 # autoregressive block energy (0.64 mJ); the paper states no DMA bandwidth, so it is fitted rather than
-# assumed. These three rows match by construction. Every other constant is quoted from the paper or
-# assumed with its source in `data/devices/siracusa.toml` and `data/constants/mcu_siracusa.toml`; the
-# three speedups (26.1x, 9.9x, 4.7x) are the validation rows.
+# assumed. These three rows match by construction, and the fixed costs above were added *before* the
+# refit (same rows, no new fitted constant). Every other constant is quoted, derived or assumed with its
+# source in `data/devices/siracusa.toml` and `data/constants/mcu_siracusa.toml`; the three speedups
+# (26.1x, 9.9x, 4.7x) are the validation rows, and the Sec. V text claims are pattern checks.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
@@ -31,6 +44,7 @@ chips = 8  # chips for the placement table and the timeline
 link_bandwidth_gbps = 0.5  # MIPI chip-to-chip bandwidth, GB/s (paper: 0.5)
 l3_bandwidth_mbps = 400.0  # off-chip L3 bandwidth, MB/s (assumed HyperRAM on HyperBus)
 dtype = "int8"  # int8 | fp16 | fp32 (weights and activations)
+kernel_launch_us = None  # per-kernel launch on a chip, us (None: the preset's derived 2 us); changes the fit
 
 # %%
 import jax
@@ -45,7 +59,10 @@ from workbench.models import get_model, tiny_config
 from workbench.papers import mcu_siracusa as M
 from workbench.results import Recorder
 
-knobs = M.Knobs(link_bandwidth=link_bandwidth_gbps * 1e9, l3_bandwidth=l3_bandwidth_mbps * 1e6, dtype=dtype)
+knobs = M.Knobs(link_bandwidth=link_bandwidth_gbps * 1e9, l3_bandwidth=l3_bandwidth_mbps * 1e6, dtype=dtype,
+                kernel_launch=None if kernel_launch_us is None else kernel_launch_us * 1e-6)
+if kernel_launch_us is not None:  # another launch cost changes what the calibration rows imply: refit
+    knobs = M.refitted(knobs)
 cfg = get_model(model)
 rec = Recorder("mcu_siracusa", figures_dir)
 fig6_chips = (1, 8, 32, 64) if quick else M.FIG6_CHIPS
@@ -103,7 +120,9 @@ placement.pivot_table(index=["chips", "case"], columns=["level", "content"], val
 # %% [markdown]
 # ## Fig. 4: speedup over one chip and the runtime breakdown
 # (a) TinyLlama autoregressive (KV cache of 128), (b) prompt mode (16 tokens), (c) MobileBERT (268
-# tokens). The dashed line is linear speedup.
+# tokens). The dashed line is linear speedup. The paper's four components (computation, chip-to-chip, L2,
+# L3) are shown with the computation's fixed part (`launch`) and its serial part (`accumulation`: partial
+# sums up the tree and the root's norm) apart.
 
 # %%
 fig4 = M.fig4(knobs)
@@ -114,12 +133,14 @@ for panel, title in (("a", "(a) TinyLlama autoregressive"), ("b", "(b) TinyLlama
     panels.append(M.speedup_chart(part, title) & M.breakdown_chart(part, "runtime breakdown"))
 rec.chart(alt.hconcat(*panels).resolve_scale(color="independent"), "fig4_speedup_breakdown", data=fig4)
 fig4_rows = pd.concat([M.result_rows(fig4[fig4.panel == p], f"Fig. 4{p}") for p in "abc"])
-fig4[["panel", "chips", "case", "runtime_ms", "speedup", "energy_mJ"] + [f"{c}_ms" for c in M.BREAKDOWN]]
+fig4[["panel", "chips", "case", "runtime_ms", "speedup", "energy_mJ"] + [f"{c}_ms" for c in M.BREAKDOWN]].round(4)
 
 # %% [markdown]
 # ## Fig. 5: energy vs latency per block
 # Crosses: the default models; circles: TinyLlama with 64 heads on up to 64 chips. The L3 prefetch of
-# the next block costs 100 pJ/B, so energy drops once all blocks stay on chip (32+ chips).
+# the next block costs 100 pJ/B, so energy drops once all blocks stay on chip (32+ chips); the MIPI
+# term (100 pJ/B) stays and grows with the tree, and the fixed time (launches, message handling) costs
+# 13 mW on each chip's controlling core (`energy_cores_fixed_mJ`, part of the cores' energy).
 
 # %%
 fig5 = M.fig5(knobs, scaled_chips=fig6_chips)
@@ -127,10 +148,14 @@ charts = [M.energy_latency_chart(fig5[fig5.panel == p], t)
           for p, t in (("a", "(a) autoregressive"), ("b", "(b) prompt"), ("c", "(c) MobileBERT"))]
 rec.chart(alt.hconcat(*charts), "fig5_energy_latency", data=fig5)
 fig5_rows = pd.concat([M.result_rows(fig5[fig5.panel == p], f"Fig. 5{p}") for p in "abc"])
-fig5[["panel", "variant", "chips", "case", "runtime_ms", "energy_mJ", "energy_L3_mJ", "energy_cores_mJ"]]
+fig5[["panel", "variant", "chips", "case", "runtime_ms", "energy_mJ", "energy_L3_mJ", "energy_cores_mJ",
+      "energy_cores_fixed_mJ", "energy_chip-to-chip_mJ"]].round(4)
 
 # %% [markdown]
 # ## Fig. 6: the 64-head TinyLlama on 2-64 chips
+# With 64 heads of dimension 8 a chip's kernels at 64 chips are tiny (a 1x512x8 GEMV is 8 kFLOP), so
+# what does not shrink with the split (12 launches per chip, the accumulation up three tree levels, the
+# per-message time of 36 messages at the root's path per block) sets the pace there.
 
 # %%
 fig6 = M.fig6(knobs, chips=fig6_chips)
@@ -139,7 +164,58 @@ rec.chart((M.speedup_chart(fig6, "64-head TinyLlama: speedup over 1 chip") | M.b
     fig6[fig6["mode"] == "autoregressive"], "autoregressive breakdown")).resolve_scale(color="independent"),
     "fig6_scaled_up", data=fig6)
 fig6_rows = M.result_rows(fig6, "Fig. 6")
-fig6[["mode", "chips", "case", "runtime_ms", "speedup", "energy_mJ", "steady_state_ms"]]
+fig6["speedup_per_chip"] = fig6["speedup"] / fig6["chips"]
+fig6[["mode", "chips", "case", "runtime_ms", "speedup", "speedup_per_chip", "energy_mJ", "launch_ms",
+      "accumulation_ms", "chip-to-chip_ms"]].round(4)
+
+# %% [markdown]
+# ### The Sec. V-C claims as pattern checks
+# From the text only (the Fig. 6 values at 64 chips are held out): the autoregressive speedup is
+# super-linear for 8-32 chips and quasi-linear at 64; prompt mode is linear up to 16 chips with
+# diminishing returns after; GEMM runtime scales sub-linearly as kernels shrink; chip-to-chip transfers and
+# partial-sum accumulation add a growing overhead. "Linear" / "quasi-linear" is read as speedup/N within
+# [0.8, 1.25] (our reading; the paper gives no band).
+
+# %%
+fig6_checks = pd.DataFrame(M.fig6_checks(knobs, fig6_chips), columns=M.PATTERN_COLUMNS)
+fig6_checks
+
+# %% [markdown]
+# ### Sensitivity of Fig. 6 to the launch cost
+# The launch is derived from GVSoC cycle counts of Deeploy's generated code, not measured on the paper's
+# build, so the curve is shown for launches from 0 to 10 us; at each value the three fitted constants are
+# refitted on the same calibration rows (0.54 ms, 38.8 ms, 0.64 mJ), so every curve still meets them.
+# The validation errors of the three speedups move with it (table below).
+
+# %%
+launches = (0.0, 2e-6, 6e-6) if quick else (0.0, 0.55e-6, 2e-6, 3e-6, 4e-6, 6e-6, 10e-6)
+sens = M.launch_sensitivity(launches, knobs, chips=fig6_chips)
+sens["label"] = sens["launch_us"].map(lambda us: f"{us:g} us") + sens["launch_us"].map(
+    lambda us: " (derived)" if abs(us - 2.0) < 1e-9 else "")
+band = alt.Chart(pd.DataFrame({"low": [0.8], "high": [1.25]})).mark_rect(opacity=0.12, color="gray").encode(
+    y="low:Q", y2="high:Q")
+panels = []
+for mode_name in M.MODES:
+    curves = alt.Chart(sens[sens["mode"] == mode_name]).mark_line(point=True).encode(
+        x=alt.X("chips:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=list(fig6_chips))),
+        y=alt.Y("efficiency:Q", title="speedup / chips"),
+        color=alt.Color("label:N", title="launch", sort=list(sens.sort_values("launch_us")["label"].unique())),
+        tooltip=["mode", "chips", "launch_us", "speedup", "efficiency"])
+    panels.append(alt.layer(band, curves).properties(title=mode_name, width=260, height=200))
+rec.chart(alt.hconcat(*panels).properties(
+    title="Fig. 6 vs the per-kernel launch (constants refitted at each; grey: speedup/N in [0.8, 1.25])"),
+    "sensitivity_launch_fig6", data=sens)
+rec.add(pd.DataFrame({"paper": M.PAPER, "artifact": "sensitivity", "model": M.SCALED_MODEL,
+                      "setting": sens["mode"] + ",chips=" + sens["chips"].astype(str) + ",launch="
+                      + sens["launch_us"].map("{:g}us".format), "quantity": "speedup", "value": sens["speedup"],
+                      "unit": "x"}))
+at64 = sens[(sens["mode"] == "autoregressive") & (sens["chips"] == max(fig6_chips))].sort_values("launch_us")
+needed = {f"launch for speedup/N = {e:g} at {max(fig6_chips)} chips (us)": float(np.interp(
+    -e, -at64["efficiency"].to_numpy(), at64["launch_us"].to_numpy())) for e in (1.25, 1.0)}
+errors = sens.groupby("launch_us")[[c for c in sens if c.startswith("error ")] + [
+    "efficiency_gemv", "efficiency_gemm", "l2_bandwidth"]].first()
+display(pd.Series(needed).round(2))  # noqa: F821
+errors.round(4)
 
 # %% [markdown]
 # ## Fidelity
@@ -165,32 +241,63 @@ rec.add(M.combine_rows(fig4_rows, fig5_rows, fig6_rows, fidelity))
 table = M.fidelity_table(knobs)
 table
 
+# %% [markdown]
+# ### Before -> after issue 17 (validation rows)
+# *Before*: the model before the fixed-cost work (commit e4f72e0: no launch, the assumed small-kernel
+# curve on GEMMs only, no accumulation or per-message cost; efficiency_gemv 0.1432, efficiency_gemm 0.2272,
+# DMA 1.902 GB/s). *At start*: the new core (small-kernel curve on GEMVs too) with those stored constants,
+# no longer a fit (0.54 ms came out 0.736 ms). *After*: this notebook's model. Gain error =
+# (modelled - 1) / (reported - 1) - 1.
+
 # %%
-patterns = M.pattern_checks(knobs)
-rec.add(pd.DataFrame({"paper": M.PAPER, "artifact": "Sec. V claims", "model": "",
-                      "setting": patterns["claim"], "quantity": "modelled",
-                      "value": patterns["modelled"].astype(float), "unit": ""}))
+history = pd.DataFrame({
+    "row": ["Fig. 4a 26.1x (autoregressive, 8 chips)", "Fig. 4b 9.9x (prompt, 8 chips)", "Fig. 4c 4.7x (MobileBERT, 4 chips)"],
+    "reported": [26.1, 9.9, 4.7], "before": [27.9914, 11.0610, 4.3317], "at_start": [20.7919, 11.0610, 4.3317]})
+history["after"] = table[table.quantity == "speedup"]["modelled"].to_numpy()
+for col in ("before", "at_start", "after"):
+    history[f"error_{col}"] = history[col] / history["reported"] - 1
+    history[f"gain_error_{col}"] = M.gain_error(history[col], history["reported"])
+history.round(4)
+
+# %%
+patterns = M.pattern_checks(knobs, fig6_chips)
+rec.add(pd.concat([pd.DataFrame({"paper": M.PAPER, "artifact": patterns["artifact"], "model": "",
+                                 "setting": patterns["claim"], "quantity": quantity, "value": values, "unit": ""})
+                   for quantity, values in (("modelled", patterns["modelled"].astype(float)),
+                                            ("holds", patterns["holds"].astype(float)))], ignore_index=True))
 patterns
 
 # %% [markdown]
-# **What pins the DMA bandwidth, and where the model misses.**
-# * *Energy, 0.64 mJ* (calibration of `mem_L2_bandwidth`): of E_total, 0.43 mJ is the L3 prefetch of the
-#   next block (0.54 MB per chip x 8 chips x 100 pJ/B) and the L2 and MIPI terms are ~0.01 mJ, so the
-#   energy fixes the computation time: about 0.20 mJ = 8 chips x 104 mW x 0.24 ms. With the runtime held
-#   at the reported 0.54 ms (by `efficiency_gemv`), the rest of the block is L2<->L1 traffic, which sets the
-#   DMA bandwidth: the fit gives about 1.9 GB/s (3.8 B/cycle at 500 MHz, under the 8 B/cycle of a 64-bit
-#   port; the earlier assumed 4 GB/s gave 0.765 mJ, +20 %). The bandwidth absorbs every error of the other
-#   energy terms (mostly the L3 prefetch bytes), so read it as an effective value, not a measured one: the
-#   energy moves by about 0.15 mJ per GB/s near the fit (the sensitivity below).
-# * *Speedups* (validation): they hardly depend on the DMA bandwidth (the efficiencies are refitted with
-#   it): 26.1x is modelled at ~28.0x, 9.9x at ~11.1x (+12 %, inside the tolerance; the small-kernel loss of
-#   GEMMs is an assumed constant, half efficiency at 100 kFLOP) and 4.7x at ~4.33x.
-# * *Qualitative*: the prompt-mode energy at 8 chips is ~2 % above one chip (the paper says it falls),
-#   MobileBERT's energy at 4 chips falls slightly (the paper says it rises slightly), and the 64-head
-#   model keeps a super-linear autoregressive speedup at 64 chips where the paper reports a quasi-linear
-#   one: GEMV kernels have no small-kernel loss in this model, and the MIPI links have no per-message
-#   latency (none is stated). Fitting the DMA bandwidth (1.9 instead of the assumed 4 GB/s) changes none
-#   of these outcomes: the same two claims failed before, and all others still hold.
+# **What pins the DMA bandwidth, what the fixed costs change, and where the model misses.**
+# * *Energy, 0.64 mJ* (calibration of `mem_L2_bandwidth`): of E_total about 0.43 mJ is the L3 prefetch
+#   of the next block, and the L2, MIPI, fixed-time (launches and message handling at 13 mW) and root
+#   terms are ~0.01 mJ together, so the energy fixes the computation time (about 0.20 mJ = 8 chips x
+#   104 mW x 0.23 ms). With the runtime held at 0.54 ms by `efficiency_gemv`, the rest of the block is
+#   L2<->L1 traffic, launches (24 us), accumulation (17 us) and MIPI (25 us), which sets the DMA bandwidth:
+#   about 2.27 GB/s now (1.90 before: the new fixed terms take time from the transfers). Read it as an
+#   effective value.
+# * *Speedups* (validation): 26.1x is modelled at ~27.4x (before: 28.0x), 9.9x at ~11.3x (before:
+#   11.1x: the 1-chip prompt block now also streams its element-wise kernels' tensors and the root's
+#   residual and norm through L3, as the paper places intermediate tensors off chip at 1-4 chips) and
+#   4.7x at ~4.40x (before: 4.33x).
+# * *Fig. 6*: the 64-head autoregressive speedup at 64 chips falls from ~146x (before) to ~90x (speedup/N
+#   1.40): still not the quasi-linear speedup the text reports. With the constants refitted, a launch of
+#   >= 3.1 us (1.55x the derived 1000 cycles; about 13 us more fixed time per chip and block, or ~6 more
+#   2-us kernels than the 12 this model counts, e.g. Deeploy's separate requantisation and KV-cache update
+#   nodes) brings it within 1.25 N, and 5.5 us to N, while 8-32 chips stay super-linear: the fixed
+#   per-kernel cost is the mechanism, its size on the paper's build is what is uncertain. Prompt mode is
+#   not linear at 8 chips (11.4x, like the +14 % of the 9.9x row): the model adds the 1-chip block's
+#   12.6 ms of L3 streaming to its 18 ms of computation; 9.9x needs ~4.2 ms (a third) of that streaming
+#   hidden behind computation, an overlap this additive model (and the paper's Fig. 4 breakdown) does not
+#   show. A faster assumed L3 cannot fix both: at 0.6 GB/s the prompt curve is linear to 16 chips but the
+#   26.1x row drops to -21 %.
+# * *Energy directions*: the 8-chip autoregressive block now costs 0.998 of one chip (the paper: "similar"
+#   in the abstract, "reduces" in Sec. V-B). This direction rests on where the fixed time's power goes:
+#   charged at one core's 13 mW (Deeploy's control code runs on the master core) it holds; charged at the
+#   whole cluster's 104 mW (the paper's P for T_comp) the refitted model gives 1.028 and it fails, since
+#   8 chips pay 8 x 24 us of launches where one chip pays 24 us. MobileBERT's energy at 4 chips still
+#   falls (0.94; the paper: rises slightly, from lower core utilisation of smaller GEMMs, which its
+#   hundreds-of-MFLOP kernels do not get from a 2 us launch).
 # * *The double buffer*: the paper reports one block with its weights on chip. At the assumed 400 MB/s
 #   the next block's 0.5 MiB slice takes 1.35 ms to prefetch, longer than the 0.54 ms block, so a full
 #   8-block token stalls on L3 (`steady_state_ms` above; the timeline below); hiding it needs about

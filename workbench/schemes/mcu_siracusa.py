@@ -12,9 +12,20 @@ buffered), a working level (L2: what a block runs from) and a backing level (L3:
                        block's state is prefetched from L3 (overlap costed with `workbench.simulate`);
   * streamed         - otherwise the block's weights and intermediate tensors live in L3 and every L1
                        tile is fetched from L3 through L2 (the paper's 1-4 chip TinyLlama cases).
-Runtime of one block = compute + L2<->L1 transfers + L3 streaming + chip-to-chip (additive, as the
-paper's Fig. 4 breakdown); the next block's prefetch runs in the background. Energy is the paper's
-E_total = N_C2C E_C2C + sum_j (P T_comp,j + N_L3 E_L3 + N_L2 E_L2).
+Runtime of one block = compute + kernel launches + root work + L2<->L1 transfers + L3 streaming +
+chip-to-chip (additive, as the paper's Fig. 4 breakdown; the launches and the root work are what GVSoC
+counts as computation); the next block's prefetch runs in the background.
+
+Fixed costs (issue 17): every chip launches every kernel of its slice (`block_launches`: the matmuls
+with work plus the non-matmul kernels of `other_kernels`), each paying `DeviceSpec.kernel_launch_s`
+however small its slice; at each synchronisation the leaders accumulate the partial sums they receive
+(`root_work`: one accumulation kernel per tree level, serial on the path to the root, reading every
+partial and writing the sum through L2, or L3 while the block is streamed) and the root normalises (one
+kernel), and every MIPI message costs the link's per-message endpoint time at its sender and at its
+receiver (a leader handles its k-1 messages one after another: `network` star per level). Energy is the
+paper's E_total = N_C2C E_C2C + sum_j (P T_comp,j + N_L3 E_L3 + N_L2 E_L2) over the kernels' computation,
+plus the fixed time (launches, message handling) at the power of the one controlling core
+(`control_power`), and the root work's bytes at the L2 (L3) energy per byte.
 """
 
 from __future__ import annotations
@@ -81,14 +92,41 @@ def block_matmuls(model: TransformerConfig, n_chips: int, new_tokens: int, atten
     return out
 
 
-def small_kernel_size(mm: Matmul) -> float | None:
-    """Kernel size for the small-kernel efficiency loss: GEMMs lose reuse as they shrink; GEMVs do not.
+def other_kernels(model: TransformerConfig) -> tuple[str, ...]:
+    """The non-matmul kernels every chip launches on its own heads / FFN slice per block: the softmax, the
+    rotary embedding of Q and K (Llama family) and the FFN activation (SwiGLU's SiLU x up, or GELU). Their
+    work is folded into the fitted efficiencies; their launches are charged (`block_launches`)."""
+    names = ["softmax"]
+    if model.family == "llama":
+        names.append("rope")
+    names.append("swiglu" if model.gated_ffn else "gelu")
+    return tuple(names)
 
-    A GEMV streams each weight once with no reuse, so its rate is set by the load path at any size
-    (None: base efficiency); a GEMM's register and L1 tile reuse shrink with its dimensions. This is the
-    shared convention of `workbench.schemes.common.matmul_time`.
-    """
-    return mm.flops if mm.kind == "gemm" else None
+
+def other_kernel_bytes(model: TransformerConfig, n_chips: int, new_tokens: int, attended: int,
+                       activation_bits: float) -> float:
+    """Bytes one chip's `other_kernels` move per block (each reads its inputs and writes its output once):
+    softmax over its heads' scores (H/N x S x T, read + write), RoPE on its Q and K slices (read + write),
+    SwiGLU (gate and up read, product written) or GELU (read + write) on its F/N columns. Like the matmuls'
+    tiles they cross L2<->L1, and L3 too when the block is streamed."""
+    s, a = new_tokens, activation_bits / 8
+    total = 2 * model.n_heads // n_chips * s * attended
+    if model.family == "llama":
+        total += 2 * s * (model.q_dim + model.kv_dim) // n_chips
+    total += (3 if model.gated_ffn else 2) * s * (model.d_ff // n_chips)
+    return float(total * a)
+
+
+def block_launches(model: TransformerConfig, kernels: list[Matmul]) -> int:
+    """Kernels one chip launches per block: every matmul with work plus `other_kernels` (a split kernel is
+    still one launch on each chip, so this count does not fall with the number of chips)."""
+    return sum(1 for mm in kernels if mm.flops > 0) + len(other_kernels(model))
+
+
+def small_kernel_size(mm: Matmul) -> float:
+    """Kernel size for the device's small-kernel efficiency curve: the kernel's FLOPs, GEMM or GEMV alike
+    (the shared convention of `workbench.schemes.common.matmul_time` since issue 17)."""
+    return mm.flops
 
 
 def matmul_time(device: DeviceSpec, mm: Matmul, dtype: str) -> float:
@@ -257,11 +295,12 @@ def place(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: 
 class SyncCost:
     """One synchronisation (reduce to the root + broadcast back) over the group tree."""
 
-    link_latency_s: float
+    link_latency_s: float  # wire hops + per-message endpoint time, serialised at the leaders
     data_s: float
     system_bytes: float  # bytes sent over all links (for energy)
     energy_j: float
     levels: tuple[int, ...]  # largest group at each level
+    endpoint_s: float = 0.0  # per-message endpoint time summed over every sender and receiver (for energy)
 
     @property
     def seconds(self) -> float:
@@ -281,8 +320,9 @@ def sync_cost(n_chips: int, message_bytes: float, topology: network.Topology) ->
     """A reduce to the root and a broadcast back, level by level, each level a star in its group.
 
     At each level the leader receives (k-1) partials serially and later sends (k-1) copies back, so a
-    level costs `network.collective_latency('star', ...)` for its largest group k; every non-root chip
-    sends its message once up and receives it once down.
+    level costs `network.collective_latency('star', ...)` for its largest group k, including the link's
+    per-message endpoint time for each of the leader's k-1 messages; every non-root chip sends its message
+    once up and receives it once down.
     """
     link = topology.link
     levels = tree_levels(n_chips, topology.group_size)
@@ -290,12 +330,57 @@ def sync_cost(n_chips: int, message_bytes: float, topology: network.Topology) ->
     for k in levels:
         for collective in ("reduce", "broadcast"):
             lat, dat = network.collective_latency("star", collective, k, message_bytes, link.bandwidth_bytes_per_s,
-                                                  link.latency_s, topology.path_hops, breakdown=True)
+                                                  link.latency_s, topology.path_hops, breakdown=True,
+                                                  message_overhead=link.message_overhead_s)
             link_s, data_s = link_s + float(lat), data_s + float(dat)
+    messages = 0
     for _, _, pairs in tree_steps(n_chips, topology.group_size):
         system += 2 * len(pairs) * message_bytes  # up once, down once
+        messages += 2 * len(pairs)
     energy = system * topology.path_hops * link.energy_pj_per_byte * 1e-12
-    return SyncCost(link_s, data_s, system, energy, levels)
+    endpoint = 2 * messages * link.message_overhead_s  # each message: its sender and its receiver
+    return SyncCost(link_s, data_s, system, energy, levels, endpoint)
+
+
+@dataclass(frozen=True)
+class RootWork:
+    """One synchronisation's serial work on the way to the root: accumulate the partial sums at each tree
+    level (the residual added at the first), then normalise on the root. Seconds and bytes moved."""
+
+    accumulate_s: float
+    norm_s: float
+    launches: int
+    l2_bytes: float  # through L2<->L1
+    l3_bytes: float = 0.0  # through L3 too when the block's intermediate tensors live off chip (streamed)
+
+    @property
+    def seconds(self) -> float:
+        """Accumulation + norm, on the critical path."""
+        return self.accumulate_s + self.norm_s
+
+
+def root_work(device: DeviceSpec, n_chips: int, message_bytes: float, group_size: int = GROUP_SIZE,
+              streamed: bool = False) -> RootWork:
+    """The partial-sum accumulation and the norm of one synchronisation, on the leaders' critical path.
+
+    Each tree level is one elementwise kernel on its leader (launch + reading its k partials, the residual
+    too at the first level, and writing the sum through the L2<->L1 DMA); one chip has no tree but still
+    adds the residual (one kernel reading two tensors). The norm is one kernel on the root (read + write).
+    Element-wise work on 8 SIMD cores is far faster than the DMA, so each kernel is bound by its bytes.
+    When the block is `streamed` its intermediate tensors live in L3 (Sec. V-B), so these bytes also
+    cross L3 (time and energy), as every streamed kernel's tiles do.
+    """
+    roles = memory_roles(device)
+    per_byte = 1.0 / roles.work.bandwidth_bytes_per_s
+    if streamed and roles.backing is not None:
+        per_byte += 1.0 / roles.backing.bandwidth_bytes_per_s
+    levels = tree_levels(n_chips, group_size) or (1,)
+    acc_bytes = sum((k + (1 if i == 0 else 0) + 1) * message_bytes for i, k in enumerate(levels))
+    norm_bytes = 2 * message_bytes
+    launch = float(device.kernel_launch_s)
+    moved = acc_bytes + norm_bytes
+    return RootWork(len(levels) * launch + acc_bytes * per_byte, launch + norm_bytes * per_byte,
+                    len(levels) + 1, moved, moved if streamed and roles.backing is not None else 0.0)
 
 
 # ---- one block --------------------------------------------------------------------------------------
@@ -308,7 +393,7 @@ class BlockCost:
     compute_s: float
     l2_s: float  # L2<->L1 transfers (not overlapped)
     l3_s: float  # L3 streaming in the streamed case
-    c2c_link_s: float
+    c2c_link_s: float  # wire hops + per-message endpoint time of both synchronisations
     c2c_data_s: float
     prefetch_s: float  # next block's state from L3 (background, double-buffered case)
     l2_bytes_per_chip: float
@@ -320,6 +405,12 @@ class BlockCost:
     c2c_energy_j: float
     idle_energy_j: float = 0.0
     kernels: tuple[Matmul, ...] = field(default=(), repr=False)
+    launch_s: float = 0.0  # fixed: the kernel launches of one chip's slice (every chip pays them)
+    root_s: float = 0.0  # serial: partial-sum accumulation up the tree and the root's norm, both syncs
+    launches_per_chip: int = 0
+    root_launches: int = 0  # accumulation + norm kernels on the path to the root, both syncs
+    fixed_energy_j: float = 0.0  # control-core power x (launches + endpoint time), all chips (in compute_energy_j)
+    root_energy_j: float = 0.0  # control-core power x the root work's launches (in compute_energy_j)
 
     @property
     def c2c_s(self) -> float:
@@ -327,9 +418,19 @@ class BlockCost:
         return self.c2c_link_s + self.c2c_data_s
 
     @property
+    def fixed_s(self) -> float:
+        """Size-independent device time on the critical path: the launches of the slice's kernels."""
+        return self.launch_s
+
+    @property
+    def serial_s(self) -> float:
+        """Work on one chip only: the accumulation up the tree and the norm (their launches included)."""
+        return self.root_s
+
+    @property
     def runtime_s(self) -> float:
         """Single-block latency with its state on chip (the paper's metric; the prefetch is hidden)."""
-        return self.compute_s + self.l2_s + self.l3_s + self.c2c_s
+        return self.compute_s + self.launch_s + self.root_s + self.l2_s + self.l3_s + self.c2c_s
 
     @property
     def energy_j(self) -> float:
@@ -342,13 +443,25 @@ class BlockCost:
         return max(0.0, self.prefetch_s - self.runtime_s) if self.placement.case == "double_buffered" else 0.0
 
     def breakdown(self) -> dict[str, float]:
-        """Fig. 4 components: computation, chip-to-chip, L2, L3."""
-        return {"computation": self.compute_s, "chip-to-chip": self.c2c_s, "L2": self.l2_s, "L3": self.l3_s}
+        """Fig. 4 components (computation, chip-to-chip, L2, L3), with the computation's fixed part
+        (kernel launches) and its serial part (accumulation + norm on the root's path) shown apart."""
+        return {"computation": self.compute_s, "launch": self.launch_s, "accumulation": self.root_s,
+                "chip-to-chip": self.c2c_s, "L2": self.l2_s, "L3": self.l3_s}
 
     def energy_breakdown(self) -> dict[str, float]:
-        """E_total's terms: cores, L3, L2, chip-to-chip (J)."""
+        """E_total's terms: cores, L3, L2, chip-to-chip (J); the cores' fixed-time and root-work parts apart."""
         return {"cores": self.compute_energy_j + self.idle_energy_j, "L3": self.l3_energy_j,
-                "L2": self.l2_energy_j, "chip-to-chip": self.c2c_energy_j}
+                "L2": self.l2_energy_j, "chip-to-chip": self.c2c_energy_j,
+                "cores_fixed": self.fixed_energy_j, "cores_root": self.root_energy_j}
+
+
+def control_power(device: DeviceSpec) -> float:
+    """Watts while a chip spends fixed time (kernel set-up, DMA programming and waits, message handling):
+    one core's share of the cluster power (P / cores). Deeploy runs the tiling loop and its DMA control on
+    the cluster's master core and forks the 8 cores only around each tile's kernel (`pi_cl_team_fork`
+    inside the tiling loop: pulp-platform/Deeploy Targets/PULPOpen/Bindings.py, ForkTransformer); the
+    other cores wait on the event unit in between."""
+    return float(device.power_w) / max(int(device.cores), 1)
 
 
 def dtype_for_bits(device: DeviceSpec, workload: Workload) -> str:
@@ -357,14 +470,37 @@ def dtype_for_bits(device: DeviceSpec, workload: Workload) -> str:
     return common.workload_dtype(device, workload)
 
 
-def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload, strict: bool):
-    """Per-chip compute, transfer times and bytes for one block."""
+@dataclass(frozen=True)
+class ChipCost:
+    """One chip's share of a block: its kernels' compute, launches, transfers and bytes."""
+
+    placement: Placement
+    kernels: tuple[Matmul, ...]
+    compute_s: float
+    launch_s: float
+    launches: int
+    l2_bytes: float
+    l2_s: float
+    l3_bytes: float
+    l3_s: float
+    prefetch_s: float
+
+    @property
+    def busy_s(self) -> float:
+        """What sets the pace among chips: compute + launches + L2 + L3 time."""
+        return self.compute_s + self.launch_s + self.l2_s + self.l3_s
+
+
+def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload,
+               strict: bool) -> ChipCost:
+    """Per-chip compute, launches, transfer times and bytes for one block."""
     placement = place(model, device, n_chips, workload, strict=strict)
     roles = memory_roles(device)
     dtype = dtype_for_bits(device, workload)
     kernels = block_matmuls(model, n_chips, workload.new_tokens, workload.attended)
     a_bytes = workload.activation_bits / 8
     compute = sum(matmul_time(device, mm, dtype) for mm in kernels)
+    launches = block_launches(model, kernels)
     traffic = 0.0
     for mm in kernels:
         b_bytes = workload.weight_bits / 8 if mm.weight else a_bytes
@@ -372,6 +508,7 @@ def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workl
             traffic += mm.batch * l1_tile_traffic(mm.m, mm.k, mm.n, a_bytes, b_bytes, placement.l1_tile_budget_bytes)
         else:
             traffic += mm.batch * ((mm.m * mm.k + mm.m * mm.n) * a_bytes + mm.k * mm.n * b_bytes)
+    traffic += other_kernel_bytes(model, n_chips, workload.new_tokens, workload.attended, workload.activation_bits)
     l2_s = traffic / roles.work.bandwidth_bytes_per_s
     l3_s = l3_bytes = prefetch_s = 0.0
     if placement.case == "streamed" and roles.backing is not None:
@@ -380,32 +517,48 @@ def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workl
     elif placement.case == "double_buffered" and roles.backing is not None:
         l3_bytes = placement.state_bytes
         prefetch_s = l3_bytes / roles.backing.bandwidth_bytes_per_s
-    return placement, kernels, compute, traffic, l2_s, l3_bytes, l3_s, prefetch_s
+    return ChipCost(placement, tuple(kernels), float(compute), float(device.launch_time(launches)), launches,
+                    traffic, l2_s, l3_bytes, l3_s, prefetch_s)
 
 
 def block_cost(model: TransformerConfig, cluster: Cluster, workload: Workload, strict: bool = True) -> BlockCost:
-    """Runtime and energy of one block on `cluster` (the slowest chip sets the pace)."""
+    """Runtime and energy of one block on `cluster` (the slowest chip sets the pace; the root does the
+    serial accumulation and norm)."""
     n = cluster.n
-    per_device = {}
+    per_device: dict[str, tuple[DeviceSpec, ChipCost]] = {}
     for device in cluster.devices:
         if device.name not in per_device:
             per_device[device.name] = (device, _chip_cost(model, device, n, workload, strict))
-    device, (placement, kernels, compute, traffic, l2_s, l3_bytes, l3_s, prefetch_s) = max(
-        per_device.values(), key=lambda item: item[1][2] + item[1][4] + item[1][6])
+    device, chip = max(per_device.values(), key=lambda item: item[1].busy_s)
     message = workload.new_tokens * model.d_model * workload.activation_bits / 8
     sync = sync_cost(n, message, cluster.topology)
-    runtime = compute + l2_s + l3_s + 2 * sync.seconds
-    compute_j = l2_j = l3_j = idle_j = 0.0
+    root_device = cluster.devices[0]
+    root = root_work(root_device, n, message, cluster.topology.group_size, chip.placement.case == "streamed")
+    runtime = chip.compute_s + chip.launch_s + 2 * root.seconds + chip.l2_s + chip.l3_s + 2 * sync.seconds
+    compute_j = l2_j = l3_j = idle_j = fixed_j = 0.0
     for dev in cluster.devices:
-        _, _, c, t, _, l3b, _, _ = per_device[dev.name][1]
+        c = per_device[dev.name][1]
         roles = memory_roles(dev)
-        compute_j += dev.power_w * c + dev.idle_power_w * max(runtime - c, 0.0)
-        l2_j += t * roles.work.energy_pj_per_byte * 1e-12
+        compute_j += dev.power_w * c.compute_s + dev.idle_power_w * max(runtime - c.compute_s, 0.0)
+        fixed_j += control_power(dev) * c.launch_s
+        l2_j += c.l2_bytes * roles.work.energy_pj_per_byte * 1e-12
         if roles.backing is not None:
-            l3_j += l3b * roles.backing.energy_pj_per_byte * 1e-12
-    return BlockCost(n, placement, compute, l2_s, l3_s, 2 * sync.link_latency_s, 2 * sync.data_s, prefetch_s,
-                     traffic, l3_bytes, 2 * sync.system_bytes, compute_j, l2_j, l3_j, 2 * sync.energy_j, idle_j,
-                     tuple(kernels))
+            l3_j += c.l3_bytes * roles.backing.energy_pj_per_byte * 1e-12
+    # fixed time runs on each chip's controlling core (launches, and the per-message endpoint time of both
+    # syncs at every sender and receiver); the root work is DMA-bound element-wise kernels: its launches on
+    # the controlling core, its bytes through L2<->L1 (like every kernel's transfers, not charged P x t)
+    p_control = control_power(root_device)
+    fixed_j += p_control * 2 * sync.endpoint_s
+    root_j = p_control * 2 * root.launches * float(root_device.kernel_launch_s)
+    compute_j += fixed_j + root_j
+    root_roles = memory_roles(root_device)
+    l2_j += 2 * root.l2_bytes * root_roles.work.energy_pj_per_byte * 1e-12
+    if root_roles.backing is not None:
+        l3_j += 2 * root.l3_bytes * root_roles.backing.energy_pj_per_byte * 1e-12
+    return BlockCost(n, chip.placement, chip.compute_s, chip.l2_s, chip.l3_s, 2 * sync.link_latency_s,
+                     2 * sync.data_s, chip.prefetch_s, chip.l2_bytes, chip.l3_bytes, 2 * sync.system_bytes,
+                     compute_j, l2_j, l3_j, 2 * sync.energy_j, idle_j, chip.kernels, chip.launch_s,
+                     2 * root.seconds, chip.launches, 2 * root.launches, fixed_j, root_j)
 
 
 def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
@@ -437,10 +590,15 @@ def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workloa
     stall = stall if stall > 1e-9 * latency else 0.0
     footprint = block.placement.footprint_bytes
     oom = bool(block.placement.notes)
-    return SchemeResult(
+    result = SchemeResult(
         scheme=SCHEME, paper=PAPER, phase=workload.phase, latency_s=latency,
-        compute_s=layers * block.compute_s + head, comm_link_latency_s=layers * block.c2c_link_s + head_link,
+        compute_s=layers * (block.compute_s + block.launch_s + block.root_s) + head,
+        comm_link_latency_s=layers * block.c2c_link_s + head_link,
         comm_bytes_s=layers * block.c2c_data_s + head_data, io_stall_s=layers * block.l3_s + stall,
         other_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
         notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in other_s",
         extra={"block": block, "timeline": timeline, "energy_j": layers * block.energy_j})
+    # the launches of every chip's kernels are fixed time; the accumulation + norm on the root's path is
+    # serial (the LM head split by vocabulary rows is parallel work, and stays in compute)
+    head_launch = float(cluster.devices[0].kernel_launch_s) if head > 0 else 0.0
+    return result.carve(fixed_s=layers * block.fixed_s + head_launch, serial_s=layers * block.serial_s)
