@@ -41,7 +41,15 @@ from workbench.quantize import (
     unpack_codes,
 )
 from workbench.schemes.base import Cluster, Workload, load_all
-from workbench.schemes.sti import LatencyProfile, accumulated_io_budgets, latency_profile, shard_weights
+from workbench.schemes.sti import (
+    LatencyProfile,
+    accumulated_io_budgets,
+    arena_profile,
+    evaluate_planned_pipeline,
+    first_layer_preload_bytes,
+    latency_profile,
+    shard_weights,
+)
 from workbench.shards import (
     ShardStore,
     assemble_block,
@@ -445,7 +453,9 @@ def test_fidelity_rows_within_the_issue_tolerances():
     keys = ["paper", "artifact", "model", "setting", "quantity"]
     board = reported.merge(modelled, on=keys, suffixes=("_rep", "_mod"))
     assert len(board) == len(reported) - 1  # all but the models.csv 418 MB row (the models notebook's)
-    tol = board.dropna(subset=["tolerance"])
+    # issue 6's list (storage, load time, skew); the two Sec. 7.3 FLOPs ratios are scored, not held to it
+    tol = board[~board.quantity.str.startswith("flops_ratio_")]
+    assert tol.tolerance.notna().all() and len(tol) == len(board) - 2
     err = (tol.value_mod - tol.value_rep).abs() / tol.value_rep
     assert (err <= tol.tolerance).all(), tol.assign(err=err)[["quantity", "value_rep", "value_mod", "err"]]
 
@@ -471,3 +481,19 @@ def test_schemes_are_registered_and_sti_hides_io_that_streaming_cannot():
     no_flash = Cluster((load_device("jetson_nano_gpu_460"),), Topology("direct", 1, Link(1e9)))
     with pytest.raises(WorkbenchError, match="storage_read_bandwidth"):
         schemes["sti_pipeline"][1](model, no_flash, work)
+
+
+def test_the_scheme_costs_the_plan_it_is_given_and_the_planner_layer_plans_it():
+    """schemes.sti never plans: it costs a plan handed down; planners.sti's registered evaluator plans it."""
+    cluster = Cluster((load_device("sti_odroid_n2plus_cpu"),), Topology("direct", 1, Link(1e9)))
+    model, work = get_model("DistilBERT"), Workload(seq_len=128, weight_bits=32)
+    profile = arena_profile(model, cluster, work)
+    target = model.n_layers * profile.t_comp(profile.n_shards)
+    stdpl = plan_stdpl(profile, 10 * target, 6)  # any plan: six-bit shards, no preload, stalls
+    costed = evaluate_planned_pipeline(model, cluster, work, stdpl)
+    assert (costed.latency_s, costed.compute_s, costed.io_stall_s) == (stdpl.latency_s, stdpl.compute_s, stdpl.stall_s)
+    assert costed.extra["mean_bits"] == 6 and costed.io_stall_s > 0
+    planned = plan_sti(profile, target, first_layer_preload_bytes(profile))
+    registered = load_all()["sti_pipeline"][1](model, cluster, work)
+    assert registered == evaluate_planned_pipeline(model, cluster, work, planned)
+    assert registered.extra == evaluate_planned_pipeline(model, cluster, work, planned).extra

@@ -21,6 +21,10 @@ Baselines (all 12x12-style submodels chosen by the same n*m-then-deeper rule):
   * Load&Exec: load the submodel at 32 bits, then execute: n m io(32) + n compute(m) <= T.
   * StdPL-X: layerwise pipeline, every shard at X bits, no preload: pipeline makespan <= T.
   * PreloadModel-X: the whole N x M model is in memory at X bits, no IO: n compute(m) <= T.
+
+The arena's planning evaluator ``sti_pipeline`` is registered here (planners sit above schemes;
+`workbench.schemes.base.load_all` imports this module, listed in its PLANNING_EVALUATOR_MODULES), and costs
+its plan with the schemes layer (`workbench.schemes.sti.evaluate_planned_pipeline`).
 """
 
 from __future__ import annotations
@@ -37,8 +41,18 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
+from workbench.models import TransformerConfig
 from workbench.quantize import FULL_BITS
-from workbench.schemes.sti import LatencyProfile, accumulated_io_budgets, pipeline_makespan
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.sti import (
+    PAPER,
+    LatencyProfile,
+    accumulated_io_budgets,
+    arena_profile,
+    evaluate_planned_pipeline,
+    first_layer_preload_bytes,
+    pipeline_makespan,
+)
 
 Layers = tuple[tuple[tuple[int, int], ...], ...]  # per layer: ((shard, bits), ...) sorted by shard
 MIB = 2**20
@@ -271,6 +285,20 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
     plan = io_plan(profile, n, m, preload_bytes, importance, bitwidths, target_s, slack)
     method = ("STI" if preload_bytes > 0 else "STI-0MB") + ("+slack" if use_slack else "")
     return ShardPlan(**{**plan.__dict__, "method": method})
+
+
+@register("sti_pipeline", PAPER)
+def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                          preload_bytes: float | None = None) -> SchemeResult:
+    """The arena's `sti_pipeline`: STI's planner on the whole model, target = its compute time (bitwidths fill
+    the IO the compute hides), costed by `workbench.schemes.sti.evaluate_planned_pipeline`.
+
+    The preload buffer defaults to the first layer's shards at the lowest bitwidth (Sec. 7.2).
+    """
+    profile = arena_profile(model, cluster, workload)
+    preload = first_layer_preload_bytes(profile) if preload_bytes is None else preload_bytes
+    plan = plan_sti(profile, model.n_layers * profile.t_comp(profile.n_shards), preload)
+    return evaluate_planned_pipeline(model, cluster, workload, plan)
 
 
 # ---- baselines ----------------------------------------------------------------------------------

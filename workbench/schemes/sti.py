@@ -15,9 +15,11 @@ On that profile this module defines Definition 0's accumulated IO budgets and th
 With the preload buffer holding a byte prefix of the layer-ordered shard stream, the pipeline never
 stalls iff every AIB is >= 0 (tests check the equivalence on random plans).
 
-Two arena schemes are registered: ``single_device_streamed`` (the standard layerwise pipeline at the
-workload's weight bits, StdPL-X) and ``sti_pipeline`` (STI's planner on the whole model at the target
-latency = its compute time, with the platform's preload buffer).
+One arena scheme is registered here: ``single_device_streamed`` (the standard layerwise pipeline at the
+workload's weight bits, StdPL-X). ``sti_pipeline`` (STI's planner on the whole model at the target latency
+= its compute time, with the platform's preload buffer) plans, so it is registered one layer up, in
+`workbench.planners.sti`; this module costs the plan it is given (`evaluate_planned_pipeline`) and never
+imports a planner.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
@@ -269,22 +272,44 @@ def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, 
                    note, io_s=float(ios.sum()))
 
 
-@register("sti_pipeline", PAPER)
-def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                          preload_bytes: float | None = None) -> SchemeResult:
-    """STI's planner on the whole model, target = its compute time: bitwidths fill the IO the compute hides.
+class PipelinePlan(Protocol):
+    """What costing a planned pipeline needs of a plan (`workbench.planners.sti.ShardPlan` has it)."""
 
-    The preload buffer defaults to the first layer's shards at the lowest bitwidth: the paper sizes it
-    to "hold shards of the first model layer" (Sec. 7.2), which warms up the pipeline without a stall.
-    """
-    from workbench.planners.sti import plan_sti  # planners sit above schemes
+    preload_bytes: float
+    valid: bool
+    latency_s: float
+    compute_s: float
+    stall_s: float
+    notes: tuple[str, ...]
 
-    device, note = _arena_device(cluster)
+    @property
+    def mean_bits(self) -> float:
+        """Mean bitwidth over the plan's shards."""
+        ...
+
+
+def arena_profile(model: TransformerConfig, cluster: Cluster, workload: Workload) -> LatencyProfile:
+    """STI's profile on the arena's device (device 0) for the workload's phase (a step attends to the cache)."""
+    device, _ = _arena_device(cluster)
     seq, kv = _arena_seq(workload)
-    profile = latency_profile(model, device, seq_len=seq, kv_len=kv)
-    preload = profile.n_shards * profile.bytes_of(profile.bitwidths[0]) if preload_bytes is None else preload_bytes
-    plan = plan_sti(profile, model.n_layers * profile.t_comp(profile.n_shards), preload)
-    memory = plan.preload_bytes + working_buffer_bytes(model, workload) + profile.n_shards * profile.bytes_of(FULL_BITS)
+    return latency_profile(model, device, seq_len=seq, kv_len=kv)
+
+
+def first_layer_preload_bytes(profile: LatencyProfile) -> float:
+    """The default preload buffer: the first layer's shards at the lowest bitwidth (Sec. 7.2 sizes it to
+    "hold shards of the first model layer", which warms up the pipeline without a stall)."""
+    return profile.n_shards * profile.bytes_of(profile.bitwidths[0])
+
+
+def evaluate_planned_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                              plan: PipelinePlan) -> SchemeResult:
+    """STI's pipeline costed for a plan chosen above (the arena's `sti_pipeline` plans in workbench.planners.sti).
+
+    Memory: the preload buffer, the working buffer and one layer's shards at full precision.
+    """
+    device, note = _arena_device(cluster)
+    full_layer = n_shards(model) * shard_record_bytes(shard_weights(model), FULL_BITS, 0)
+    memory = plan.preload_bytes + working_buffer_bytes(model, workload) + full_layer
     notes = "; ".join(x for x in (note, *plan.notes) if x)
     return _result("sti_pipeline", model, device, workload, plan.latency_s, plan.compute_s, plan.stall_s, memory,
                    notes, mean_bits=plan.mean_bits, preload_bytes=plan.preload_bytes, valid=plan.valid)
