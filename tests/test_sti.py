@@ -497,3 +497,21 @@ def test_the_scheme_costs_the_plan_it_is_given_and_the_planner_layer_plans_it():
     registered = load_all()["sti_pipeline"][1](model, cluster, work)
     assert registered == evaluate_planned_pipeline(model, cluster, work, planned)
     assert registered.extra == evaluate_planned_pipeline(model, cluster, work, planned).extra
+
+
+def test_arena_sti_schemes_charge_and_show_the_fixed_layer_costs():
+    from workbench.hardware import load_device
+    from workbench.models import get_model
+    from workbench.network import Link, Topology
+    from workbench.schemes import common
+    from workbench.schemes.base import Cluster, Workload
+    from workbench.schemes.sti import evaluate_single_device_streamed
+
+    dev = load_device("sti_odroid_n2plus_cpu")
+    launched = dev.with_changes(kernel_launch_s=1e-4, layer_overhead_s=1e-3)
+    model, wl = get_model("BERT-base"), Workload("prefill", 128, 128, 32, 32, output_head=False)
+    topo = Topology("switch", 1, Link.from_mbps(1000))
+    a = evaluate_single_device_streamed(model, Cluster((dev,), topo), wl)
+    b = evaluate_single_device_streamed(model, Cluster((launched,), topo), wl)
+    assert b.fixed_s == pytest.approx(model.n_layers * common.fixed_layer_time(launched))
+    assert b.latency_s >= a.latency_s and b.parts_s == pytest.approx(b.latency_s)

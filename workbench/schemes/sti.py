@@ -85,7 +85,8 @@ def layer_flops(model: TransformerConfig, m: int, seq_len: int, kv_len: int | No
 
 
 def layer_exec_time(model: TransformerConfig, device: DeviceSpec, m: int, seq_len: int, kv_len: int | None = None) -> float:
-    """Execution delay of one layer with m shards (no decompression): compute time, at least the floor.
+    """Execution delay of one layer with m shards (no decompression): compute time plus the device's fixed
+    per-layer launches and overhead (`common.fixed_layer_time`), at least the floor.
 
     STI dequantises every shard to fp32 before it computes (Sec. 3.1), so the shared compute dtype is that
     of fp32 operands whatever the stored bitwidth; STI's profile is one rate per layer (no roofline).
@@ -93,7 +94,7 @@ def layer_exec_time(model: TransformerConfig, device: DeviceSpec, m: int, seq_le
     dtype = common.compute_dtype(device, FULL_BITS, FULL_BITS)
     compute = float(common.matmul_time(device, layer_flops(model, m, seq_len, kv_len), dtype,
                                        common.kernel_kind(seq_len)))
-    return max(device_constant(device, "layer_time_floor", 0.0), compute)
+    return max(device_constant(device, "layer_time_floor", 0.0), compute + common.fixed_layer_time(device))
 
 
 def decompress_time(model: TransformerConfig, device: DeviceSpec, m: int) -> float:
@@ -250,9 +251,11 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
         latency, compute = latency + head, compute + head
         memory += common.weight_bytes(model.vocab_size * model.d_model, workload.weight_bits)
     budget = device.memory_bytes if device.memory else float("inf")
-    return SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=latency, compute_s=compute,
-                        io_stall_s=stall, peak_memory_bytes=(memory,), memory_budget_bytes=(budget,),
-                        oom=memory > budget, notes=note, extra=extra)
+    result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=latency, compute_s=compute,
+                          io_stall_s=stall, peak_memory_bytes=(memory,), memory_budget_bytes=(budget,),
+                          oom=memory > budget, notes=note, extra=extra)
+    fixed = model.n_layers * common.fixed_layer_time(device) + (device.kernel_launch_s if head > 0 else 0.0)
+    return result.carve(min(fixed, compute))
 
 
 @register("single_device_streamed", PAPER)
