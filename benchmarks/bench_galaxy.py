@@ -8,9 +8,9 @@ import numpy as np
 from workbench.models import get_model
 from workbench.network import Link, Topology
 from workbench.papers.galaxy import environment, nano_cpu, workload
-from workbench.planners.galaxy import capacity_split, plan, profile
+from workbench.planners.galaxy import capacity_split, evaluate, plan, profile
 from workbench.schemes.base import Cluster
-from workbench.schemes.galaxy import evaluate, tp_memory_bytes
+from workbench.schemes.galaxy import tp_memory_bytes
 
 MODEL = "OPT-XL"
 SEQ_LEN = 284

@@ -19,13 +19,13 @@ from workbench.kernels.galaxy import KERNEL_SCHEMES, expected_collectives, galax
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import parse_collectives
 from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology, bottleneck_bytes
+from workbench.network import Link, Topology, bottleneck_bytes, endpoint_messages
 from workbench.papers import galaxy as G
 from workbench.planners import galaxy as PL
+from workbench.planners.galaxy import evaluate
 from workbench.schemes.base import SCHEMES, Cluster, Workload
 from workbench.schemes.galaxy import (
     Partition,
-    evaluate,
     layer_collectives,
     overlap_timeline,
     tp_memory_bytes,
@@ -120,7 +120,7 @@ def test_all_four_parallel_schemes_are_registered():
         assert SCHEMES[name][0] == "galaxy"
     cluster = G.environment("B", 125)
     r = SCHEMES["galaxy_hmp_overlap"][1](get_model("BERT-L"), cluster, G.workload(284))
-    assert r.latency_s == pytest.approx(r.compute_s + r.comm_link_latency_s + r.comm_bytes_s)
+    assert r.latency_s == pytest.approx(r.compute_s + r.fixed_s + r.serial_s + r.comm_link_latency_s + r.comm_bytes_s)
     assert len(r.peak_memory_bytes) == 3 and not r.oom
 
 
@@ -141,10 +141,13 @@ def test_overlap_hides_communication_but_never_beats_compute():
         fused = evaluate("galaxy_hmp_overlap", m, cluster, wl)
         assert fused.latency_s < plain.latency_s
         assert fused.latency_s >= fused.compute_s > 0
-    # a link with no latency and near-infinite bandwidth: nothing left to hide, the two coincide
-    fast = Cluster(cluster.devices, Topology("switch", 3, Link(1e15, 0.0)))
+    # a link with no latency and near-infinite bandwidth: nothing left to hide, the two coincide (without
+    # fixed costs: with them the tiles' extra launches and the plain schedule's per-phase barriers differ)
+    fast = Cluster(G.environment("F", 125, fixed_scale=0.0).devices, Topology("switch", 3, Link(1e15, 0.0)))
     assert evaluate("galaxy_hmp_overlap", m, fast, wl).latency_s == pytest.approx(
         evaluate("galaxy_hmp", m, fast, wl).latency_s, rel=1e-3)
+    fast = Cluster(cluster.devices, Topology("switch", 3, Link(1e15, 0.0)))  # with fixed costs: never slower
+    assert evaluate("galaxy_hmp_overlap", m, fast, wl).latency_s <= evaluate("galaxy_hmp", m, fast, wl).latency_s
 
 
 def test_overlap_timeline_follows_the_ring():
@@ -190,8 +193,10 @@ def test_fig8_bandwidth_sweep_range():
 
 
 @pytest.mark.xfail(strict=True, reason="known miss: the model's smallest heterogeneous speedup is 1.48x "
-                   "(env D vs SP), the paper's 1.3x; compute is assumed proportional to CPU frequency and the "
-                   "paper has no latency at a second clock to pin a clock-independent share on")
+                   "(env D vs SP; 1.478 before the fixed costs of issue 17, 1.480 after), the paper's 1.3x; compute "
+                   "is assumed proportional to CPU frequency and the paper has no latency at a second clock to pin "
+                   "a clock-independent share on; a network-stack CPU cost would need >= 8 cycles/B, where Table "
+                   "IV's OPT-L env B row allows <= 4 (test_stack_cost_windows_do_not_overlap)")
 def test_fig9_heterogeneous_range():
     low, high = G.speedup_range(G.heterogeneous())
     assert low == pytest.approx(1.3, rel=0.10) and high == pytest.approx(2.5, rel=0.10)
@@ -206,8 +211,11 @@ def test_fig9_upper_end_and_memory_awareness():
 
 
 @pytest.mark.xfail(strict=True, reason="known miss: at 1000 Mbps every ring step hides behind a GEMM tile, so "
-                   "the model scales at ~100 %, not the paper's 81 % / 86 %; even with every ring step exposed "
-                   "and attention not counted it would be 88 % / 94 % (test_weak_scaling_miss_is_not_wire_time...)")
+                   "the model scales at 99.93 % / 99.98 % with the fixed costs of issue 17 (100.00 % before; 98.0 % "
+                   "/ 99.4 % even at 30x the assumed costs), not the paper's 81 % / 86 %; even with every ring step "
+                   "exposed and attention not counted it would be 88 % / 94 % (test_weak_scaling_miss_is_not_wire_"
+                   "time...). Missing: CPU time the network stack takes from the GEMM cores would need 12-22 / "
+                   "16-32 cycles per byte, where Table IV allows <= 4 (test_stack_cost_windows_do_not_overlap)")
 def test_fig10_weak_scaling_efficiency():
     df = G.weak_scaling()
     four = df[df.devices == 4].set_index("model").scaling_efficiency
@@ -222,6 +230,7 @@ def test_weak_scaling_miss_is_not_wire_time_or_attention():
     for name in ("GPT2-L", "OPT-XL"):
         overlap, plain = b.loc[(name, "galaxy_hmp_overlap")], b.loc[(name, "galaxy_hmp")]
         assert overlap.scaling_efficiency == pytest.approx(1.0, abs=0.01)  # every ring step hidden (Sec. III-D)
+        assert overlap.scaling_efficiency < 1.0  # ... but n tiles per GEMM are n launches (issue 17)
         assert plain.scaling_efficiency < overlap.scaling_efficiency  # the ring volume does grow with n ...
         assert plain.time_efficiency < plain.scaling_efficiency  # ... and so does attention
     assert b.loc[("GPT2-L", "galaxy_hmp"), "time_efficiency"] > 0.81 + 0.05  # ... but not enough
@@ -375,3 +384,161 @@ def test_apportion_is_exact_and_deterministic():
     with pytest.raises(WorkbenchError, match="weights"):
         PL.apportion(3, [0.0, 0.0])
     assert math.isclose(PL.apportion(7, [3, 1]).sum(), 7)
+
+
+# ---- fixed costs (issue 17) ------------------------------------------------------------------------
+def _fast(cluster: Cluster, message_overhead_s: float = 0.0) -> Cluster:
+    link = Link(1e15, 0.0, message_overhead_s=message_overhead_s)
+    return Cluster(cluster.devices, Topology("switch", cluster.n, link))
+
+
+def test_nano_presets_carry_fixed_costs_with_provenance():
+    for name in ("jetson_nano_cpu_s", "jetson_nano_cpu_m", "jetson_nano_cpu_l", "jetson_nano_gpu_460", "a100"):
+        d = load_device(name)
+        assert d.kernel_launch_s > 0 and d.layer_overhead_s > 0
+        for key in ("kernel_launch", "layer_overhead"):
+            c = d.provenance[key]
+            assert c.kind in ("assumed", "quoted", "fitted") and c.source
+    # the CPU's dispatch is CPU cycles: it scales with the clock (30,000 cycles)
+    for mode, mhz in (("s", 403), ("m", 825), ("l", 1470)):
+        assert load_device(f"jetson_nano_cpu_{mode}").kernel_launch_s == pytest.approx(30_000 / (mhz * 1e6), rel=1e-3)
+    assert G.environment("B", 125).topology.link.message_overhead_s == G.const("link_message_overhead") > 0
+
+
+def test_every_tile_is_a_launch_on_every_device():
+    """Under the tile overlap each fused GEMM runs as n row tiles, n kernels on each device; splitting a
+    GEMM over devices does not split its launch."""
+    m, wl = get_model("BERT-L").with_changes(n_layers=1), G.workload(96)
+    from workbench.schemes.galaxy import fixed_layer_seconds, layer_launches
+    for n in (2, 3, 4):
+        part = uniform_partition(m, n, 96)
+        assert layer_launches("galaxy_hmp_overlap", m, wl, part).tolist() == [4 * n + 3] * n
+        assert layer_launches("galaxy_hmp", m, wl, part).tolist() == [7] * n
+    cluster = _fast(G.environment("C", 1000))
+    part = uniform_partition(m, 4, 96)
+    launch = 5e-3  # make the launches dominate
+    slow = Cluster(tuple(d.with_changes(kernel_launch_s=launch) for d in cluster.devices), cluster.topology)
+    free = Cluster(tuple(d.with_changes(kernel_launch_s=0.0) for d in cluster.devices), cluster.topology)
+    tl_slow = overlap_timeline(m, slow, wl, part, 1)
+    tl_free = overlap_timeline(m, free, wl, part, 1)
+    assert tl_slow.busy("cpu0") - tl_free.busy("cpu0") == pytest.approx(19 * launch, rel=1e-9)
+    plain_slow, plain_free = (evaluate("galaxy_hmp", m, c, wl, part) for c in (slow, free))
+    assert plain_slow.latency_s - plain_free.latency_s == pytest.approx(7 * launch, rel=1e-6)  # not 7 / 4
+    r = evaluate("galaxy_hmp_overlap", m, slow, wl, part)  # 19 launches > 7: tiling no longer pays, runs unfused
+    assert "runs unfused" in r.notes and r.latency_s == pytest.approx(plain_slow.latency_s)
+    assert r.fixed_s == pytest.approx(plain_slow.fixed_s)
+    assert plain_slow.fixed_s == pytest.approx(float(fixed_layer_seconds("galaxy_hmp", m, slow, wl, part).max()))
+
+
+def test_each_ring_step_is_a_message_with_endpoint_costs():
+    m, wl = get_model("GPT2-L").with_changes(n_layers=1), G.workload(96 * 4)
+    base = _fast(G.environment("C", 1000))
+    o = 2e-3
+    costly = _fast(G.environment("C", 1000), message_overhead_s=o)
+    part = uniform_partition(m, 4, 384)
+    plain = [evaluate("galaxy_hmp", m, c, wl, part) for c in (base, costly)]
+    # 4 ring collectives x 3 steps, each message paid at the endpoints as workbench.network counts them
+    per_layer = sum(float(endpoint_messages("ring", k, 4)) for k, _ in layer_collectives("galaxy_hmp", m, wl))
+    assert per_layer >= 12
+    assert plain[1].comm_link_latency_s - plain[0].comm_link_latency_s == pytest.approx(per_layer * o, rel=1e-9)
+    tl = [overlap_timeline(m, c, wl, part, 1) for c in (base, costly)]
+    sends = tl[1].frame[tl[1].frame.resource == "link0"]
+    one = float(endpoint_messages("star", "broadcast", 2))  # one message: a send and a receive
+    assert len(sends) == 12 and (sends.duration.values - tl[0].frame[tl[0].frame.resource == "link0"].duration.values
+                                 == pytest.approx(one * o))
+    mlm = [evaluate("megatron_tp", m, c, wl) for c in (base, costly)]  # 2 all-reduces x 6 ring steps
+    assert mlm[1].latency_s - mlm[0].latency_s == pytest.approx(2 * float(endpoint_messages("ring", "all_reduce", 4)) * o,
+                                                                rel=1e-9)
+
+
+def test_fixed_and_serial_seconds_are_carved_out_of_compute():
+    m = get_model("GPT2-L")
+    cluster = G.environment("B", 125)
+    for scheme in ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap"):
+        for wl in (G.workload(96), Workload("decode", 64, 64, 16, 32)):  # backbone only; a generation step
+            r = evaluate(scheme, m, cluster, wl)
+            assert r.latency_s == pytest.approx(r.compute_s + r.fixed_s + r.serial_s + r.comm_link_latency_s
+                                                + r.comm_bytes_s)
+            assert r.fixed_s > 0 and r.compute_s > 0
+            # SP runs the next token's logits on the device holding the last token: serial
+            assert (r.serial_s > 0) == (scheme == "sp" and wl.output_head)
+    nano = cluster.devices[0]
+    local = evaluate("local", m, cluster, G.workload(96))
+    assert local.fixed_s == pytest.approx(m.n_layers * (7 * nano.kernel_launch_s + nano.layer_overhead_s))
+
+
+def test_fixed_costs_end_exact_linear_scaling_but_cannot_explain_fig10():
+    """Before issue 17 the 4-device strong scaling was exactly 4.00x and weak scaling 100 %; the launches of
+    n tiles per GEMM and the per-message costs make them sub-linear, but even 30x the assumed fixed costs
+    leave weak scaling at >= 97 %, far above Fig. 10's 81 % / 86 %."""
+    sens = G.fixed_cost_sensitivity((0.0, 1.0, 30.0)).set_index("fixed_scale")
+    assert sens.loc[0.0, "fig11_GPT2-L_reduction"] == pytest.approx(4.0, abs=1e-3)
+    assert sens.loc[0.0, "fig10_GPT2-L_efficiency"] == pytest.approx(1.0, abs=1e-3)
+    for m in ("GPT2-L", "OPT-XL"):
+        assert sens.loc[1.0, f"fig11_{m}_reduction"] < 4.0 - 1e-3
+        assert sens.loc[1.0, f"fig10_{m}_efficiency"] < sens.loc[0.0, f"fig10_{m}_efficiency"]
+        assert sens.loc[30.0, f"fig10_{m}_efficiency"] > 0.97
+    # the smaller model loses more to the fixed costs (its layer is shorter)
+    assert sens.loc[1.0, "fig10_GPT2-L_efficiency"] < sens.loc[1.0, "fig10_OPT-XL_efficiency"]
+
+
+def test_stack_what_if_is_off_by_default_and_costs_the_overlap():
+    df0 = G.weak_scaling()
+    pd.testing.assert_frame_equal(df0, G.weak_scaling(stack_cycles_per_byte=0.0))
+    df8 = G.weak_scaling(stack_cycles_per_byte=G.const("stack_cycles_per_byte"))
+    four = df8[df8.devices == 4].set_index("model").scaling_efficiency
+    assert 0.85 < four["GPT2-L"] < four["OPT-XL"] < 0.97  # 0.90 / 0.95 at the rule of thumb's 8 cycles/B
+    # GPU devices run their GEMMs on the GPU: the stack takes nothing from them
+    gpu = G.environment("A", 500, processor="gpu")
+    assert G.stack_seconds_per_byte(gpu, 8.0) == (0.0, 0.0)
+    assert G.stack_seconds_per_byte(G.environment("A", 500), 8.0) == pytest.approx((8 / 825e6,) * 2)
+    with pytest.raises(WorkbenchError, match="cycles_per_byte"):
+        G.stack_seconds_per_byte(gpu, -1.0)
+
+
+def test_stack_cost_windows_do_not_overlap():
+    """The network-stack costs (cycles/B) that keep the validation rows within tolerance do not overlap:
+    at 4 cycles/B every Table IV row passes but Fig. 10 is still far above 81 % / 86 % and Fig. 9's lower end
+    above 1.3x; at 8 cycles/B (the quoted rule of thumb) Table IV's OPT-L env B row already fails. Both
+    errors move monotonically with the cost (`stack_windows` scans it: Fig. 10 needs >= 12 / >= 16), so no
+    single value explains Fig. 10 without breaking Table IV, and none is fitted (all are validation rows)."""
+    rep = _reported("Table IV").set_index(["model", "setting", "quantity"])
+    for cycles, table4_ok in ((4.0, True), (8.0, False)):
+        mod = G.speedup_rows("Table IV", G.table4(stack_cycles_per_byte=cycles)).set_index(["model", "setting", "quantity"])
+        joined = rep.join(mod, rsuffix="_m", how="inner")
+        within = ((joined.value_m - joined.value).abs() / joined.value <= joined.tolerance + 1e-12)
+        assert bool(within.all()) == table4_ok, joined.assign(within=within)
+        if table4_ok:
+            w = G.weak_scaling(stack_cycles_per_byte=cycles)
+            four = w[w.devices == 4].set_index("model").scaling_efficiency
+            assert four["GPT2-L"] > 0.81 + 0.05 and four["OPT-XL"] > 0.86 + 0.05
+            low, _ = G.speedup_range(G.heterogeneous(stack_cycles_per_byte=cycles))
+            assert low > 1.3 * 1.1
+        else:
+            assert not within[("OPT-L", "env=A,125Mbps,S=284", "speedup_over_mlm")] or \
+                not within[("OPT-L", "env=B,125Mbps,S=284", "speedup_over_mlm")]
+
+
+def test_pattern_checks_of_the_scaling_claims():
+    checks = G.pattern_checks()
+    assert len(checks) == 12 and checks.holds.all(), checks
+    # Fig. 10's order (GPT2-L below OPT-XL) holds, but only by launches: 0.05 points, not the paper's 5
+    gap = checks[checks.claim.str.contains("scales less well")].modelled.iloc[0]
+    assert 0 < gap < 0.005
+
+
+def test_schemes_do_not_import_planners():
+    """Layers flow schemes -> planners: the Galaxy scheme module takes its plan; the planning evaluators the
+    arena registers live in workbench.planners.galaxy."""
+    import ast
+    import inspect
+
+    import workbench.schemes.galaxy as S
+
+    tree = ast.parse(inspect.getsource(S))
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
+        [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [i for i in imported if i and i.startswith("workbench.planners")]
+    assert SCHEMES["galaxy_hmp_overlap"][1] is PL.evaluate_galaxy_hmp_overlap
+    with pytest.raises(WorkbenchError, match="needs its partition"):
+        S.evaluate("galaxy_hmp", get_model("BERT-L"), G.environment("A", 125), G.workload(284))

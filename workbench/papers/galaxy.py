@@ -21,9 +21,10 @@ from workbench.fidelity import load_reported, reported_value
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
+from workbench.planners.galaxy import evaluate, planned_partition
 from workbench.results import RESULT_COLUMNS
 from workbench.schemes.base import Cluster, SchemeResult, Workload
-from workbench.schemes.galaxy import evaluate, latency_or_nan, overlap_timeline
+from workbench.schemes.galaxy import latency_or_nan, overlap_timeline
 
 PAPER = "galaxy"
 MODELS = ("DistilBERT", "BERT-L", "GPT2-L", "OPT-L", "OPT-XL")
@@ -49,16 +50,19 @@ def const(name: str):
     return constants()[name].value
 
 
-def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_share: float = 0.0) -> DeviceSpec:
+def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_share: float = 0.0,
+             fixed_scale: float = 1.0) -> DeviceSpec:
     """A Jetson Nano CPU at the Nano-S/M/L frequency; `budget_bytes` replaces its memory capacity.
 
     `clock_independent_share` (what-if, default 0 = the model): the share x of Nano-M's GEMM time that does
     not scale with the CPU clock (e.g. DRAM stalls), so a GEMM at clock f takes x + (1 - x) * 825 MHz / f of
     its Nano-M time. The paper gives no measurement at a second clock, so the model keeps x = 0 (GEMM
     throughput proportional to the clock, the efficiency fitted at 825 MHz); `clock_share_sensitivity` shows
-    what x would do to Fig. 9.
+    what x would do to Fig. 9. `fixed_scale` (what-if, default 1 = the model) multiplies the preset's
+    per-kernel launch and per-layer framework time (both assumed: `fixed_cost_sensitivity`).
     """
     require_choice("Nano mode", mode, ("S", "M", "L"))
+    _require_scale(fixed_scale)
     if not isinstance(clock_independent_share, int | float) or not 0 <= clock_independent_share < 1:
         raise WorkbenchError(f"clock_independent_share must be in [0, 1), got {clock_independent_share!r}")
     device = load_device(f"jetson_nano_cpu_{mode.lower()}")
@@ -67,13 +71,28 @@ def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_sha
                             / device.provenance["cpu_frequency"].value)  # 825 MHz / f
         time_ratio = clock_independent_share + (1 - clock_independent_share) * clock_ratio
         device = device.with_changes(efficiency_gemm=device.efficiency_gemm * clock_ratio / time_ratio)
+    device = _scaled_fixed(device, fixed_scale)
     return device if budget_bytes is None else device.with_memory("DRAM", capacity_bytes=float(budget_bytes))
 
 
-def nano_gpu(budget_bytes: float | None = None) -> DeviceSpec:
-    """A Jetson Nano GPU at 460 MHz with the GPU environment's budget."""
+def _require_scale(scale: float) -> None:
+    if not isinstance(scale, int | float) or isinstance(scale, bool) or not 0 <= scale < math.inf:
+        raise WorkbenchError(f"fixed_scale must be a finite number >= 0, got {scale!r}")
+
+
+def _scaled_fixed(device: DeviceSpec, scale: float) -> DeviceSpec:
+    if scale == 1.0:
+        return device
+    return device.with_changes(kernel_launch_s=device.kernel_launch_s * scale,
+                               layer_overhead_s=device.layer_overhead_s * scale)
+
+
+def nano_gpu(budget_bytes: float | None = None, fixed_scale: float = 1.0) -> DeviceSpec:
+    """A Jetson Nano GPU at 460 MHz with the GPU environment's budget (`fixed_scale`: as `nano_cpu`)."""
+    _require_scale(fixed_scale)
     budget = const("budget_gpu") if budget_bytes is None else budget_bytes
-    return load_device("jetson_nano_gpu_460").with_memory("DRAM", capacity_bytes=float(budget))
+    device = _scaled_fixed(load_device("jetson_nano_gpu_460"), fixed_scale)
+    return device.with_memory("DRAM", capacity_bytes=float(budget))
 
 
 def budget(env: str, mode: str) -> float:
@@ -84,9 +103,10 @@ def budget(env: str, mode: str) -> float:
 
 
 def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices: int | None = None,
-                clock_independent_share: float = 0.0) -> Cluster:
+                clock_independent_share: float = 0.0, fixed_scale: float = 1.0) -> Cluster:
     """Table III's environment `env` on a switch at `bandwidth_mbps`; `devices` resizes a homogeneous one
-    (`clock_independent_share`: the what-if of `nano_cpu`)."""
+    (`clock_independent_share`: the what-if of `nano_cpu`). Each message pays `link_message_overhead` at
+    both endpoints; `fixed_scale` (what-if) multiplies it and the devices' launch and layer times."""
     require_choice("environment", env, ENVIRONMENTS)
     require_choice("processor", processor, PROCESSORS)
     require_positive("bandwidth_mbps", bandwidth_mbps)
@@ -99,10 +119,11 @@ def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices
     if processor == "gpu":
         if env not in HOMOGENEOUS:
             raise WorkbenchError(f"the GPU environment is homogeneous (A, B, C); got environment {env!r}")
-        nodes = tuple(nano_gpu() for _ in modes)
+        nodes = tuple(nano_gpu(fixed_scale=fixed_scale) for _ in modes)
     else:
-        nodes = tuple(nano_cpu(m, budget(env, m), clock_independent_share) for m in modes)
-    link = Link.from_mbps(bandwidth_mbps, const("link_hop_latency") * 1e3, name="switched Ethernet")
+        nodes = tuple(nano_cpu(m, budget(env, m), clock_independent_share, fixed_scale) for m in modes)
+    link = Link.from_mbps(bandwidth_mbps, const("link_hop_latency") * 1e3, name="switched Ethernet",
+                          message_overhead_s=float(const("link_message_overhead")) * fixed_scale)
     return Cluster(nodes, Topology("switch", len(nodes), link))
 
 
@@ -114,11 +135,27 @@ def workload(seq_len: int, processor: str = "cpu") -> Workload:
                     activation_bits=const(f"activation_bits_{processor}"), output_head=False)
 
 
+def stack_seconds_per_byte(cluster: Cluster, cycles_per_byte: float) -> tuple[float, ...] | None:
+    """What-if: each device's network-stack CPU seconds per byte, `cycles_per_byte` at its CPU clock, for
+    CPU-only devices (their GEMMs run on the cores the stack takes); None (no stack cost) for 0 or GPUs."""
+    if not isinstance(cycles_per_byte, int | float) or isinstance(cycles_per_byte, bool) or not 0 <= cycles_per_byte < math.inf:
+        raise WorkbenchError(f"stack cycles_per_byte must be a finite number >= 0, got {cycles_per_byte!r}")
+    if cycles_per_byte == 0:
+        return None
+    out = []
+    for d in cluster.devices:
+        clock = d.provenance.get("cpu_frequency")
+        out.append(0.0 if clock is None else cycles_per_byte / float(clock.value))
+    return tuple(out)
+
+
 def run_schemes(model: str | TransformerConfig, cluster: Cluster, wl: Workload,
-                schemes=("local",) + PARALLEL) -> dict[str, SchemeResult]:
-    """Every scheme on one (model, cluster, workload)."""
+                schemes=("local",) + PARALLEL, stack_cycles_per_byte: float = 0.0) -> dict[str, SchemeResult]:
+    """Every scheme on one (model, cluster, workload) (`stack_cycles_per_byte`: the what-if of
+    `stack_seconds_per_byte`; 0 = the model)."""
     m = get_model(model)
-    return {s: evaluate(s, m, cluster, wl) for s in schemes}
+    stack = stack_seconds_per_byte(cluster, stack_cycles_per_byte)
+    return {s: evaluate(s, m, cluster, wl, stack_s_per_byte=stack) for s in schemes}
 
 
 # ---- the headline comparison and its breakdown -------------------------------------------------------
@@ -140,15 +177,9 @@ def compare(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor
 def timeline(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
              devices: int | None = None):
     """The overlap timeline of one Galaxy layer (for a Gantt chart) with Algorithm 1's partition."""
-    from workbench.planners.galaxy import capacity_split, plan
-
     cluster = environment(env, bandwidth_mbps, processor, devices)
     m, wl = get_model(model), workload(seq_len, processor)
-    try:
-        part = plan(m, cluster, wl)
-    except WorkbenchError:
-        part = capacity_split(m, cluster, wl)
-    return overlap_timeline(m, cluster, wl, part, 1)
+    return overlap_timeline(m, cluster, wl, planned_partition(m, cluster, wl)[0], 1)
 
 
 # ---- Table I --------------------------------------------------------------------------------------
@@ -181,12 +212,21 @@ def reported_latency(model: str, setting: str) -> float:
     return reported_value(load_reported(), PAPER, "Table I", model, setting, "latency")
 
 
+def _bert_nano_latency(efficiency: float) -> float:
+    return float(table1(nano_efficiency=efficiency).query("model == 'BERT-L' and device == 'Nano-M'")["latency_s"].iloc[0])
+
+
 def fit_nano_cpu_efficiency(reported_s: float | None = None) -> float:
-    """The Nano CPU's GEMM efficiency that reproduces Table I's BERT-L Nano-M latency (compute-bound: 1/t);
-    `reported_s` defaults to that row of data/reported/galaxy.csv."""
+    """The Nano CPU's GEMM efficiency that reproduces Table I's BERT-L Nano-M latency; `reported_s` defaults
+    to that row of data/reported/galaxy.csv. The latency is GEMM time / efficiency + what does not depend on
+    it (launches, layer overhead, memory-bound connective blocks), so it is solved, not scaled."""
+    from scipy.optimize import brentq
+
     reported_s = reported_latency("BERT-L", "Nano-M S=30") if reported_s is None else reported_s
-    t_at_peak = table1(nano_efficiency=1.0).query("model == 'BERT-L' and device == 'Nano-M'")["latency_s"].iloc[0]
-    return float(t_at_peak / reported_s)
+    if _bert_nano_latency(1.0) >= reported_s:
+        raise WorkbenchError(f"BERT-L on a Nano-M takes at least {_bert_nano_latency(1.0):.3g} s at 100 % GEMM "
+                             f"efficiency, more than the reported {reported_s:g} s: nothing to fit")
+    return float(brentq(lambda e: _bert_nano_latency(e) - reported_s, 1e-4, 1.0, xtol=1e-10))
 
 
 def fit_a100_layer_overhead(reported_s: float | None = None) -> float:
@@ -199,10 +239,12 @@ def fit_a100_layer_overhead(reported_s: float | None = None) -> float:
 
 # ---- Table IV, Fig. 8, Fig. 9 -------------------------------------------------------------------------
 def speedups(model: str, env: str, bandwidth_mbps: float, seq_len: int, processor: str = "cpu",
-             devices: int | None = None, clock_independent_share: float = 0.0) -> dict:
-    """Galaxy's speedup over M-LM and SP (NaN where either side runs out of memory) and the OOM flags."""
-    cluster = environment(env, bandwidth_mbps, processor, devices, clock_independent_share)
-    res = run_schemes(model, cluster, workload(seq_len, processor), PARALLEL)
+             devices: int | None = None, clock_independent_share: float = 0.0, fixed_scale: float = 1.0,
+             stack_cycles_per_byte: float = 0.0) -> dict:
+    """Galaxy's speedup over M-LM and SP (NaN where either side runs out of memory) and the OOM flags
+    (the what-if knobs of `environment` and `run_schemes` default to the model)."""
+    cluster = environment(env, bandwidth_mbps, processor, devices, clock_independent_share, fixed_scale)
+    res = run_schemes(model, cluster, workload(seq_len, processor), PARALLEL, stack_cycles_per_byte)
     g = res["galaxy_hmp_overlap"]
     out = {"model": model, "environment": env, "bandwidth_mbps": bandwidth_mbps, "seq_len": seq_len,
            "devices": cluster.n, "galaxy_latency_s": g.latency_s, "galaxy_oom": g.oom,
@@ -217,27 +259,28 @@ def speedups(model: str, env: str, bandwidth_mbps: float, seq_len: int, processo
 
 
 def table4(bandwidth_mbps: float | None = None, seq_len: int | None = None,
-           cells=TABLE4_CELLS) -> pd.DataFrame:
-    """Table IV: Galaxy's speedup over M-LM and SP on the homogeneous environments, with OOM cells."""
+           cells=TABLE4_CELLS, **what_if) -> pd.DataFrame:
+    """Table IV: Galaxy's speedup over M-LM and SP on the homogeneous environments, with OOM cells
+    (`what_if`: `fixed_scale`, `stack_cycles_per_byte` of `speedups`)."""
     bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
     s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s) for m, e in cells])
+    return pd.DataFrame([speedups(m, e, bw, s, **what_if) for m, e in cells])
 
 
-def bandwidth_sweep(bandwidths=None, cells=TABLE4_CELLS, seq_len: int | None = None) -> pd.DataFrame:
-    """Fig. 8: Table IV's cells at several bandwidths."""
+def bandwidth_sweep(bandwidths=None, cells=TABLE4_CELLS, seq_len: int | None = None, **what_if) -> pd.DataFrame:
+    """Fig. 8: Table IV's cells at several bandwidths (`what_if`: as `table4`)."""
     bws = const("bandwidth_sweep") if bandwidths is None else bandwidths
     s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s) for bw in bws for m, e in cells])
+    return pd.DataFrame([speedups(m, e, bw, s, **what_if) for bw in bws for m, e in cells])
 
 
 def heterogeneous(envs=("D", "E", "F"), models=MODELS, bandwidth_mbps: float | None = None,
-                  seq_len: int | None = None, clock_independent_share: float = 0.0) -> pd.DataFrame:
+                  seq_len: int | None = None, clock_independent_share: float = 0.0, **what_if) -> pd.DataFrame:
     """Fig. 9: every model on the heterogeneous environments D, E, F. M-LM and SP split evenly (Sec. IV-C:
     they overlook heterogeneity), so the slowest device is their straggler at every synchronisation."""
     bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
     s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s, clock_independent_share=clock_independent_share)
+    return pd.DataFrame([speedups(m, e, bw, s, clock_independent_share=clock_independent_share, **what_if)
                          for e in envs for m in models])
 
 
@@ -269,7 +312,8 @@ def _one_layer(model: str) -> TransformerConfig:
 
 
 def weak_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, tokens_per_device: int | None = None,
-                 bandwidth_mbps: float | None = None, scheme: str = "galaxy_hmp_overlap") -> pd.DataFrame:
+                 bandwidth_mbps: float | None = None, scheme: str = "galaxy_hmp_overlap", fixed_scale: float = 1.0,
+                 stack_cycles_per_byte: float = 0.0) -> pd.DataFrame:
     """Fig. 10: one layer, 96 tokens per device on 1..4 Nano-M; system FLOPS and the scaling efficiency
     (system FLOPS over n x one device's). `time_efficiency` = T(1) / T(n), the efficiency if FLOPs were
     counted as 2 x params x tokens (attention's growing S^2 work then counts as a loss, not as work)."""
@@ -281,7 +325,8 @@ def weak_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, tokens_per_d
         m = _one_layer(name)
         base = base_s = None
         for n in range(1, max_devices + 1):
-            r = evaluate(scheme, m, environment("C", bw, devices=n), workload(per * n))
+            cluster = environment("C", bw, devices=n, fixed_scale=fixed_scale)
+            r = run_schemes(m, cluster, workload(per * n), (scheme,), stack_cycles_per_byte)[scheme]
             flops = m.block_flops(per * n) / r.latency_s
             base, base_s = (flops, r.latency_s) if n == 1 else (base, base_s)
             rows.append({"model": name, "devices": n, "seq_len": per * n, "latency_s": r.latency_s,
@@ -305,27 +350,139 @@ def weak_scaling_bounds(models=("GPT2-L", "OPT-XL"), devices: int = 4) -> pd.Dat
 
 
 def strong_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, seq_len: int | None = None,
-                   bandwidth_mbps: float | None = None) -> pd.DataFrame:
+                   bandwidth_mbps: float | None = None, fixed_scale: float = 1.0,
+                   stack_cycles_per_byte: float = 0.0) -> pd.DataFrame:
     """Fig. 11: one layer of 384 tokens on 1..4 Nano-M; per-layer latency of every scheme."""
     s = int(const("strong_seq_len")) if seq_len is None else seq_len
     bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
     rows = []
     for name in models:
         m = _one_layer(name)
-        local = evaluate("local", m, environment("C", bw, devices=1), workload(s)).latency_s
+        local = evaluate("local", m, environment("C", bw, devices=1, fixed_scale=fixed_scale), workload(s)).latency_s
         for n in range(1, max_devices + 1):
-            res = run_schemes(m, environment("C", bw, devices=n), workload(s), PARALLEL)
+            res = run_schemes(m, environment("C", bw, devices=n, fixed_scale=fixed_scale), workload(s), PARALLEL,
+                              stack_cycles_per_byte)
             for scheme, r in res.items():
                 rows.append({"model": name, "devices": n, "scheme": scheme, "latency_s": r.latency_s,
                              "reduction_vs_local": local / r.latency_s})
     return pd.DataFrame(rows)
 
 
-def gpu_environment(models=MODELS, bandwidth_mbps: float | None = None, seq_len: int | None = None) -> pd.DataFrame:
+# ---- issue 17: fixed costs, their sensitivity, the network-stack what-if, the text's scaling claims ---------
+def fixed_cost_sensitivity(scales=(0.0, 1.0, 3.0, 10.0), models=("GPT2-L", "OPT-XL")) -> pd.DataFrame:
+    """The assumed fixed costs (per-op dispatch, per-layer framework time, per-message endpoint time) scaled
+    by each factor (1 = the model, 0 = none; efficiency_gemm kept at its stored fit): Fig. 10's 4-device
+    weak-scaling efficiency, Fig. 11's 4-device reduction of Galaxy over Local, Table IV's speedup range,
+    Table I's BERT-L Nano-M latency and the GPU environment's speedup range (its Table V is held out). No
+    paper row pins these constants, so this is how much they could move."""
+    rows = []
+    for k in scales:
+        weak = weak_scaling(models, fixed_scale=k)
+        strong = strong_scaling(models, fixed_scale=k)
+        low, high = speedup_range(table4(fixed_scale=k))
+        s = int(const("seq_len_table1"))
+        bert = evaluate("local", get_model("BERT-L"), _single(nano_cpu("M", const("budget_homogeneous"), fixed_scale=k)),
+                        workload(s)).latency_s
+        gpu_low, gpu_high = speedup_range(gpu_environment(fixed_scale=k))  # Table V is held out: model only
+        row = {"fixed_scale": k, "table4_speedup_min": low, "table4_speedup_max": high, "table1_bert_nano_s": bert,
+               "gpu_speedup_min": gpu_low, "gpu_speedup_max": gpu_high}
+        for m in models:
+            row[f"fig10_{m}_efficiency"] = float(weak[(weak.model == m) & (weak.devices == weak.devices.max())]
+                                                 .scaling_efficiency.iloc[0])
+            row[f"fig11_{m}_reduction"] = float(strong[(strong.model == m) & (strong.devices == strong.devices.max())
+                                                       & (strong.scheme == "galaxy_hmp_overlap")].reduction_vs_local.iloc[0])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _validation_errors(what_if: dict) -> pd.DataFrame:
+    """Relative error and tolerance of every Galaxy validation speedup/efficiency row the network-stack
+    what-if moves (Table IV, Figs. 8-10) under `what_if` (diagnostic: nothing is fitted on these)."""
+    bws = const("bandwidth_sweep")
+    rows = pd.concat([speedup_rows("Table IV", table4(**what_if)),
+                      range_rows("Fig. 8", sweep_setting(bws), bandwidth_sweep(bws, **what_if)),
+                      range_rows("Fig. 9", hetero_setting(const("bandwidth_table4")), heterogeneous(**what_if)),
+                      weak_rows(weak_scaling(**what_if), const("bandwidth_scaling"))])
+    rep = load_reported()
+    rep = rep[(rep.paper == PAPER) & (rep.fitted.fillna("") == "")]  # validation rows only
+    joined = rep.merge(rows, on=["artifact", "model", "setting", "quantity"], suffixes=("_r", "_m"))
+    joined = joined[joined.quantity.str.startswith(("speedup", "weak_scaling"))]
+    joined["relative_error"] = (joined.value_m - joined.value_r) / joined.value_r
+    joined["within"] = joined.relative_error.abs() <= joined.tolerance + 1e-12
+    return joined[["artifact", "model", "setting", "quantity", "value_r", "value_m", "relative_error", "tolerance",
+                   "within"]]
+
+
+def stack_sensitivity(cycles=(0, 4, 8, 12, 16, 20, 24, 32)) -> pd.DataFrame:
+    """What-if: network-stack CPU time on the GEMM cores, `cycles` per byte sent or received at the Nano's
+    clock (the quoted rule of thumb is `stack_cycles_per_byte` = 8). Per value: every validation row it
+    moves (Table IV's speedups, Figs. 8-9's ranges, Fig. 10's efficiencies) with its relative error and
+    whether it is within tolerance. The model keeps 0: see `stack_windows`."""
+    return pd.concat([_validation_errors({"stack_cycles_per_byte": float(c)}).assign(cycles_per_byte=float(c))
+                      for c in cycles], ignore_index=True)
+
+
+def stack_windows(cycles=tuple(range(0, 41, 2)), sensitivity: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per validation row, the stack costs (cycles/B, on the evenly spaced grid `cycles`, or those of a
+    `stack_sensitivity` frame) at which it is within tolerance: the smallest and largest grid value that
+    pass (NaN if none). Whether one value could serve every row is then read off the windows; nothing is
+    fitted (these are validation rows)."""
+    sens = stack_sensitivity(cycles) if sensitivity is None else sensitivity
+    cycles = tuple(sorted(sens.cycles_per_byte.unique()))
+    keys = ["artifact", "model", "setting", "quantity"]
+    rows = []
+    for key, g in sens.groupby(keys, sort=False):
+        ok = g[g.within].cycles_per_byte
+        rows.append(dict(zip(keys, key)) | {"lowest_ok": float(ok.min()) if len(ok) else math.nan,
+                                            "highest_ok": float(ok.max()) if len(ok) else math.nan,
+                                            "contiguous": bool(len(ok) == 0 or len(ok) == 1 + cycles.index(ok.max())
+                                                               - cycles.index(ok.min()))})
+    return pd.DataFrame(rows)
+
+
+def pattern_checks() -> pd.DataFrame:
+    """The text's scaling claims (Sec. IV-B, IV-D), each with the modelled number behind it. Fig. 11's
+    reductions are held out and not used: only its qualitative claims are checked."""
+    weak = weak_scaling()
+    strong = strong_scaling()
+    t4 = table4().set_index(["model", "environment"]).speedup_over_mlm
+    rows = []
+    for m in ("GPT2-L", "OPT-XL"):
+        w = weak[weak.model == m].sort_values("devices")
+        rows.append((f"Fig. 10: {m} system FLOPS grows with every device added (1-4; smallest step ratio)",
+                     float((w.system_flops.values[1:] / w.system_flops.values[:-1]).min()),
+                     bool((np.diff(w.system_flops.values) > 0).all())))
+        g = strong[(strong.model == m) & (strong.scheme == "galaxy_hmp_overlap")].sort_values("devices")
+        rows.append((f"Fig. 11: {m} Galaxy's per-layer latency falls with every device added (1-4; largest "
+                     "step ratio)", float((g.latency_s.values[1:] / g.latency_s.values[:-1]).max()),
+                     bool((np.diff(g.latency_s.values) < 0).all())))
+        four = strong[(strong.model == m) & (strong.devices == strong.devices.max())].set_index("scheme").latency_s
+        rows.append((f"Fig. 11: {m} Galaxy is the fastest scheme on 4 devices (Galaxy / fastest baseline)",
+                     float(four["galaxy_hmp_overlap"] / four.drop("galaxy_hmp_overlap").min()),
+                     bool(four["galaxy_hmp_overlap"] <= four.drop("galaxy_hmp_overlap").min())))
+    eff = weak[weak.devices == weak.devices.max()].set_index("model").scaling_efficiency
+    rows.append(("Fig. 10: GPT2-L scales less well than OPT-XL on 4 devices (81 % vs 86 %; modelled difference)",
+                 float(eff["OPT-XL"] - eff["GPT2-L"]), bool(eff["GPT2-L"] < eff["OPT-XL"])))
+    for m, envs in (("BERT-L", "AB"), ("GPT2-L", "AB"), ("OPT-L", "ABC")):
+        v = [float(t4[(m, e)]) for e in envs]
+        rows.append((f"Sec. IV-B: more devices raise {m}'s speedup over M-LM ({'<'.join(envs)}; smallest step)",
+                     float(np.diff(v).min()), bool((np.diff(v) > 0).all())))
+    gpu = gpu_environment()
+    gpu_speedups = pd.concat([gpu.speedup_over_mlm, gpu.speedup_over_sp]).dropna()
+    rows.append(("Sec. IV-E: Galaxy outperforms M-LM and SP on two Nano GPUs (every model that fits; smallest "
+                 "speedup)", float(gpu_speedups.min()), bool((gpu_speedups > 1).all())))
+    a = [float(t4[(m, "A")]) for m in ("DistilBERT", "BERT-L", "GPT2-L", "OPT-L")]
+    rows.append(("Sec. IV-B: larger models gain less over M-LM (env A, DistilBERT > BERT-L > GPT2-L > OPT-L; "
+                 "largest step)", float(np.diff(a).max()), bool((np.diff(a) < 0).all())))
+    return pd.DataFrame(rows, columns=["claim", "modelled", "holds"])
+
+
+def gpu_environment(models=MODELS, bandwidth_mbps: float | None = None, seq_len: int | None = None,
+                    fixed_scale: float = 1.0) -> pd.DataFrame:
     """Sec. IV-E: two Nano GPUs at 460 MHz on 500 Mbps (environment A)."""
     bw = const("bandwidth_gpu") if bandwidth_mbps is None else bandwidth_mbps
     s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, "A", bw, s, processor="gpu") for m in models])
+    return pd.DataFrame([speedups(m, "A", bw, s, processor="gpu", fixed_scale=fixed_scale) for m in models])
 
 
 # ---- result rows (keys match data/reported/galaxy.csv) ---------------------------------------------------

@@ -8,6 +8,11 @@ the candidate list. Devices still over budget -> `InfeasibleError` naming the de
 
 `exact_plan` solves Eq. 5 (min max-MHA + max-MLP latency s.t. memory) exactly as a MILP with HiGHS;
 `exhaustive_plan` enumerates every split (tiny instances only) and checks the MILP.
+
+The planning evaluators live here, a layer above the schemes: `galaxy_hmp` and `galaxy_hmp_overlap`
+(registered with the arena) plan with Algorithm 1 and hand the plan to the scheme evaluators of
+`workbench.schemes.galaxy`, which take it (schemes never import planners). If Algorithm 1 fails, they
+cost the capacity split and report the planner's message (and the overflow) as out of memory.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import numpy as np
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_int
 from workbench.models import TransformerConfig
-from workbench.schemes.base import Cluster, Workload
+from workbench.schemes import galaxy as schemes
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.galaxy import (
+    PAPER,
     Partition,
     budgets,
     capacity,
@@ -262,3 +269,48 @@ def optimality_gap(model: TransformerConfig, cluster: Cluster, workload: Workloa
         out["exact_feasible"] = False
     out["gap"] = out["heuristic_s"] / out["exact_s"] - 1
     return out
+
+
+# ---- the planning evaluators (what the arena registers for Galaxy) ---------------------------------------
+def planned_partition(model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[Partition, str]:
+    """Algorithm 1's partition and '' ; if the planner fails, the capacity split and its message."""
+    try:
+        return plan(model, cluster, workload), ""
+    except InfeasibleError as exc:
+        return capacity_split(model, cluster, workload), str(exc)
+
+
+def _planned(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+             partition: Partition | None, stack_s_per_byte) -> SchemeResult:
+    failure = ""
+    if partition is None:
+        if not isinstance(model, TransformerConfig):
+            raise WorkbenchError(f"model must be a TransformerConfig, got {type(model).__name__}")
+        partition, failure = planned_partition(model, cluster, workload)
+    return schemes.EVALUATORS[scheme](model, cluster, workload, partition, failure, stack_s_per_byte=stack_s_per_byte)
+
+
+@register("galaxy_hmp", PAPER)
+def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                        partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+    """Galaxy's HMP without overlap on Algorithm 1's partition (or the one given)."""
+    return _planned("galaxy_hmp", model, cluster, workload, partition, stack_s_per_byte)
+
+
+@register("galaxy_hmp_overlap", PAPER)
+def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                                partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+    """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (or the one given)."""
+    return _planned("galaxy_hmp_overlap", model, cluster, workload, partition, stack_s_per_byte)
+
+
+PLANNING_EVALUATORS = {"galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
+
+
+def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+             partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+    """Any of Galaxy's schemes (`workbench.schemes.galaxy.SCHEMES`); Galaxy's own two plan with Algorithm 1
+    unless given a partition."""
+    if scheme in PLANNING_EVALUATORS:
+        return PLANNING_EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte)
+    return schemes.evaluate(scheme, model, cluster, workload, partition, stack_s_per_byte)

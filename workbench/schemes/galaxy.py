@@ -25,7 +25,20 @@ weights. Latency covers the Transformer layers (the backbone) and, in a generati
 device, SP on the device holding the last token, the TP schemes split by vocabulary rows like the
 embeddings they hold. Galaxy itself times classifiers (QNLI), so its experiments set
 `output_head=False` (`workbench.papers.galaxy.workload`).
-The Galaxy evaluators plan with Algorithm 1 (`workbench.planners.galaxy`) unless given a partition.
+
+Fixed costs (issue 17): every kernel a device launches pays the device's `kernel_launch_s`
+(`common.roofline_time`), so each tile of the overlap is a launch on every device (n tiles of each fused
+GEMM instead of one) and splitting a GEMM over devices does not split its launch; each layer pays the
+device's `layer_overhead_s`; each message (a ring step, a collective's send and receive) pays the link's
+`message_overhead_s` at both endpoints. `SchemeResult.fixed_s` shows the launches and layer overheads of
+the device with the most of them (carved out of compute); `serial_s` the work on one device only (SP's
+output head). What-if (default 0, not part of the model): `stack_s_per_byte`, per device, the CPU seconds
+its network stack spends per byte it sends or receives - on a CPU-only device they are taken from the
+GEMM tile that runs meanwhile, and a blocking collective cannot move bytes faster than the stack handles
+them (`workbench.papers.galaxy.stack_sensitivity`).
+
+The Galaxy evaluators here take their partition (the plan); Algorithm 1 and the planning evaluators the
+arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workbench.planners.galaxy`.
 """
 
 from __future__ import annotations
@@ -36,10 +49,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.network import collective_latency, point_to_point
+from workbench.network import collective_cost, collective_latency, point_to_point
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
@@ -247,17 +260,34 @@ def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload)
     raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
 
 
-def _collective(cluster: Cluster, kind: str, message_bytes: float) -> tuple[float, float]:
-    """(link-latency seconds, bytes seconds) of one ring collective over the cluster."""
+def _stack(cluster: Cluster, stack_s_per_byte) -> np.ndarray:
+    """Per-device network-stack CPU seconds per byte (the what-if; zeros when not given)."""
+    if stack_s_per_byte is None:
+        return np.zeros(cluster.n)
+    values = np.broadcast_to(np.asarray(stack_s_per_byte, dtype=float), (cluster.n,))
+    if np.any(~np.isfinite(values)) or np.any(values < 0):
+        raise WorkbenchError(f"stack_s_per_byte must be finite and >= 0 s/B per device, got {stack_s_per_byte!r}")
+    return values.astype(float)
+
+
+def _collective(cluster: Cluster, kind: str, message_bytes: float, stack_s_per_byte=None) -> tuple[float, float]:
+    """(per-message seconds, bytes seconds) of one ring collective over the cluster: the wire hops plus the
+    link's `message_overhead_s` at both endpoints of every ring step, and the busiest link's bytes at the
+    bandwidth - or at the slowest endpoint's network stack, if that handles bytes slower (the what-if)."""
     topo = cluster.topology
     link, data = collective_latency("ring", kind, cluster.n, message_bytes, topo.link.bandwidth_bytes_per_s,
-                                    topo.link.latency_s, topo.path_hops, breakdown=True)
+                                    topo.link.latency_s, topo.path_hops, breakdown=True,
+                                    message_overhead=topo.link.message_overhead_s)
+    stack = float(np.max(_stack(cluster, stack_s_per_byte)))
+    if stack > 0:
+        busiest = float(collective_cost("ring", kind, cluster.n, message_bytes).busiest_bytes)
+        data = max(float(data), busiest * stack)
     return float(link), float(data)
 
 
 def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-          partition: Partition | None = None) -> tuple[float, float]:
-    """Per-layer (link-latency, bytes) seconds of a scheme's non-overlapped collectives.
+          partition: Partition | None = None, stack_s_per_byte=None) -> tuple[float, float]:
+    """Per-layer (per-message, bytes) seconds of a scheme's non-overlapped collectives.
 
     With a `partition` (HMP, SP), each reduce-scatter / all-gather step carries a whole sequence shard,
     so the ring runs at its largest shard: the buffer is padded to n x max(seq) rows (as the kernels pad
@@ -269,7 +299,7 @@ def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Wor
     for kind, message in layer_collectives(scheme, model, workload):
         if partition is not None and kind in ("reduce_scatter", "all_gather"):
             message = cluster.n * max(partition.seq) * width * _act_bytes(workload)
-        parts.append(_collective(cluster, kind, message))
+        parts.append(_collective(cluster, kind, message, stack_s_per_byte))
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
@@ -294,6 +324,26 @@ def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Worklo
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 
+def layer_launches(scheme: str, model: TransformerConfig, workload: Workload, part: Partition) -> np.ndarray:
+    """Kernels each device launches per layer: the four weight GEMMs where it holds heads / columns (under
+    the tile overlap, one per non-empty tile: n tiles each), attention, and the two connective blocks
+    (on its tokens; M-LM replicates them on the whole sequence). Splitting a GEMM does not split these."""
+    heads, cols = np.asarray(part.heads) > 0, np.asarray(part.mlp_cols) > 0
+    tiles = float(sum(1 for t in part.seq if t > 0)) if scheme == "galaxy_hmp_overlap" else 1.0
+    if scheme == "sp":
+        return np.where(np.asarray(part.seq) > 0, 7.0, 0.0)
+    con = 2.0 * (np.ones(part.n) if scheme == "megatron_tp" else (np.asarray(part.seq) > 0))
+    return heads * (2 * tiles + 1) + cols * 2 * tiles + con
+
+
+def fixed_layer_seconds(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+                        part: Partition) -> np.ndarray:
+    """Per device, the size-independent seconds of one layer: its launches x `kernel_launch_s` + its
+    `layer_overhead_s`."""
+    launches = layer_launches(scheme, model, workload, part)
+    return np.array([float(d.launch_time(k)) + layer_overhead(d) for d, k in zip(cluster.devices, launches)])
+
+
 def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens: int) -> tuple[float, float]:
     """(before the K/V all-gather, after it) seconds of one SP layer on `tokens` of the sequence."""
     g = gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
@@ -309,34 +359,50 @@ def _check(model: TransformerConfig, cluster: Cluster, workload: Workload, parti
     if not isinstance(model, TransformerConfig):
         raise WorkbenchError(f"model must be a TransformerConfig, got {type(model).__name__}")
     partition = default if partition is None else partition
+    if not isinstance(partition, Partition):
+        raise WorkbenchError(f"partition must be a Partition, got {type(partition).__name__}")
     if partition.n != cluster.n:
         raise WorkbenchError(f"partition is for {partition.n} devices but the cluster has {cluster.n}")
     return partition.check(model, workload.new_tokens)
 
 
-def _result(scheme, workload, compute, link, data, memory, cluster, notes="", **extra) -> SchemeResult:
+def _result(scheme, workload, compute, link, data, memory, cluster, notes="", fixed=0.0, serial=0.0,
+            **extra) -> SchemeResult:
+    """A SchemeResult with the fixed and serial seconds (counted in `compute`) carved out as components."""
     need = np.asarray(memory, dtype=float)
     message = first_overflow(need, cluster)
-    return SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
-                        compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
-                        peak_memory_bytes=tuple(float(m) for m in need),
-                        memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
-                        notes="; ".join(x for x in (notes, message) if x), extra=extra)
+    result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
+                          compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
+                          peak_memory_bytes=tuple(float(m) for m in need),
+                          memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
+                          notes="; ".join(x for x in (notes, message) if x), extra=extra)
+    serial = min(float(serial), compute)
+    return result.carve(min(float(fixed), compute - serial), serial)
 
 
 @register("local", PAPER)
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
-    `common.step_time` (the LM head when the workload includes it)."""
+    `common.step_time` (the LM head when the workload includes it). Fixed: 7 launches + the layer overhead
+    per layer (and the head's launch)."""
     one = Cluster(cluster.devices[:1], type(cluster.topology)(cluster.topology.kind, 1, cluster.topology.link))
-    compute = common.step_time(model, one.devices[0], workload)
+    device = one.devices[0]
+    compute = common.step_time(model, device, workload)
+    fixed = common.step_fixed_time(model, device, workload)
     memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
-    return _result("local", workload, compute, 0.0, 0.0, memory, one)
+    return _result("local", workload, compute, 0.0, 0.0, memory, one, fixed=fixed)
+
+
+def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> float:
+    """The output head's launch (one kernel on each device that computes a share of it)."""
+    if not (workload.output_head and model.is_decoder):
+        return 0.0
+    return max(float(d.launch_time(1)) for d in cluster.devices)
 
 
 @register("megatron_tp", PAPER)
 def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                         partition: Partition | None = None) -> SchemeResult:
+                         partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
     """Megatron-LM TP: equal heads/columns, replicated connective ops, two ring all-reduces per layer."""
     s = workload.new_tokens
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, s))
@@ -344,30 +410,35 @@ def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: W
     t = hmp_block_times(model, cluster, workload, full)
     per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("megatron_tp", model, cluster, workload)
+    link, data = _comm("megatron_tp", model, cluster, workload, stack_s_per_byte=stack_s_per_byte)
     L = model.n_layers
     head, head_link, head_data = head_cost("megatron_tp", model, cluster, workload)
+    fixed = L * float(np.max(fixed_layer_seconds("megatron_tp", model, cluster, workload, part))) \
+        + _head_fixed(model, cluster, workload)
     return _result("megatron_tp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   tp_memory_bytes(model, workload, full), cluster, partition=part)
+                   tp_memory_bytes(model, workload, full), cluster, fixed=fixed, partition=part)
 
 
 @register("sp", PAPER)
 def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                partition: Partition | None = None) -> SchemeResult:
-    """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer."""
+                partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+    """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer;
+    the next token's logits on the device holding the last token (serial)."""
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
     phases = [sp_layer_compute(model, d, workload, s) for d, s in zip(cluster.devices, part.seq)]
     compute = max(p[0] for p in phases) + max(p[1] for p in phases)
-    link, data = _comm("sp", model, cluster, workload, part)
+    link, data = _comm("sp", model, cluster, workload, part, stack_s_per_byte)
     L = model.n_layers
     head = head_cost("sp", model, cluster, workload)[0]
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
     notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
-    return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, partition=part)
+    fixed = L * float(np.max(fixed_layer_seconds("sp", model, cluster, workload, part)))
+    return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, fixed=fixed,
+                   serial=head, partition=part)
 
 
 def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
-    """(compute, link-latency, bytes) seconds of a decoder's next-token logits for the parallel schemes
+    """(compute, per-message, bytes) seconds of a decoder's next-token logits for the parallel schemes
     (0s for an encoder or a backbone-only workload; Local gets its head from `common.step_time`). SP: on
     the device holding the last token; M-LM and HMP: each device computes 1/n of the vocabulary (it holds
     1/n of the embeddings, `tp_memory_bytes`) and the n partial (max logit, index) pairs are all-gathered;
@@ -386,68 +457,74 @@ def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload:
     return compute, sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
-def _galaxy_partition(model, cluster, workload, partition) -> tuple[Partition, str]:
-    """The given partition, or Algorithm 1's; if the planner fails, the capacity split and its message."""
-    if partition is not None:
-        return _check(model, cluster, workload, partition, partition), ""
-    from workbench.planners.galaxy import capacity_split, plan  # planners sit above schemes
-
-    try:
-        return plan(model, cluster, workload), ""
-    except InfeasibleError as exc:
-        return capacity_split(model, cluster, workload), str(exc)
+def _require_plan(scheme: str, partition) -> None:
+    if partition is None:
+        raise WorkbenchError(f"{scheme} needs its partition (the plan); workbench.planners.galaxy.evaluate plans "
+                             f"it with Algorithm 1")
 
 
-@register("galaxy_hmp", PAPER)
-def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                        partition: Partition | None = None) -> SchemeResult:
-    """Galaxy's hybrid model parallelism without overlap: per layer 2 ring RS + 2 ring AG as barriers."""
-    part, failure = _galaxy_partition(model, cluster, workload, partition)
+def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload, partition: Partition,
+                        notes: str = "", stack_s_per_byte=None) -> SchemeResult:
+    """Galaxy's hybrid model parallelism on a given partition, without overlap: per layer 2 ring RS + 2 ring
+    AG as barriers."""
+    _require_plan("galaxy_hmp", partition)
+    part = _check(model, cluster, workload, partition, partition)
     t = hmp_block_times(model, cluster, workload, part)
     per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("galaxy_hmp", model, cluster, workload, part)
+    link, data = _comm("galaxy_hmp", model, cluster, workload, part, stack_s_per_byte)
     L = model.n_layers
     head, head_link, head_data = head_cost("galaxy_hmp", model, cluster, workload)
     memory = tp_memory_bytes(model, workload, part)
+    fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp", model, cluster, workload, part))) \
+        + _head_fixed(model, cluster, workload)
     return _result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   memory, cluster, failure, partition=part)
+                   memory, cluster, notes, fixed=fixed, partition=part)
 
 
 # ---- the tile-based overlap as a timeline ---------------------------------------------------------
 def _ring_step_s(cluster: Cluster, n_bytes: float) -> float:
-    """Seconds of one ring step: `n_bytes` from a device to its successor."""
+    """Seconds of one ring step: `n_bytes` from a device to its successor, one message (the link's
+    per-message software time at the sending and at the receiving endpoint, the wire hops, the bytes)."""
     topo = cluster.topology
-    return float(point_to_point(n_bytes, topo.link.bandwidth_bytes_per_s, topo.link.latency_s, topo.path_hops))
+    return float(point_to_point(n_bytes, topo.link.bandwidth_bytes_per_s, topo.link.latency_s, topo.path_hops,
+                                topo.link.message_overhead_s))
 
 
 def _ag_gemm_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float], cluster: Cluster,
-                   ready: Sequence[str]) -> list[Task]:
+                   ready: Sequence[str], stack: np.ndarray) -> list[Task]:
     """Ring all-gather fused with a GEMM (Sec. III-D1, Fig. 6): at step k device i multiplies the chunk
     of device i-k while forwarding it to device i+1 (no send at the last step). `gemm_s[i, j]` = seconds
-    on device i for chunk j; `ready[i]` = the task after which device i's own chunk exists."""
+    on device i for chunk j; `ready[i]` = the task after which device i's own chunk exists; `stack[i]` =
+    device i's network-stack seconds per byte, taken from the tile it computes while sending and receiving."""
     n, tasks = cluster.n, []
     for k in range(n):
         for i in range(n):
             j = (i - k) % n
             deps = ((ready[i],) if ready[i] else ()) if k == 0 else (f"{tag}.s{(i - 1) % n}.{k - 1}",)
+            stolen = 0.0
             if k < n - 1:
                 tasks.append(Task(f"{tag}.s{i}.{k}", f"link{i}", _ring_step_s(cluster, chunk_bytes[j]), deps,
                                   kind="communication", device=str(i)))
-            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, j]), deps, device=str(i)))
+                stolen = stack[i] * max(chunk_bytes[j], chunk_bytes[(j - 1) % n])
+            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, j]) + stolen, deps, device=str(i)))
     return tasks
 
 
 def _gemm_rs_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float],
-                   cluster: Cluster) -> tuple[list[Task], list[tuple[str, ...]]]:
+                   cluster: Cluster, stack: np.ndarray) -> tuple[list[Task], list[tuple[str, ...]]]:
     """A GEMM fused with a ring reduce-scatter (Sec. III-D2, Fig. 7): at step k device i computes its
     partial of chunk r = i-1-k, adds the partial received from device i-1 and forwards the sum; at
-    k = n-1 the chunk is its own, fully reduced. Returns the tasks and what each device's result waits on."""
+    k = n-1 the chunk is its own, fully reduced. The send of step k-1 overlaps the tile of step k (which
+    pays the stack's seconds of that send and receive). Returns the tasks and what each device's result
+    waits on."""
     n, tasks = cluster.n, []
     for k in range(n):
         for i in range(n):
             r = (i - 1 - k) % n
-            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, r]), device=str(i)))
+            prev = (r + 1) % n  # the chunk sent (and received) in the step before
+            stolen = stack[i] * max(chunk_bytes[prev], chunk_bytes[r]) if k > 0 else 0.0
+            tasks.append(Task(f"{tag}.c{i}.{k}", f"cpu{i}", float(gemm_s[i, r]) + stolen, device=str(i)))
             if k < n - 1:
                 recv = () if k == 0 else (f"{tag}.s{(i - 1) % n}.{k - 1}",)
                 tasks.append(Task(f"{tag}.s{i}.{k}", f"link{i}", _ring_step_s(cluster, chunk_bytes[r]),
@@ -457,7 +534,8 @@ def _gemm_rs_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float],
 
 
 def tile_times(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition) -> dict[str, np.ndarray]:
-    """Seconds of each fused GEMM's tiles: `[gemm][i, j]` = device i on the rows of device j's chunk."""
+    """Seconds of each fused GEMM's tiles: `[gemm][i, j]` = device i on the rows of device j's chunk. Each
+    non-empty tile is its own kernel, so it pays the device's launch (`common.roofline_time`)."""
     out = {k: np.zeros((cluster.n, cluster.n)) for k in ("qkv", "out", "ffn1", "ffn2")}
     for i, (d, a, b) in enumerate(zip(cluster.devices, part.heads, part.mlp_cols)):
         tiles = gemm_times(model, d, workload, a, b, np.asarray(part.seq, dtype=float))
@@ -467,76 +545,86 @@ def tile_times(model: TransformerConfig, cluster: Cluster, workload: Workload, p
 
 
 def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
-                     n_layers: int = SIMULATED_LAYERS) -> Timeline:
+                     n_layers: int = SIMULATED_LAYERS, stack_s_per_byte=None) -> Timeline:
     """Tiles of `n_layers` HMP layers with every AG/RS ring step fused into a GEMM, on per-device
     compute (`cpu{i}`) and egress-link (`link{i}`) resources."""
     n = cluster.n
     t = hmp_block_times(model, cluster, workload, part)
     tiles = tile_times(model, cluster, workload, part)
     chunk_bytes = [float(s * model.d_model * _act_bytes(workload)) for s in part.seq]
+    stack = _stack(cluster, stack_s_per_byte)
     tasks: list[Task] = []
     ready = [""] * n
     for layer in range(n_layers):
         p = f"L{layer}"
         tasks += [Task(f"{p}.overhead{i}", f"cpu{i}", float(t["overhead"][i]), device=str(i)) for i in range(n)]
-        tasks += _ag_gemm_tasks(f"{p}.qkv", tiles["qkv"], chunk_bytes, cluster, ready)
+        tasks += _ag_gemm_tasks(f"{p}.qkv", tiles["qkv"], chunk_bytes, cluster, ready, stack)
         tasks += [Task(f"{p}.attn{i}", f"cpu{i}", float(t["attn"][i]), device=str(i)) for i in range(n)]
-        rs, done = _gemm_rs_tasks(f"{p}.out", tiles["out"], chunk_bytes, cluster)
+        rs, done = _gemm_rs_tasks(f"{p}.out", tiles["out"], chunk_bytes, cluster, stack)
         tasks += rs + [Task(f"{p}.con1.{i}", f"cpu{i}", float(t["con"][i]), done[i], device=str(i)) for i in range(n)]
-        tasks += _ag_gemm_tasks(f"{p}.ffn1", tiles["ffn1"], chunk_bytes, cluster, [f"{p}.con1.{i}" for i in range(n)])
-        rs, done = _gemm_rs_tasks(f"{p}.ffn2", tiles["ffn2"], chunk_bytes, cluster)
+        tasks += _ag_gemm_tasks(f"{p}.ffn1", tiles["ffn1"], chunk_bytes, cluster, [f"{p}.con1.{i}" for i in range(n)],
+                                stack)
+        rs, done = _gemm_rs_tasks(f"{p}.ffn2", tiles["ffn2"], chunk_bytes, cluster, stack)
         tasks += rs + [Task(f"{p}.con2.{i}", f"cpu{i}", float(t["con"][i]), done[i], device=str(i)) for i in range(n)]
         ready = [f"{p}.con2.{i}" for i in range(n)]
     return schedule(tasks)
 
 
-@register("galaxy_hmp_overlap", PAPER)
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                                partition: Partition | None = None) -> SchemeResult:
-    """Galaxy with the tile-based AG/RS overlap; per-layer time from a one- and a two-layer timeline.
+                                partition: Partition, notes: str = "", stack_s_per_byte=None) -> SchemeResult:
+    """Galaxy with the tile-based AG/RS overlap on a given partition; per-layer time from a one- and a
+    two-layer timeline.
 
     Fusing is a choice of the runtime: where the tiled schedule would be slower than the plain HMP
-    schedule of the same partition (e.g. memory-bound GEMMs whose row tiles each re-read the weights),
-    it runs unfused, so the overlap is never slower than `galaxy_hmp` on the same partition.
+    schedule of the same partition (e.g. memory-bound GEMMs whose row tiles each re-read the weights, or
+    n launches per GEMM instead of one), it runs unfused, so the overlap is never slower than `galaxy_hmp`
+    on the same partition.
     """
-    part, failure = _galaxy_partition(model, cluster, workload, partition)
+    _require_plan("galaxy_hmp_overlap", partition)
+    part = _check(model, cluster, workload, partition, partition)
     L = model.n_layers
-    one = overlap_timeline(model, cluster, workload, part, 1).makespan
-    total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2).makespan - one) if L > 1 else one
+    one = overlap_timeline(model, cluster, workload, part, 1, stack_s_per_byte).makespan
+    total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2, stack_s_per_byte).makespan
+                             - one) if L > 1 else one
     head, head_link, head_data = head_cost("galaxy_hmp_overlap", model, cluster, workload)  # after the layers
     total += head + head_link + head_data
-    unfused = evaluate_galaxy_hmp(model, cluster, workload, part)
+    unfused = evaluate_galaxy_hmp(model, cluster, workload, part, stack_s_per_byte=stack_s_per_byte)
     memory = tp_memory_bytes(model, workload, part)
     if total > unfused.latency_s:
-        notes = "; ".join(x for x in (failure, "tile fusion would be slower than the plain HMP schedule here: "
-                                               "runs unfused") if x)
-        return _result("galaxy_hmp_overlap", workload, unfused.compute_s, unfused.comm_link_latency_s,
-                       unfused.comm_bytes_s, memory, cluster, notes, partition=part, hidden_comm_s=0.0,
+        notes = "; ".join(x for x in (notes, "tile fusion would be slower than the plain HMP schedule here: "
+                                             "runs unfused") if x)
+        return _result("galaxy_hmp_overlap", workload, unfused.compute_s + unfused.fixed_s + unfused.serial_s,
+                       unfused.comm_link_latency_s, unfused.comm_bytes_s, memory, cluster, notes,
+                       fixed=unfused.fixed_s, serial=unfused.serial_s, partition=part, hidden_comm_s=0.0,
                        fused_latency_s=total)
     busy = tile_times(model, cluster, workload, part)
     t = hmp_block_times(model, cluster, workload, part)
     per_device = sum(busy[k].sum(axis=1) for k in busy) + t["attn"] + 2 * t["con"] + t["overhead"]
     compute = min(L * float(np.max(per_device)), total - head_link - head_data - head) + head
-    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)  # exposed time split in these proportions
+    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload, stack_s_per_byte=stack_s_per_byte)
     exposed = total - compute - head_link - head_data
     share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
+    fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp_overlap", model, cluster, workload, part))) \
+        + _head_fixed(model, cluster, workload)
     return _result("galaxy_hmp_overlap", workload, compute, exposed * share + head_link,
-                   exposed * (1 - share) + head_data, memory, cluster, failure, partition=part,
+                   exposed * (1 - share) + head_data, memory, cluster, notes, fixed=fixed, partition=part,
                    hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
 
 
 EVALUATORS = {"local": evaluate_local, "megatron_tp": evaluate_megatron_tp, "sp": evaluate_sp,
               "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
+PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.planners.galaxy)
 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-             partition: Partition | None = None) -> SchemeResult:
-    """Evaluate one of `SCHEMES` (a partition applies to the parallel schemes)."""
+             partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+    """Evaluate one of `SCHEMES` (a partition applies to the parallel schemes; Galaxy's two need one:
+    `workbench.planners.galaxy.evaluate` plans it)."""
     if scheme not in EVALUATORS:
         raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
     if scheme == "local":
         return evaluate_local(model, cluster, workload)
-    return EVALUATORS[scheme](model, cluster, workload, partition)
+    return EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte=stack_s_per_byte)
 
 
 def latency_or_nan(result: SchemeResult) -> float:
