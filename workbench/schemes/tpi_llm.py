@@ -325,7 +325,8 @@ def p2p_time(cluster: Cluster, src: int, dst: int, message_bytes: float) -> floa
     if links is None:
         topo = cluster.topology
         return float(collective_latency("star", "broadcast", 2, message_bytes, topo.link.bandwidth_bytes_per_s,
-                                        topo.link.latency_s, topo.path_hops))
+                                        topo.link.latency_s, topo.path_hops,
+                                        message_overhead=topo.link.message_overhead_s))
     bw, lat = links
     return float(lat[src] + lat[dst] + message_bytes / min(bw[src], bw[dst]))
 
@@ -449,7 +450,8 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         if windowed or (cold and token == 0):
             read = c.device.storage_read_bytes_per_s
             if read is None:
-                raise WorkbenchError(f"device {c.device.name!r} has no storage_read_bandwidth: the loader needs it")
+                raise WorkbenchError(f"device {c.device.name!r} has no storage read rate (storage_read_mb_per_s in a "
+                                     "user TOML, storage_read_bandwidth in a preset): the loader needs it")
             k = len(loaded[c.index])
             load_deps = (loaded[c.index][k - w],) if windowed and k - w >= 0 else ()
             # workers start their loader before the prompt arrives (Alg. 2 line 2), so their first w
