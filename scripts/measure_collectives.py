@@ -2,14 +2,15 @@
 """Re-measure this machine and rewrite data/cluster/ (+ the fitted constants and the CPU preset).
 
     .venv/bin/python scripts/measure_collectives.py                  # everything (about 15-25 min)
+    .venv/bin/python scripts/measure_collectives.py --only micro     # fixed costs + rates, about half a minute
     .venv/bin/python scripts/measure_collectives.py --only micro e2e # some parts
     .venv/bin/python scripts/measure_collectives.py --quick          # a tiny campaign into /tmp (smoke test)
 
 Parts: micro (CPU micro-benchmark -> data/devices/this_machine_cpu.toml), collectives (psum /
 all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
-when root -> data/cluster/collectives.csv, then the fit), fit (only refit alpha/beta from the stored
-CSV -> data/constants/cluster.toml), e2e (TPI-LLM on
-4 processes -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
+when root -> data/cluster/collectives.csv, then the fit), fit (only refit o / L / beta from the stored
+CSV -> data/constants/cluster.toml), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
+-> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
 data/cluster/layers_cpu.csv). The notebook only reads these files; nothing in CI re-measures.
 The machine is shared: results carry the date, the machine and the load average.
 """
@@ -36,6 +37,9 @@ E2E_RUNS = (  # (model, prompt_len, n_new, repeats)
     ("tiny", 8, 8, 3),
     ("TinyLlama-42M", 32, 8, 3),
 )
+E2E_SHAPED_MBIT = (100.0,)  # shaped links of the end-to-end runs (root only; loopback always)
+# 4 processes: TPI-LLM's setting; 2: one process per core on this 2-core machine (no oversubscription)
+E2E_PROCESSES = (4, 2)
 LAYER_POINTS = (  # (model, phase, seq_len, kv_len)
     ("TinyLlama-42M", "prefill", 128, 128), ("TinyLlama-42M", "decode", 1, 128),
     ("Llama 2-7B", "prefill", 32, 32), ("Llama 2-7B", "decode", 1, 128),
@@ -97,36 +101,49 @@ def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_ex
 
 
 def fit_collectives(out: Path, machine: str, date: str) -> None:
-    """Fit alpha and beta per link class on the stored CSV and rewrite data/constants/cluster.toml."""
+    """Fit o, L and beta per link class on the stored CSV and rewrite data/constants/cluster.toml (with the
+    scheduler tick read from this kernel)."""
+    import tomllib
+
     from workbench.cluster.fit import constants_toml, fit_all, fit_constants
+    from workbench.cluster.host import host_model, tick_constant
+    from workbench.hardware import device_from_table
 
     done = pd.read_csv(out / "cluster" / "collectives.csv")
     measured_on = ", ".join(sorted(set(done["date"].astype(str))))
-    fits = fit_all(done)
-    header = ("Per-message latency (alpha) and per-byte cost (beta) per link class, fitted by\n"
-              "workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv.\n"
+    with open(out / "devices" / "this_machine_cpu.toml", "rb") as f:
+        device = device_from_table(tomllib.load(f), "this_machine_cpu.toml")
+    tick = tick_constant(date, machine)
+    fits = fit_all(done, host_model(device, {"scheduler_tick": tick}))
+    header = ("Per-message endpoint software time (o), wire latency (L) and per-byte cost (beta) per link class,\n"
+              "fitted by workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv, and the\n"
+              "kernel's scheduler tick (for the oversubscription wait; not fitted).\n"
               "Calibration on this machine only (shared, 2 cores): not a property of any paper's hardware.")
     consts = fit_constants(fits, "data/cluster/collectives.csv", machine, measured_on)
+    consts["scheduler_tick"] = tick
     write_text_atomic(out / "constants" / "cluster.toml", constants_toml(consts, header))
     log(f"fit:\n{fits.to_string(index=False)}")
 
 
 def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
     from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.netns import LinkShape, shaping_unavailable
 
     rows = []
-    for model, prompt_len, n_new, repeats in (E2E_RUNS[:1] if quick else E2E_RUNS):
-        params = {"model": model, "prompt_len": prompt_len, "n_new": n_new, "repeats": repeats}
-        run = launch(ClusterSpec(4, "tpi_llm", params, timeout_s=1800), announce=log)
-        master = run.rows[run.rows.process == 0]
-        for r in master.itertuples():
-            rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": 4,
-                         "model": r.model, "allreduce": r.allreduce, "prompt_len": r.prompt_len, "n_new": r.n_new,
-                         "repeat": r.repeat, "ttft_s": r.ttft_s, "per_token_s": r.per_token_s,
-                         "tokens": " ".join(map(str, r.tokens)), "matches_reference": bool(r.matches_reference),
-                         "load_1min": os.getloadavg()[0]})
-        log(f"e2e {model}: ttft {master.ttft_s.median():.4f} s, per token {master.per_token_s.median():.4f} s, "
-            f"matches reference: {bool(master.matches_reference.all())}")
+    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
+        for model, prompt_len, n_new, repeats in (E2E_RUNS[:1] if quick else E2E_RUNS):
+            params = {"model": model, "prompt_len": prompt_len, "n_new": n_new, "repeats": repeats}
+            run = launch(ClusterSpec(processes, "tpi_llm", params, shape=shape, timeout_s=1800), announce=log)
+            master = run.rows[run.rows.process == 0]
+            for r in master.itertuples():
+                rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": processes,
+                             "model": r.model, "allreduce": r.allreduce, "prompt_len": r.prompt_len,
+                             "n_new": r.n_new, "repeat": r.repeat, "ttft_s": r.ttft_s, "per_token_s": r.per_token_s,
+                             "tokens": " ".join(map(str, r.tokens)), "matches_reference": bool(r.matches_reference),
+                             "load_1min": os.getloadavg()[0]})
+            log(f"e2e {model} ({processes} processes, {run.link_class}): ttft {master.ttft_s.median():.4f} s, per token "
+                f"{master.per_token_s.median():.4f} s, matches reference: {bool(master.matches_reference.all())}")
     write_csv_atomic(out / "cluster" / "tpi_llm_e2e.csv", pd.DataFrame(rows))
 
 

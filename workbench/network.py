@@ -29,7 +29,8 @@ from workbench.errors import (
     require_positive,
 )
 
-ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh")
+ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh", "gloo_ring",
+              "gloo_halving_doubling")
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce")
 TOPOLOGY_KINDS = ("switch", "gateway_tree", "direct", "ring")
 # Links between two devices on each physical topology (device -> switch -> device = 2, ...).
@@ -190,9 +191,62 @@ def _mesh(c, n, m, fan):
     return np.ones_like(n), table[0], table[1], table[2]
 
 
+GLOO_MAX_SEGMENT_BYTES = 2**20  # gloo/allreduce.h kMaxSegmentSize
+
+
+GLOO_ELEMENT_BYTES = 4  # float32, what the workbench's collectives reduce
+
+
+def gloo_segments_per_rank(n, m):
+    """Non-empty segments per rank of gloo's ring all-reduce (gloo/allreduce.cc): segments of
+    min(ceil(m / 2n), 1 MiB) bytes rounded up to whole elements, their count rounded up to a multiple of n
+    and at least 2n; a segment that lies past the end of a tiny buffer is not sent (so a 4-byte all-reduce
+    sends one segment, not 2n)."""
+    n = np.maximum(np.asarray(n, dtype=float), 1.0)
+    m = np.asarray(m, dtype=float)
+    e = GLOO_ELEMENT_BYTES
+    seg = np.maximum(np.ceil(np.minimum(np.ceil(m / (2 * n)), GLOO_MAX_SEGMENT_BYTES) / e) * e, e)
+    segments = np.ceil(np.maximum(np.ceil(m / seg), 2 * n) / n) * n
+    nonempty = np.minimum(segments, np.maximum(np.ceil(m / seg), 1.0))
+    return nonempty / n
+
+
+def _gloo_ring(c, n, m, fan):
+    """gloo's ring as XLA's CPU collectives run it (gloo/allreduce.cc, gloo/allgather.cc). All-reduce: the
+    buffer is cut into n x s segments (s >= 2 per rank, at most 1 MiB each, empty ones past the end of a
+    tiny buffer not sent); reduce-scatter and all-gather
+    each issue (n-1) s sends (each beside a receive) per rank, two in flight (so (n-1) s / 2 wire latencies
+    a phase), the ring's bytes; each send is its own message at the endpoint, so a small all-reduce
+    handles 4(n-1) messages in turn, not the ideal ring's 2(n-1). All-gather: each rank's block goes round
+    the ring in two halves (2(n-1) sends, two in flight). Other collectives: the plain ring."""
+    if c == "all_reduce":
+        k = (n - 1) * gloo_segments_per_rank(n, m)  # sends per rank per phase
+        frac = (n - 1) / n
+        return k, 2 * frac * m, 2 * (n - 1) * m, 2 * k
+    if c == "all_gather":
+        frac = (n - 1) / n
+        return n - 1, frac * m, (n - 1) * m, 2 * (n - 1)
+    return _ring(c, n, m, fan)
+
+
+def _gloo_halving_doubling(c, n, m, fan):
+    """gloo's ReduceScatterHalvingDoubling (what XLA's CPU psum_scatter runs): ceil(log2 n) halving rounds,
+    each a data message and a notification message both ways (2 in turn at each endpoint), then a distribution
+    round in which ranks whose bit-reversed index differs (n >= 4) swap their m/n result slice (data +
+    notification). Non-powers of two are approximated by ceil(log2 n) rounds. Other collectives: gloo's
+    ring (what XLA's CPU backend runs for them)."""
+    if c != "reduce_scatter":
+        return _gloo_ring(c, n, m, fan)
+    k = np.ceil(np.log2(np.maximum(n, 1)) - 1e-12)
+    dist = (n >= 4).astype(float) if isinstance(n, np.ndarray) else float(n >= 4)
+    frac = (n - 1) / n
+    return k + dist, frac * m + dist * m / n, (n - 1) * m + dist * m, 2 * k + 2 * dist
+
+
 # One definition per algorithm: (collective, n, m, fan-in) -> (steps, busiest, injected, endpoint messages).
 _ALGORITHM_COSTS = {"ring": _ring, "tree": _tree, "star": _star, "hierarchical": _tree,
-                    "halving_doubling": _halving_doubling, "mesh": _mesh}
+                    "halving_doubling": _halving_doubling, "mesh": _mesh, "gloo_ring": _gloo_ring,
+                    "gloo_halving_doubling": _gloo_halving_doubling}
 
 
 def collective_cost(algorithm: str, collective: str, n_devices, message_bytes=0.0, depth=None,

@@ -9,6 +9,12 @@
 # **Everything below reads stored measurements** (`data/cluster/`, written by
 # `scripts/measure_collectives.py`): re-running this notebook never re-measures. The numbers describe
 # *this* machine (2 cores shared with other users), not any paper's hardware.
+#
+# The model is the workbench's own, with the fixed costs of issue 17: every collective costed as gloo and
+# XLA really run it (`workbench.network`'s `gloo_ring` and `gloo_halving_doubling`, the TPI-LLM kernel's
+# ppermute star / ring / tree), a per-message endpoint time beside the wire, the measured per-call dispatch,
+# and the scheduler's tick when more processes than cores must act at once. The end-to-end TPI-LLM run is
+# compared with the **arena's** TPI-LLM scheme on this machine's measured preset.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
@@ -34,14 +40,50 @@ for part, run in sorted(info["runs"].items()):
 print("caveat:", info["caveat"])
 
 # %% [markdown]
-# ## 1. Calibration: a per-message latency and a per-byte cost per link class
-# The core's model is `time = traversals x alpha + bottleneck bytes x beta` (`workbench.network`,
-# path_hops = 1, so alpha is the whole per-message cost: syscalls, TCP, the bridge, JAX dispatch).
-# **Fitted rows:** for each link class, alpha and beta are fitted to the *2-process psum* only
-# (gloo runs a ring all-reduce: 2 traversals, m bytes over the busiest link). **Every other point is
-# validation**: 4 and 8 processes, all_gather, psum_scatter and the star all-reduce. The fit is stored
-# in `data/constants/cluster.toml` (kind = fitted, `fitted_on` names the rows); the table below
-# refits from the CSV, and the test suite checks the two agree.
+# ## 0. Fixed costs of this machine (measured)
+# `scripts/measure_collectives.py --only micro` (about half a minute) writes `data/cluster/microbench.csv`
+# and the preset `data/devices/this_machine_cpu.toml`. Besides the GEMM / GEMV / streaming rates it
+# measures the fixed costs the issue asks for: the per-call dispatch of a trivial jitted function
+# (`jit_dispatch`) and of a compiled program (`program_dispatch`, the intercept of the next line), the
+# per-kernel cost inside one compiled program (`kernel_launch`: the slope over K of one jitted program of K
+# dependent 8x8 matmuls, one XLA CPU thunk each), the per-layer time beyond a layer's kernels
+# (`layer_overhead`: the slope over L of L tiny decoder layers in one program, minus 7 launches), numpy's
+# per-op time and `memory_efficiency` (a GEMV over a 256 MiB matrix vs the best read-only rate). The machine
+# is shared and was busy, so each is the minimum over 30 interleaved batches.
+
+# %%
+preset = wb.cpu_preset()
+fixed_names = ["kernel_launch", "layer_overhead", "program_dispatch", "jit_dispatch", "numpy_op",
+               "memory_efficiency", "mem_DRAM_bandwidth", "peak_flops_fp32"]
+fixed = pd.DataFrame([{"constant": k, "value": float(preset.provenance[k].value), "unit": preset.provenance[k].unit,
+                       "kind": preset.provenance[k].kind} for k in fixed_names])
+fixed
+
+# %%
+bench = pd.read_csv(wb.CLUSTER_DIR / "microbench.csv")
+bench[bench.benchmark.isin(["jit_dispatch", "kernel_chain", "tiny_layers", "numpy_op"])][
+    ["benchmark", "size", "seconds"]].assign(microseconds=lambda d: d.seconds * 1e6)
+
+# %% [markdown]
+# Inside one compiled program a kernel costs about a microsecond and a tiny layer a few: the fixed cost on
+# this CPU sits in *calling* a program (tens of microseconds) and, below, in every message a collective
+# hands to gloo.
+
+# %% [markdown]
+# ## 1. Calibration: per-message endpoint time, wire latency and per-byte cost
+# Per call of a program on n processes with m bytes per process (`workbench.cluster.fit.model_time`):
+# dispatch (measured) + endpoint messages x o + steps x L + busiest bytes x beta + the scheduler wait.
+# Steps, messages and bytes come from `workbench.network.collective_cost` for the algorithm the runtime
+# runs: psum = gloo's segmented ring (2 or more segments per rank, so a small all-reduce handles twice the
+# ideal ring's messages), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
+# ReduceScatterHalvingDoubling (log2 n rounds of data + notification, then a distribution round), the
+# ppermute star / ring / tree = the TPI-LLM kernel's collective-permutes.
+# **Fitted rows:** the *2-process psum* of each link class only: on loopback o and beta (no wire: the
+# kernel's loopback path is endpoint software, in o); on a shaped class L and beta with loopback's o
+# (same runtime, same machine). **Every other point is validation.** The statistic is the median over
+# calls (section 3 says why). Stored in `data/constants/cluster.toml` (kind =
+# fitted, `fitted_on` names the rows; `scheduler_tick` = 1 / CONFIG_HZ, read from the kernel, not fitted);
+# the table refits from the CSV and the test suite checks the two agree.
 
 # %%
 fits = wb.fit_table()
@@ -53,13 +95,9 @@ fits
 # TCP and gloo together deliver, not an input.
 
 # %% [markdown]
-# ## 2. Every algorithm and size: measured vs the core's ring / tree / star
-# Each measured program is compared with the core algorithm that describes what the runtime runs
-# (XLA's CPU gloo backend): psum -> ring all-reduce (gloo's RING), all_gather -> ring all-gather,
-# psum_scatter -> gloo's halving-doubling (no core model: the ring's bytes are right, its latency
-# steps are n-1 instead of log2 n, so the ring model is used), star -> star all-reduce,
-# ring_ppermute / tree_ppermute (the TPI-LLM kernel's ppermute versions) -> ring / tree all-reduce.
-# The ring, tree and star predictions of every collective are drawn beside the measurement.
+# ## 2. Every algorithm and size: measured vs the model
+# Black: measured; orange: the workbench model; the core's ring, tree and star with the fitted link alone
+# (per-message o, L, beta; no dispatch, no scheduler) are drawn for reference.
 
 # %%
 comparison = wb.collective_comparison()
@@ -68,35 +106,49 @@ panels = comparison[["link_class", "program"]].drop_duplicates()
 if quick:
     panels = panels.head(2)
 long = long.merge(panels, on=["link_class", "program"])
+series = ["measured", "workbench model", "ring (core, link only)", "tree (core, link only)", "star (core, link only)"]
 chart = alt.Chart(long).mark_line(point=True).encode(
     x=alt.X("message_bytes:Q", scale=alt.Scale(type="log", base=2), title="message (B)"),
     y=alt.Y("latency_s:Q", scale=alt.Scale(type="log"), title="latency (s)"),
-    color=alt.Color("series:N", scale=alt.Scale(domain=["measured", "ring model", "tree model", "star model"],
-                                                range=["black", "#1f77b4", "#2ca02c", "#d62728"])),
+    color=alt.Color("series:N", scale=alt.Scale(domain=series,
+                                                range=["black", "#ff7f0e", "#1f77b4", "#2ca02c", "#d62728"])),
     strokeDash=alt.StrokeDash("processes:O"),
     tooltip=["link_class", "program", "processes", "message_bytes", "series", "latency_s"],
 ).properties(width=200, height=150).facet(row="link_class:N", column="program:N")
 rec.chart(chart, "collectives_measured_vs_model", data=long)
 
 # %%
-table_columns = ["link_class", "processes", "program", "message_bytes", "reps", "median_s", "p25_s", "p75_s",
-                 "pred_ring_s", "pred_tree_s", "pred_star_s", "model_algorithm", "pred_s", "rel_error", "role"]
-comparison[table_columns]
+table_columns = ["link_class", "processes", "program", "message_bytes", "reps", "statistic", "measured_s", "median_s",
+                 "p25_s", "p75_s", "min_s", "dispatch_s", "message_s", "wire_s", "bytes_s", "wait_s", "pred_s",
+                 "model_algorithm", "rel_error", "role"]
+comparison[[c for c in table_columns if c in comparison]]
 
 # %% [markdown]
 # ## 3. How far off is the model, and why
-# The median relative error |predicted - measured| / measured over the **validation points only**
-# (the 2-process psum rows used for the fit are excluded):
+# The median relative error |predicted - measured| / measured over **all validation points** (every size,
+# program and process count; the 2-process psum rows used for the fit are excluded), then the same number
+# for the model before this issue (one alpha per traversal of the ideal algorithm, `legacy_predict`),
+# each refitted on the same calibration rows, on the primary campaign (2026-11-22, load average 1-5; plus
+# the 100 Mbit calibration rows of 2026-11-24) and on a second full campaign measured while other users'
+# test suites kept the load average at 4-17 (`data/cluster/collectives_2026-11-24.csv`):
 
 # %%
 validation = wb.validation_tables(comparison)
 overall = validation["overall"]
-print(f"validation: {int(overall.points[0])} points, median relative error {overall.median_rel_error[0]:.0%}, "
-      f"90th percentile {overall.p90_rel_error[0]:.0%}")
+print(f"validation ({comparison.statistic.iloc[0]}): {int(overall.points[0])} points, median relative error "
+      f"{overall.median_rel_error[0]:.0%}, 90th percentile {overall.p90_rel_error[0]:.0%}, "
+      f"within 20 %: {overall.within_20pct[0]:.0%} of the points")
+before = wb.before_after()
+before
+
+# %%
 validation["by_link"]
 
 # %%
 validation["by_size"]
+
+# %%
+validation["by_program"]
 
 # %%
 gaps = wb.model_gap_table(comparison, cores=int(info["cpu_count"]))
@@ -104,40 +156,61 @@ gaps
 
 # %%
 err = comparison[comparison.role == "validation"].assign(
-    measured_over_predicted=lambda d: d.median_s / d.pred_s)
+    measured_over_predicted=lambda d: d.measured_s / d.pred_s)
 err_chart = alt.Chart(err).mark_point(filled=True).encode(
     x=alt.X("message_bytes:Q", scale=alt.Scale(type="log", base=2), title="message (B)"),
     y=alt.Y("measured_over_predicted:Q", scale=alt.Scale(type="log"), title="measured / predicted"),
-    color="program:N", shape="processes:N", tooltip=table_columns,
+    color="program:N", shape="processes:N", tooltip=[c for c in table_columns if c in err],
 ).properties(width=300, height=200).facet(column="link_class:N")
-rec.chart(err_chart, "validation_measured_over_predicted", data=err[table_columns + ["measured_over_predicted"]])
+rec.chart(err_chart, "validation_measured_over_predicted",
+          data=err[[c for c in table_columns if c in err] + ["measured_over_predicted"]])
 
 # %% [markdown]
-# **Where the model is off, and why.** The tables above locate the misses; these are their causes
-# (properties of this setup, read them against `gaps`):
+# ### The 0.2 ms / 4 ms modes: the scheduler tick
+# Small messages at 4 and 8 processes show two modes (`p25` near the network cost, `p75` one or more 4 ms
+# ticks above it). This kernel runs at CONFIG_HZ = 250 (`scheduler_tick` = 4 ms). With more processes than
+# the 2 cores, a process that must act while another holds its core runs at the next tick at the latest; a
+# ring or gloo step needs every process, a star step only the master and one worker (which fit on 2 cores).
+# The table gives, per process count and program, the fastest call, the quartiles and the median of the
+# small-message points, the model's expected wait and the spread in ticks:
+
+# %%
+ticks = wb.tick_table(comparison, float(wb.cluster_constants()["scheduler_tick"].value))
+ticks
+
+# %% [markdown]
+# Reading it: at 4 and 8 processes the fastest call of a ring-like program is well under the median and
+# the quartiles are one or more ticks apart: each call either runs through or waits for the scheduler.
+# The star's steps need only two processes, so it keeps its sub-millisecond fastest calls (section 4).
+# At 2 processes (= cores) the model charges no wait, yet on 2026-11-24 the upper quartile of the small
+# psum and all_gather points also sits one tick up: other users' processes (load average 4-17) took the
+# cores, the same mechanism with someone else's processes, which no per-point constant of the campaign
+# can describe. It hit the calibration rows too: half of the 2-process psum medians on the 1 Gbit class
+# are one tick (3.7-4.0 ms), so the fitted wire latency of that class (1.5 ms per traversal) is a
+# scheduler artefact and over-predicts every other 2-process program on it (`gaps`: measured / predicted
+# 0.1-0.2 for the small ppermute ring and tree). The 2026-11-22 campaign (another host, load 1-5) is
+# where the model's mechanisms show: its row of the before -> after table.
 #
-# * **More processes than cores.** At 4 and 8 processes on 2 cores a message often waits until its
-#   receiver is scheduled; the OS time slice (milliseconds) then shows up as per-message latency.
-#   The alpha fitted at 2 processes knows nothing about this, so small and medium messages at
-#   4-8 processes are slower than predicted (measured / predicted well above 1 in `gaps`), with a
-#   large spread between repetitions. No network model contains this term; on real edge devices
-#   (one process per device) it does not exist.
-# * **A shared machine.** Other users' work ran beside these measurements (load averages in the
-#   header; each point's `load_1min` in the CSV includes the cluster's own processes). When both
-#   cores are busy, a woken process waits for the scheduler tick, which shows up as 4 ms and 8 ms
-#   plateaus; medians of bounded repetitions spread over 5 rounds damp this but do not remove it.
-# * **One alpha per link is too coarse.** gloo's ring all-reduce (psum, on which alpha is fitted)
-#   costs more per call than a single `ppermute` send/recv, so at 2 processes the star and the
-#   tree are faster than predicted (measured / predicted below 1 in `gaps`).
-# * **The star written with `ppermute` is 2(n-1) sequential point-to-point operations**; the core's
-#   star counts 2 traversals. Its latency term is under-counted by (n-1)x, while its byte term
-#   (2(n-1) m through the master's link) is right: at large messages on shaped links it is close.
-# * **psum_scatter is halving-doubling**, so the ring model over-counts its latency steps; the
-#   kernel's ppermute tree moves one buffer per level, the core's binary tree two.
-# * **Loopback has no wire**: its per-byte cost is memory copies and reduction arithmetic on the
-#   same 2 cores, so large messages at 8 processes are slower than the 2-process beta predicts.
-# * **Shaped links follow the model best at large messages**: there the token bucket is the
-#   bottleneck, exactly the alpha-beta picture (fitted bandwidth vs tbf rate in the fit table).
+# **Which statistic.** The minimum is what the network and runtime cost with no wait: it hides the tick
+# that every real program on this machine pays (the before -> after table shows the new model does worse
+# on it, as it should: it charges the wait). The mean over calls is the expected time the scheduler term
+# models and what adds up along a program, but on a shared machine one burst of another user's load moves
+# the mean of 25 calls by milliseconds: in the second campaign (load average 4-17) the loopback 2-process
+# psum's mean, the calibration itself, is about 2 ms at every small size where its median is 0.35-0.5 ms
+# (and even the medians of some small sizes sit at one 4 ms tick on the busy shaped runs). The median keeps the typical
+# call; it jumps between the modes only where they are about equally likely. So the fit and the
+# validation use the median, and the table reports the mean of the second campaign beside it. No point is
+# dropped: every validation point counts under every statistic.
+#
+# **Processes vs cores.** The 2-process rows (the calibration) run one process per core; 4 and 8 processes
+# cannot on 2 cores, so instead of pretending they do, the model charges the scheduler for it with the
+# kernel's own tick and no fitted constant.
+#
+# **What is still off** (read it in `gaps` and `by_program`): besides the busy calibration above,
+# psum_scatter waits more than its log2 n + 1 steps explain (measured / predicted 2-3 at 4 and 8
+# processes); on loopback, large messages at 8 processes are limited by the 2 cores copying and reducing
+# for 8 processes (beta fitted at 2 processes is CPU work, not a wire); and single calls are scattered
+# by other users' load (each point's `load_1min` is in the CSV).
 
 # %% [markdown]
 # ## 4. Does the star all-reduce beat ring on small messages at 4+ processes here?
@@ -185,24 +258,50 @@ print(f"at >= {star_question_processes} processes and <= {small_message_bytes} B
 # evidence for the paper's link-latency argument.
 
 # %% [markdown]
-# ## 5. End to end: TPI-LLM's tensor-parallel decoder on 4 processes
+# ## 5. End to end: TPI-LLM on 4 processes vs the arena
 # `python -m workbench cluster --processes 4 tpi_llm` runs `workbench.kernels.tpi_llm`'s SPMD backbone
-# (star all-reduces) with random weights; only process 0 embeds, applies the head and picks tokens.
-# The tokens are compared with the single-process reference (`generate_greedy`); a CI test checks the
-# same on a tiny config. The prediction is the workbench's for this machine: the roofline of each
-# device's share of a block on the **micro-benchmarked CPU preset** (`data/devices/this_machine_cpu.toml`,
-# kind = measured: best GEMM rate and streaming bandwidth) split evenly over the 4 processes, plus the
-# star all-reduces and broadcast with the fitted loopback alpha and beta, plus the master's task head.
+# (star all-reduces) with random weights; only process 0 embeds, applies the head and picks tokens. The
+# tokens are compared with the single-process reference (`generate_greedy`); a CI test checks the same on
+# a tiny config. Runs on loopback and, as root, on links shaped to 100 Mbit (`--shape 100mbit`), with
+# 4 processes (TPI-LLM's setting, twice the cores) and with 2 (one process per core).
+#
+# The prediction is **the arena's**: `workbench.cluster.predict` builds a cluster of 4 shares of this
+# machine's measured preset (`this_machine_cpu`: GEMM rate, read bandwidth, kernel launch, per-layer time;
+# each process gets 1/4 of the rates and its fixed costs stretch by processes / cores) joined by a link
+# with the fitted beta, L and per-message o of the run's link class, and evaluates it with the TPI-LLM
+# scheme the arena registers (`evaluate_tpi`; options: weights resident, even split, star, fp32).
 
 # %%
 e2e = wb.e2e_table()
 e2e.T
 
+# %%
+for row in e2e.itertuples():
+    print(f"{row.model:14s} {row.link_class:12s} per token: measured {row.measured_per_token_s * 1e3:7.2f} ms, "
+          f"arena {row.predicted_per_token_s * 1e3:7.2f} ms (measured / arena {row.per_token_measured_over_predicted:.2f}); "
+          f"TTFT: measured {row.measured_ttft_s * 1e3:7.2f} ms, arena {row.predicted_ttft_s * 1e3:7.2f} ms "
+          f"({row.ttft_measured_over_predicted:.2f})")
+
 # %% [markdown]
-# The model leaves out JAX's per-step host dispatch and Python, the 2(n-1) sequential sends of each
-# ppermute star (it counts 2 traversals, section 3), and the scheduling of 4 processes on 2 shared
-# cores. For the tiny model those are nearly all of the step, so the measurement is several times
-# the prediction; for the 42M-parameter model compute and weight traffic carry more of the step.
+# Reading the ratios: at 100 Mbit the step is dominated by what the model has well in hand (the star's
+# per-message times and the bytes through the master's shaped link), and measured / arena sits close to 1.
+# On loopback the network costs little and the step is the processes' compute and host work on 2 shared,
+# busy cores: there the arena is several times too fast, with 2 processes (one per core) as with 4, so
+# oversubscription by the cluster's own processes is not the main cause. The preset's rates are best-of-N
+# on a busy machine (what the hardware can do); section 6 shows the same preset predicting this machine's
+# measured decode layers 3-9x too fast, and the loopback gap is of that size. What else the arena's scheme
+# does not contain and the real program does:
+#
+# * the master's per-step host work: the embedding gather, moving the rows into a global array, the
+#   backbone call, the head call and the argmax, each a program dispatch (`program_dispatch`) stretched by
+#   the shared cores;
+# * the scheduler: in the real run every process is runnable between all-reduces (computing its shard or
+#   waiting in its collective), so the pair a star step needs is often off-core; the isolated star
+#   benchmark (two processes active) does not show it;
+# * a shared host: the master's serial head runs while the workers wait, so it gets more than its quarter
+#   of the machine, which per-device specs cannot say.
+#
+# These are reported to the scheme's owner rather than patched here.
 
 # %% [markdown]
 # ## 6. Accelerator roofline
@@ -217,14 +316,16 @@ accel = wb.accelerator_table()
 accel
 
 # %% [markdown]
-# Reading the CPU rows: decode layers are memory-bound and run at or below the DRAM roofline
-# (measured / predicted <= 1): streaming weights is read-only, faster than the read + write rate the
-# micro-benchmark's `scale` measures, and a small model's block also sits in the cache. Prefill
-# layers take a few times the roofline: the unfused reference attention, XLA's efficiency on
-# skinny GEMMs (32-128 rows) and the other users' load while they were timed.
+# Reading the CPU rows (this machine, measured 2026-11-24 under a load average of 5-7): every layer but
+# the smallest prefill takes several times the roofline of the preset, even at its fastest repetition
+# (`min_s` in `data/cluster/layers_cpu.csv`). The preset's rates are best-of-N: a 256 MiB GEMV and a
+# read-only sum stream at 12-36 GB/s in their best repetition (three runs today), while a whole decode layer's weights
+# stream at a fraction of that on the busy machine (the reference block is also unfused). The preset
+# says what the hardware can do; these rows say what a shared VM gives a real layer. No preset constant is
+# fitted on them (they are the validation of the roofline).
 
 # %%
-rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel))
+rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before))
 rec.write()
 
 # %%
@@ -235,9 +336,10 @@ if live_check:
     print(live.link_class, live.rows[["process", "psum"]].to_dict("records"))
 
 # %% [markdown]
-# ## What if: the fitted model for other alpha, beta and process counts
-# Sliders change the link's alpha and beta and the process count; the chart shows the core's ring,
-# tree and star all-reduce over message sizes beside this machine's measured psum and star.
+# ## What if: the fitted model for other per-message times, bandwidths and process counts
+# Sliders change the per-message endpoint time o, the bandwidth and the process count; the chart shows the
+# core's ring, tree and star all-reduce (link only) over message sizes beside this machine's measured psum
+# and star.
 
 # %%
 if interactive:
@@ -250,14 +352,15 @@ if interactive:
     sizes = np.array([4 * 8**k for k in range(9)], dtype=float)
     loop = fits.set_index("link_class").loc["loopback"]
 
-    def whatif_frame(alpha_us: float, bandwidth_mb_s: float, processes: int) -> pd.DataFrame:
+    def whatif_frame(o_us: float, bandwidth_mb_s: float, processes: int) -> pd.DataFrame:
         parts = []
         for algorithm in ("ring", "tree", "star"):
-            t = collective_latency(algorithm, "all_reduce", processes, sizes, bandwidth_mb_s * 1e6, alpha_us * 1e-6)
+            t = collective_latency(algorithm, "all_reduce", processes, sizes, bandwidth_mb_s * 1e6, 0.0,
+                                   message_overhead=o_us * 1e-6)
             parts.append(pd.DataFrame({"message_bytes": sizes, "latency_s": t, "series": f"{algorithm} model"}))
         meas = comparison[(comparison.link_class == "loopback") & (comparison.processes == processes)
                           & comparison.program.isin(["psum", "star"])]
-        parts.append(pd.DataFrame({"message_bytes": meas.message_bytes, "latency_s": meas.median_s,
+        parts.append(pd.DataFrame({"message_bytes": meas.message_bytes, "latency_s": meas.measured_s,
                                    "series": "measured " + meas.program}))
         return pd.concat(parts, ignore_index=True)
 
@@ -267,16 +370,16 @@ if interactive:
             y=alt.Y("latency_s:Q", scale=alt.Scale(type="log"), title="all-reduce latency (s)"),
             color="series:N").properties(width=420, height=260)
 
-    alpha_slider = widgets.FloatLogSlider(value=float(loop.alpha_s * 1e6), base=10, min=0, max=4,
-                                          description="alpha (us)")
+    o_slider = widgets.FloatLogSlider(value=float(loop.message_overhead_s * 1e6), base=10, min=0, max=4,
+                                      description="o (us)")
     bw_slider = widgets.FloatLogSlider(value=float(loop.bandwidth_bytes_per_s / 1e6), base=10, min=0, max=4,
                                        description="bandwidth (MB/s)")
     n_slider = widgets.SelectionSlider(options=[2, 4, 8], value=4, description="processes")
-    live_chart = alt.JupyterChart(whatif_chart(whatif_frame(alpha_slider.value, bw_slider.value, n_slider.value)))
+    live_chart = alt.JupyterChart(whatif_chart(whatif_frame(o_slider.value, bw_slider.value, n_slider.value)))
 
     def update(_change=None) -> None:
-        live_chart.chart = whatif_chart(whatif_frame(alpha_slider.value, bw_slider.value, n_slider.value))
+        live_chart.chart = whatif_chart(whatif_frame(o_slider.value, bw_slider.value, n_slider.value))
 
-    for w in (alpha_slider, bw_slider, n_slider):
+    for w in (o_slider, bw_slider, n_slider):
         w.observe(update, names="value")
-    display(widgets.VBox([alpha_slider, bw_slider, n_slider]), live_chart)
+    display(widgets.VBox([o_slider, bw_slider, n_slider]), live_chart)

@@ -1,13 +1,36 @@
-"""Fit a per-message latency and a per-byte cost per link class, and hold the core's models to the data.
+"""Cost the measured collectives as gloo and XLA run them, fit the per-link constants, hold the model to the data.
 
-The model is `workbench.network.collective_latency`: time = traversals x alpha + bottleneck bytes x beta
-(path_hops = 1, so alpha is the whole per-message cost: socket, kernel, bridge and JAX dispatch).
-Calibration: for each link class, alpha and beta are fitted (robust least squares on log ratios, see
-`fit_link`) to the 2-process psum only. Every other measured point (4 and 8 processes, all_gather,
-psum_scatter, the star) is validation. These constants describe this machine, nothing else.
+A program's time on n processes with a buffer of m bytes (`model_time`):
+
+    dispatch                               calling the compiled program (measured: `program_dispatch`)
+  + endpoint messages x sides x o         per-message software at the busiest endpoint (fitted, one for all links)
+  + steps x L                              wire latency per traversal (loopback: none; shaped: fitted)
+  + busiest bytes x beta                   per-byte cost of the link class (fitted)
+  + oversubscription wait                  steps in which more processes must act than there are cores
+
+with steps / endpoint messages / busiest bytes from `workbench.network.collective_cost` for the algorithm
+the runtime really runs (`PROGRAM_ALGORITHM`): psum = gloo's segmented ring all-reduce, all_gather = gloo's
+ring all-gather in half blocks, psum_scatter = gloo's ReduceScatterHalvingDoubling, the ppermute star /
+ring / tree = the TPI-LLM kernel's collective-permutes (`workbench.kernels.tpi_llm`).
+
+Oversubscription: with more processes than cores, a process that must act in a step while it is off-core
+waits for the scheduler, which switches at its tick (1 / CONFIG_HZ: 4 ms here). In a step where `a`
+processes must act on C cores, a fraction max(0, a - C) / a of them is off-core and waits half a tick on
+average; the ring and gloo steps need every process, a star step two, a tree level the pairs still in it.
+No constant of this term is fitted: the tick is the kernel's, the cores are the machine's.
+
+Calibration (`is_calibration`): the 2-process psum of each link class only. On loopback it fits o and
+beta (there is no wire: the kernel's loopback path is software at the endpoints, part of o); on a shaped
+class it fits L and beta with o from loopback (same runtime, same machine). Every other point is
+validation. The statistic is the median over calls (`statistic`; any stored one can be asked for):
+the mean is the expected time the scheduler term models, but on this shared machine one burst of another
+user's load moves the mean of 25 calls by milliseconds (in a busy campaign the loopback 2-process psum's
+mean was about 2 ms at every small size, its median 0.35-0.5 ms), while the median keeps the typical call. These constants describe this machine only.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -15,83 +38,252 @@ from scipy.optimize import least_squares
 
 from workbench.cluster.programs import RUNTIME_ALGORITHM
 from workbench.constants import Constant
-from workbench.errors import WorkbenchError
-from workbench.network import bottleneck_bytes, collective_latency, traversals
+from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
+from workbench.network import collective_cost, collective_latency, traversals, tree_depth
 
 CORE_ALGORITHMS = ("ring", "tree", "star")
-# The core algorithm that models what the runtime runs (halving-doubling has no core model: its bytes
-# equal the ring's, its latency steps are log2 n instead of n - 1).
-MATCHED_ALGORITHM = {"psum": "ring", "all_gather": "ring", "psum_scatter": "ring", "star": "star",
-                     "ring_ppermute": "ring", "tree_ppermute": "tree"}
+# (algorithm of workbench.network, collective) each measured program runs on XLA's CPU gloo backend.
+PROGRAM_ALGORITHM = {"psum": ("gloo_ring", "all_reduce"), "all_gather": ("gloo_ring", "all_gather"),
+                     "psum_scatter": ("gloo_halving_doubling", "reduce_scatter"), "star": ("star", "all_reduce"),
+                     "ring_ppermute": ("ring", "all_reduce"), "tree_ppermute": ("tree", "all_reduce")}
+# The model before the fixed-costs issue (kept to report before -> after): one alpha per traversal of
+# the ideal ring / star / tree, the ring standing in for gloo's halving-doubling.
+LEGACY_ALGORITHM = {"psum": "ring", "all_gather": "ring", "psum_scatter": "ring", "star": "star",
+                    "ring_ppermute": "ring", "tree_ppermute": "tree"}
+MATCHED_ALGORITHM = {p: a for p, (a, _) in PROGRAM_ALGORITHM.items()}
+# Sides of each message a process handles in turn, per message of the table: in a collective-permute of the
+# ppermute ring every process sends to one neighbour and receives from the other, one after the other on
+# its thread (2); a star or tree collective-permute gives each process one side (1); gloo's ring and
+# halving-doubling keep two operations in flight, so a step's send and receive overlap (1).
+ENDPOINT_SIDES = {"ring_ppermute": 2}
 FIT_PROGRAM, FIT_PROCESSES = "psum", 2
+LOOPBACK = "loopback"
+STATISTICS = ("mean_s", "median_s", "min_s", "p25_s")
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """One link class: per-message endpoint software o (s), wire latency per traversal L (s), beta (s/B)."""
+
+    link_class: str
+    message_overhead_s: float
+    latency_s: float
+    byte_cost_s: float
+
+    def __post_init__(self) -> None:
+        require_non_negative("message_overhead_s", self.message_overhead_s)
+        require_non_negative("latency_s", self.latency_s)
+        require_positive("byte_cost_s", self.byte_cost_s)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """1 / beta."""
+        return 1.0 / self.byte_cost_s
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """What the machine adds around the network: its cores, the scheduler tick, the per-call dispatch."""
+
+    cores: int
+    scheduler_tick_s: float
+    dispatch_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_int("cores", self.cores, low=1)
+        require_non_negative("scheduler_tick_s", self.scheduler_tick_s)
+        require_non_negative("dispatch_s", self.dispatch_s)
+
+
+DEFAULT_STATISTIC = "median_s"
+
+
+def statistic(frame: pd.DataFrame) -> str:
+    """The per-point statistic to model by default: the median over calls (robust to other users' bursts)."""
+    if DEFAULT_STATISTIC not in frame:
+        raise WorkbenchError(f"measurements need a {DEFAULT_STATISTIC} column, got {sorted(frame.columns)}")
+    return DEFAULT_STATISTIC
 
 
 def is_calibration(frame: pd.DataFrame) -> pd.Series:
-    """Rows used to fit alpha and beta: the 2-process psum of each link class."""
+    """Rows used to fit: the 2-process psum of each link class."""
     return (frame["program"] == FIT_PROGRAM) & (frame["processes"] == FIT_PROCESSES)
 
 
-def fit_link(points: pd.DataFrame) -> tuple[float, float, float]:
-    """(alpha_s, beta_s_per_byte, median |relative residual|) from measured points of one link class.
+def program_cost(program: str, processes: int, message_bytes: float):
+    """`workbench.network.CollectiveCost` of a measured program as the runtime runs it."""
+    if program not in PROGRAM_ALGORITHM:
+        raise WorkbenchError(f"program must be one of {sorted(PROGRAM_ALGORITHM)}, got {program!r}")
+    algorithm, collective = PROGRAM_ALGORITHM[program]
+    return collective_cost(algorithm, collective, processes, message_bytes)
 
-    Least squares on log(predicted / measured), so 4 B and 64 MiB weigh alike, with a soft-L1 loss
-    (about 10 % scale), because on a shared machine single points can be milliseconds off (another
-    user's process held the core); alpha and beta are kept positive by fitting their logarithms.
+
+def endpoint_work(program: str, processes: int, message_bytes: float) -> float:
+    """Message sides the busiest process handles in turn: the table's endpoint messages x `ENDPOINT_SIDES`."""
+    cost = program_cost(program, processes, message_bytes)
+    return float(cost.endpoint_messages) * ENDPOINT_SIDES.get(program, 1)
+
+
+def active_steps(program: str, processes: int, message_bytes: float = 4096.0) -> list[tuple[int, float]]:
+    """(processes that must act, share of a step) for each sequential step of `program`: all of them in a
+    ring or gloo step (a tiny gloo buffer makes only a fraction of a step), the master and one worker in a
+    star step, the pairs still in the tree at each level (up, then down)."""
+    require_int("processes", processes, low=1)
+    steps = float(program_cost(program, processes, message_bytes).steps)
+    if program == "star":
+        return [(2, 1.0)] * int(round(steps))
+    if program == "tree_ppermute":
+        levels = [(max(processes // 2**level, 2), 1.0) for level in range(int(tree_depth(processes)))]
+        return levels + levels[::-1]
+    whole, part = divmod(steps, 1.0)
+    return [(processes, 1.0)] * int(whole) + ([(processes, part)] if part > 1e-12 else [])
+
+
+def oversubscription_wait(program: str, processes: int, cores: int, tick_s: float,
+                          message_bytes: float = 4096.0) -> float:
+    """Expected seconds `program` waits for the scheduler: per step, the off-core fraction of the processes
+    that must act, times half a tick."""
+    require_int("cores", cores, low=1)
+    return float(sum(share * tick_s / 2 * max(0, a - cores) / a
+                     for a, share in active_steps(program, processes, message_bytes)))
+
+
+def model_time(program: str, processes: int, message_bytes: float, link: LinkModel, host: HostModel) -> dict:
+    """Seconds of one call of `program`, broken down (dispatch, per-message, wire, bytes, scheduler wait)."""
+    cost = program_cost(program, processes, message_bytes)
+    parts = {"dispatch_s": host.dispatch_s,
+             "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s,
+             "wire_s": float(cost.steps) * link.latency_s,
+             "bytes_s": float(cost.busiest_bytes) * link.byte_cost_s,
+             "wait_s": oversubscription_wait(program, processes, host.cores, host.scheduler_tick_s, message_bytes)}
+    return {**parts, "pred_s": sum(parts.values())}
+
+
+def _terms(points: pd.DataFrame, host: HostModel) -> tuple[np.ndarray, ...]:
+    costs = [program_cost(p, n, m) for p, n, m in zip(points["program"], points["processes"], points["message_bytes"])]
+    steps = np.array([float(c.steps) for c in costs])
+    messages = np.array([float(c.endpoint_messages) * ENDPOINT_SIDES.get(p, 1)
+                         for c, p in zip(costs, points["program"])])
+    busiest = np.array([float(c.busiest_bytes) for c in costs])
+    fixed = np.array([host.dispatch_s + oversubscription_wait(p, n, host.cores, host.scheduler_tick_s, m)
+                      for p, n, m in zip(points["program"], points["processes"], points["message_bytes"])])
+    return steps, messages, busiest, fixed
+
+
+def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTIC,
+             message_overhead_s: float | None = None) -> tuple[float, float, float, float]:
+    """(o, L, beta, median |relative residual|) from one link class's calibration points.
+
+    Without `message_overhead_s` it fits o and beta (L = 0: loopback); with it, L and beta. Least squares
+    on log(predicted / measured), so 4 B and 64 MiB weigh alike, with a soft-L1 loss (about 10 % scale):
+    on a shared machine single points can be milliseconds off. Parameters are fitted as logarithms.
     """
     if len(points) < 2:
-        raise WorkbenchError(f"fitting alpha and beta needs at least 2 points, got {len(points)}")
-    collective = points["program"].map(lambda p: RUNTIME_ALGORITHM[p][0])
-    algorithm = points["program"].map(MATCHED_ALGORITHM)
-    a = np.array([float(traversals(al, c, n)) for al, c, n in zip(algorithm, collective, points["processes"])])
-    b = np.array([float(bottleneck_bytes(al, c, n, m)) for al, c, n, m in
-                  zip(algorithm, collective, points["processes"], points["message_bytes"])])
-    t = points["median_s"].to_numpy(float)
-    if np.any(t <= 0):
-        raise WorkbenchError("measured latencies must be > 0 to fit")
+        raise WorkbenchError(f"fitting a link class needs at least 2 points, got {len(points)}")
+    if stat not in points:
+        raise WorkbenchError(f"statistic must be a measured column ({', '.join(STATISTICS)}), got {stat!r}")
+    t = points[stat].to_numpy(float)
+    if np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise WorkbenchError("measured latencies must be finite and > 0 to fit")
+    steps, messages, busiest, fixed = _terms(points, host)
+    per_call = messages if message_overhead_s is None else steps
 
-    def log_ratio(x):
-        return np.log(np.exp(x[0]) * a + np.exp(x[1]) * b) - np.log(t)
+    def model(x):
+        base = fixed + (0.0 if message_overhead_s is None else message_overhead_s * messages)
+        return base + np.exp(x[0]) * per_call + np.exp(x[1]) * busiest
 
-    start = np.log([max(t.min() / max(a.max(), 1.0), 1e-9), max(t.max() / max(b.max(), 1.0), 1e-15)])
-    result = least_squares(log_ratio, start, loss="soft_l1", f_scale=0.1)
-    alpha, beta = np.exp(result.x)
-    residual = (alpha * a + beta * b - t) / t
-    return float(alpha), float(beta), float(np.median(np.abs(residual)))
+    start = np.log([max(t.min() / max(per_call.max(), 1.0), 1e-9), max(t.max() / max(busiest.max(), 1.0), 1e-15)])
+    result = least_squares(lambda x: np.log(model(x)) - np.log(t), start, loss="soft_l1", f_scale=0.1)
+    first, beta = np.exp(result.x)
+    residual = np.median(np.abs(model(result.x) - t) / t)
+    if message_overhead_s is None:
+        return float(first), 0.0, float(beta), float(residual)
+    return float(message_overhead_s), float(first), float(beta), float(residual)
 
 
-def fit_all(measured: pd.DataFrame) -> pd.DataFrame:
-    """One fit per link class on its calibration rows."""
-    rows = []
-    for link, group in measured[is_calibration(measured)].groupby("link_class", sort=True):
-        alpha, beta, residual = fit_link(group)
-        rows.append({"link_class": link, "alpha_s": alpha, "beta_s_per_byte": beta,
-                     "bandwidth_bytes_per_s": 1.0 / max(beta, 1e-30),
-                     "fit_points": len(group), "fit_median_abs_residual": residual})
-    if not rows:
+def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None) -> pd.DataFrame:
+    """One fit per link class on its calibration rows: loopback first (o, beta), then the shaped classes
+    (L, beta) with loopback's o; without loopback data every class fits its own o (L = 0)."""
+    stat = stat or statistic(measured)
+    calib = measured[is_calibration(measured)]
+    if calib.empty:
         raise WorkbenchError("no calibration rows (2-process psum) in the measurements")
+    links = sorted(set(calib["link_class"]), key=lambda k: (k != LOOPBACK, k))
+    o_loop, rows = None, []
+    for link in links:
+        group = calib[calib["link_class"] == link]
+        shaped = link != LOOPBACK and o_loop is not None
+        o, lat, beta, residual = fit_link(group, host, stat, o_loop if shaped else None)
+        if link == LOOPBACK:
+            o_loop = o
+        rows.append({"link_class": link, "message_overhead_s": o, "latency_s": lat, "beta_s_per_byte": beta,
+                     "bandwidth_bytes_per_s": 1.0 / beta, "fit_points": len(group), "statistic": stat,
+                     "fitted": "L, beta (o from loopback)" if shaped else "o, beta (L = 0)",
+                     "fit_median_abs_residual": residual})
     return pd.DataFrame(rows)
 
 
-def predict(measured: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
-    """Measured points with the ring / tree / star predictions, the matched one, its error and role."""
-    fit = fits.set_index("link_class")
-    missing = sorted(set(measured["link_class"]) - set(fit.index))
+def link_models(fits: pd.DataFrame) -> dict[str, LinkModel]:
+    """LinkModel per link class from a fits table."""
+    return {r.link_class: LinkModel(r.link_class, float(r.message_overhead_s), float(r.latency_s),
+                                    float(r.beta_s_per_byte)) for r in fits.itertuples()}
+
+
+def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: str | None = None) -> pd.DataFrame:
+    """Measured points with the model's prediction and its parts, the core's ring / tree / star with the
+    fitted link (per-message o, L, beta; no host terms) for comparison, the error and the role."""
+    stat = stat or statistic(measured)
+    links = link_models(fits)
+    missing = sorted(set(measured["link_class"]) - set(links))
     if missing:
         raise WorkbenchError(f"no fit for link classes {missing}")
     out = measured.copy()
-    alpha = out["link_class"].map(fit["alpha_s"]).to_numpy(float)
-    bandwidth = out["link_class"].map(fit["bandwidth_bytes_per_s"]).to_numpy(float)
+    parts = pd.DataFrame([model_time(p, n, m, links[k], host) for p, n, m, k in
+                          zip(out["program"], out["processes"], out["message_bytes"], out["link_class"])],
+                         index=out.index)
+    out = pd.concat([out, parts], axis=1)
     collective = out["program"].map(lambda p: RUNTIME_ALGORITHM[p][0])
-    n, m = out["processes"].to_numpy(float), out["message_bytes"].to_numpy(float)
     for algorithm in CORE_ALGORITHMS:
         out[f"pred_{algorithm}_s"] = [
-            float(collective_latency(algorithm, c, ni, mi, bi, ai))
-            for c, ni, mi, bi, ai in zip(collective, n, m, bandwidth, alpha)]
+            float(collective_latency(algorithm, c, n, m, links[k].bandwidth_bytes_per_s, links[k].latency_s,
+                                     message_overhead=links[k].message_overhead_s))
+            for c, n, m, k in zip(collective, out["processes"], out["message_bytes"], out["link_class"])]
     out["runtime_algorithm"] = out["program"].map(lambda p: RUNTIME_ALGORITHM[p][1])
     out["model_algorithm"] = out["program"].map(MATCHED_ALGORITHM)
-    out["pred_s"] = [getattr(row, f"pred_{row.model_algorithm}_s") for row in out.itertuples()]
-    out["rel_error"] = (out["pred_s"] - out["median_s"]).abs() / out["median_s"]
+    out["statistic"] = stat
+    out["measured_s"] = out[stat]
+    out["rel_error"] = (out["pred_s"] - out["measured_s"]).abs() / out["measured_s"]
     out["role"] = np.where(is_calibration(out), "calibration", "validation")
+    return out
+
+
+def legacy_predict(measured: pd.DataFrame, stat: str | None = None) -> pd.DataFrame:
+    """The model before the fixed-costs issue, refitted on the same rows and statistic: alpha per traversal of
+    the ideal algorithm (`LEGACY_ALGORITHM`) + beta x busiest bytes, no dispatch, no scheduler wait."""
+    stat = stat or statistic(measured)
+    out = measured.copy()
+    collective = out["program"].map(lambda p: RUNTIME_ALGORITHM[p][0])
+    algorithm = out["program"].map(LEGACY_ALGORITHM)
+    a = np.array([float(traversals(al, c, n)) for al, c, n in zip(algorithm, collective, out["processes"])])
+    b = np.array([float(collective_cost(al, c, n, m).busiest_bytes)
+                  for al, c, n, m in zip(algorithm, collective, out["processes"], out["message_bytes"])])
+    calib = is_calibration(out).to_numpy()
+    out["pred_s"] = np.nan
+    for link in sorted(set(out["link_class"])):
+        sel = calib & (out["link_class"] == link).to_numpy()
+        if sel.sum() < 2:
+            raise WorkbenchError(f"no calibration rows for link class {link!r}")
+        t = out.loc[sel, stat].to_numpy(float)
+
+        def log_ratio(x, sel=sel, t=t):
+            return np.log(np.exp(x[0]) * a[sel] + np.exp(x[1]) * b[sel]) - np.log(t)
+
+        x = least_squares(log_ratio, np.log([1e-4, 1e-9]), loss="soft_l1", f_scale=0.1).x
+        rows = (out["link_class"] == link).to_numpy()
+        out.loc[rows, "pred_s"] = np.exp(x[0]) * a[rows] + np.exp(x[1]) * b[rows]
+    out["measured_s"] = out[stat]
+    out["rel_error"] = (out["pred_s"] - out["measured_s"]).abs() / out["measured_s"]
+    out["role"] = np.where(calib, "calibration", "validation")
     return out
 
 
@@ -102,12 +294,14 @@ def validation_summary(predicted: pd.DataFrame, by: tuple[str, ...] = ()) -> pd.
         raise WorkbenchError("no validation points")
     if not by:
         return pd.DataFrame([{"points": len(val), "median_rel_error": val["rel_error"].median(),
-                              "p90_rel_error": val["rel_error"].quantile(0.9)}])
+                              "p90_rel_error": val["rel_error"].quantile(0.9),
+                              "within_20pct": float((val["rel_error"] <= 0.2).mean())}])
     return val.groupby(list(by)).agg(points=("rel_error", "size"), median_rel_error=("rel_error", "median"),
                                       p90_rel_error=("rel_error", lambda s: s.quantile(0.9))).reset_index()
 
 
-def star_vs_ring(measured: pd.DataFrame, max_bytes: int = 2048, min_processes: int = 4) -> pd.DataFrame:
+def star_vs_ring(measured: pd.DataFrame, max_bytes: int = 2048, min_processes: int = 4,
+                 stat: str = "median_s") -> pd.DataFrame:
     """Measured star vs both rings (gloo's psum and the kernel's ppermute ring) at small messages, 4+ processes.
 
     The ppermute ring is the like-for-like comparison (both are chains of gloo send/recv pairs);
@@ -115,7 +309,7 @@ def star_vs_ring(measured: pd.DataFrame, max_bytes: int = 2048, min_processes: i
     """
     small = measured[(measured["message_bytes"] <= max_bytes) & (measured["processes"] >= min_processes)]
     pivot = small.pivot_table(index=["link_class", "processes", "message_bytes"], columns="program",
-                              values="median_s").reset_index()
+                              values=stat).reset_index()
     needed = ["star", "psum", "ring_ppermute"]
     if any(p not in pivot for p in needed):
         raise WorkbenchError(f"star_vs_ring needs measurements of {needed}")
@@ -130,17 +324,33 @@ def star_vs_ring(measured: pd.DataFrame, max_bytes: int = 2048, min_processes: i
 
 
 def fit_constants(fits: pd.DataFrame, measurement_file: str, machine: str, date: str) -> dict[str, Constant]:
-    """The fitted alpha and beta of each link class as provenance-carrying constants."""
+    """The fitted constants as provenance-carrying constants: `message_overhead` (o, fitted on loopback),
+    and per link class `<link>_latency` (L: fitted on a shaped class, 0 assumed on loopback) and
+    `<link>_byte_cost` (beta)."""
     out = {}
+    source = (f"calibration on this machine ({machine}; measured {date}) with jax.distributed + gloo; "
+              f"not a property of any paper's hardware")
     for row in fits.itertuples():
         fitted_on = (f"{measurement_file}: program={FIT_PROGRAM}, processes={FIT_PROCESSES}, "
-                     f"link_class={row.link_class} ({row.fit_points} message sizes)")
-        source = (f"calibration on this machine ({machine}; measured {date}) with jax.distributed + gloo; "
-                  f"not a property of any paper's hardware")
-        out[f"{row.link_class}_message_latency"] = Constant(
-            f"{row.link_class}_message_latency", row.alpha_s, "s", "fitted", source, fitted_on)
-        out[f"{row.link_class}_byte_cost"] = Constant(
-            f"{row.link_class}_byte_cost", row.beta_s_per_byte, "s/B", "fitted", source, fitted_on)
+                     f"link_class={row.link_class} ({row.fit_points} message sizes, {row.statistic} over calls)")
+        shaped = row.link_class != LOOPBACK and "o from loopback" in row.fitted
+        if not shaped:
+            name = "message_overhead" if row.link_class == LOOPBACK else f"{row.link_class}_message_overhead"
+            out[name] = Constant(name, row.message_overhead_s, "s", "fitted",
+                                 f"per-message endpoint software (send or receive handled in turn); {source}",
+                                 fitted_on)
+            out[f"{row.link_class}_latency"] = Constant(
+                f"{row.link_class}_latency", 0.0, "s", "assumed",
+                "no wire on loopback: the kernel's loopback path is software at the endpoints, part of "
+                "message_overhead")
+        else:
+            out[f"{row.link_class}_latency"] = Constant(
+                f"{row.link_class}_latency", row.latency_s, "s", "fitted",
+                f"wire latency per traversal of the shaped path (veth, bridge, tbf), beside loopback's "
+                f"message_overhead; {source}", fitted_on)
+        out[f"{row.link_class}_byte_cost"] = Constant(f"{row.link_class}_byte_cost", row.beta_s_per_byte, "s/B",
+                                                      "fitted", f"per-byte cost of the link class; {source}",
+                                                      fitted_on)
     return out
 
 
@@ -162,11 +372,16 @@ def constants_toml(constants: dict[str, Constant], header: str = "") -> str:
 
 
 def fits_from_constants(constants: dict[str, Constant]) -> pd.DataFrame:
-    """Back from `<link>_message_latency` / `<link>_byte_cost` constants to a fits table."""
-    links = sorted(k.removesuffix("_message_latency") for k in constants if k.endswith("_message_latency"))
+    """Back from `message_overhead` / `<link>_latency` / `<link>_byte_cost` constants to a fits table."""
+    links = sorted(k.removesuffix("_byte_cost") for k in constants if k.endswith("_byte_cost"))
     rows = []
     for link in links:
+        own = f"{link}_message_overhead"
+        o = constants[own] if own in constants else constants.get("message_overhead")
+        if o is None:
+            raise WorkbenchError(f"no message_overhead constant for link class {link!r}")
         beta = float(constants[f"{link}_byte_cost"].value)
-        rows.append({"link_class": link, "alpha_s": float(constants[f"{link}_message_latency"].value),
-                     "beta_s_per_byte": beta, "bandwidth_bytes_per_s": 1.0 / max(beta, 1e-30)})
+        rows.append({"link_class": link, "message_overhead_s": float(o.value),
+                     "latency_s": float(constants[f"{link}_latency"].value), "beta_s_per_byte": beta,
+                     "bandwidth_bytes_per_s": 1.0 / beta})
     return pd.DataFrame(rows)

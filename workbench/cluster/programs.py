@@ -117,5 +117,7 @@ def check_output(program_input: ProgramInput, out: jax.Array) -> None:
     for shard in out.addressable_shards:
         got = np.asarray(shard.data)
         if got.shape != want.shape or not np.allclose(got, want):
+            bad = np.flatnonzero(~np.isclose(got, want)) if got.shape == want.shape else np.array([0])
             raise AssertionError(f"{program_input.program} on {program_input.n_devices} devices: shard {shard.index} "
-                                 f"holds {got[:4]}..., expected {want[:4]}...")
+                                 f"holds {got[:4]}..., expected {want[:4]}... ({got.shape} vs {want.shape}; "
+                                 f"{bad.size} elements differ, first at {bad[0]}: {got.flat[bad[0]]})")

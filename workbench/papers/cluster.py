@@ -14,8 +14,19 @@ import numpy as np
 import pandas as pd
 
 from workbench.accelerator import compare
-from workbench.cluster.fit import fit_all, fits_from_constants, predict, star_vs_ring, validation_summary
-from workbench.cluster.predict import LinkFit, predict_generation
+from workbench.cluster.fit import (
+    HostModel,
+    fit_all,
+    fits_from_constants,
+    legacy_predict,
+    link_models,
+    predict,
+    star_vs_ring,
+    statistic,
+    validation_summary,
+)
+from workbench.cluster.host import host_model
+from workbench.cluster.predict import predict_generation
 from workbench.constants import load_constants
 from workbench.errors import WorkbenchError
 from workbench.hardware import device_from_table, load_device
@@ -25,6 +36,10 @@ from workbench.results import RESULT_COLUMNS
 
 CLUSTER_DIR = DATA_DIR / "cluster"
 PAPER = "workbench"
+# The campaign before the fixed-costs issue (2026-11-22): the same VM image on another host (Intel Xeon; today
+# it runs on AMD EPYC), load average 1-5. Kept beside this machine's campaign (2026-11-24, load average 4-17
+# from other users' test suites) to show the model before -> after on a quieter machine too.
+SECOND_CAMPAIGN = "collectives_2026-11-22_xeon.csv"
 
 
 def _read_csv(name: str, data_dir: Path = DATA_DIR) -> pd.DataFrame:
@@ -39,19 +54,37 @@ def machine_info(data_dir: Path = DATA_DIR) -> dict:
     return json.loads((data_dir / "cluster" / "machine.json").read_text())
 
 
-def measurements(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+def measurements(data_dir: Path = DATA_DIR, name: str = "collectives.csv") -> pd.DataFrame:
     """The stored collective measurements (one row per link class, processes, program, size)."""
-    return _read_csv("collectives.csv", data_dir)
+    return _read_csv(name, data_dir)
+
+
+def cluster_constants(data_dir: Path = DATA_DIR) -> dict:
+    """data/constants/cluster.toml: o, L and beta per link class, the scheduler tick."""
+    return load_constants(data_dir / "constants" / "cluster.toml")
 
 
 def stored_fits(data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """Alpha and beta per link class from data/constants/cluster.toml."""
-    return fits_from_constants(load_constants(data_dir / "constants" / "cluster.toml"))
+    """o, L and beta per link class from data/constants/cluster.toml."""
+    return fits_from_constants(cluster_constants(data_dir))
+
+
+def cpu_preset(data_dir: Path = DATA_DIR):
+    """The micro-benchmarked this_machine_cpu preset."""
+    if data_dir == DATA_DIR:
+        return load_device("this_machine_cpu")
+    with open(data_dir / "devices" / "this_machine_cpu.toml", "rb") as f:
+        return device_from_table(tomllib.load(f), "this_machine_cpu.toml")
+
+
+def host(data_dir: Path = DATA_DIR) -> HostModel:
+    """Cores and per-call dispatch of the CPU preset, the kernel's scheduler tick."""
+    return host_model(cpu_preset(data_dir), cluster_constants(data_dir))
 
 
 def fit_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """The fit recomputed from the stored measurements, with the nominal tbf rate where shaped."""
-    fits = fit_all(measurements(data_dir))
+    fits = fit_all(measurements(data_dir), host(data_dir))
     rate = fits["link_class"].str.extract(r"tbf_([0-9.]+)mbit")[0].astype(float)
     fits["nominal_bandwidth_bytes_per_s"] = rate * 1e6 / 8
     fits["fitted_over_nominal_bandwidth"] = fits["bandwidth_bytes_per_s"] / fits["nominal_bandwidth_bytes_per_s"]
@@ -59,16 +92,41 @@ def fit_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 
 def collective_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """Every measured point with the ring / tree / star predictions and the matched model's error."""
-    return predict(measurements(data_dir), stored_fits(data_dir))
+    """Every measured point with the model's prediction and parts, the core's ring / tree / star, the error."""
+    return predict(measurements(data_dir), stored_fits(data_dir), host(data_dir))
+
+
+def before_after(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Validation error of the model before the fixed-costs issue (`legacy_predict`) and now, each refitted on
+    the same calibration rows, per stored campaign and statistic (every validation point counts; the
+    100 Mbit class has calibration rows only)."""
+    hm, rows = host(data_dir), []
+    campaigns = [("collectives.csv", "this machine")]
+    if (data_dir / "cluster" / SECOND_CAMPAIGN).exists():
+        campaigns.append((SECOND_CAMPAIGN, "before the issue, another host (Intel Xeon), quieter"))
+    for name, label in campaigns:
+        data = measurements(data_dir, name)
+        stats = [statistic(data)] + (["mean_s"] if "mean_s" in data and data["mean_s"].notna().all() else [])
+        for stat in stats:
+            for model, table in (("before: alpha per traversal, ideal algorithms", legacy_predict(data, stat)),
+                                 ("after: gloo/XLA algorithms, o + L + beta, dispatch, scheduler wait",
+                                  predict(data, fit_all(data, hm, stat), hm, stat))):
+                summary = validation_summary(table).iloc[0]
+                dates = ", ".join(sorted(set(data["date"].astype(str))))
+                rows.append({"campaign": f"{name} ({label}; measured {dates})", "statistic": stat,
+                             "model": model, "validation_points": int(summary.points),
+                             "median_rel_error": summary.median_rel_error, "p90_rel_error": summary.p90_rel_error,
+                             "within_20pct": summary.within_20pct})
+    return pd.DataFrame(rows)
 
 
 def comparison_long(table: pd.DataFrame) -> pd.DataFrame:
-    """Measured and predicted latencies in long form for charts (series = measured | ring | tree | star)."""
+    """Measured and predicted latencies in long form for charts (series = measured | model | ring | tree | star)."""
     keys = ["link_class", "processes", "program", "message_bytes"]
-    parts = [table[keys].assign(series="measured", latency_s=table["median_s"])]
+    parts = [table[keys].assign(series="measured", latency_s=table["measured_s"]),
+             table[keys].assign(series="workbench model", latency_s=table["pred_s"])]
     for algorithm in ("ring", "tree", "star"):
-        parts.append(table[keys].assign(series=f"{algorithm} model", latency_s=table[f"pred_{algorithm}_s"]))
+        parts.append(table[keys].assign(series=f"{algorithm} (core, link only)", latency_s=table[f"pred_{algorithm}_s"]))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -91,10 +149,25 @@ def model_gap_table(table: pd.DataFrame, cores: int) -> pd.DataFrame:
     val = table[table["role"] == "validation"].copy()
     val["processes_vs_cores"] = np.where(val["processes"] > cores, f"> {cores} cores", f"<= {cores} cores")
     val["size_class"] = size_class(val["message_bytes"])
-    val["measured_over_predicted"] = val["median_s"] / val["pred_s"]
+    val["measured_over_predicted"] = val["measured_s"] / val["pred_s"]
     return val.groupby(["processes_vs_cores", "size_class", "program"]).agg(
         points=("rel_error", "size"), median_measured_over_predicted=("measured_over_predicted", "median"),
         median_rel_error=("rel_error", "median")).reset_index()
+
+
+def tick_table(table: pd.DataFrame, tick_s: float, max_bytes: int = 16384) -> pd.DataFrame:
+    """Small messages per process count and program: the fastest call, the quartiles and the median in
+    scheduler ticks beside the model's expected wait, and the spread that makes the median unstable."""
+    small = table[table["message_bytes"] <= max_bytes]
+    agg = small.groupby(["processes", "program"]).agg(
+        points=("min_s", "size"), min_ms=("min_s", lambda s: 1e3 * s.median()),
+        p25_ms=("p25_s", lambda s: 1e3 * s.median()), median_ms=("median_s", lambda s: 1e3 * s.median()),
+        p75_ms=("p75_s", lambda s: 1e3 * s.median()), model_wait_ms=("wait_s", lambda s: 1e3 * s.median()),
+        predicted_ms=("pred_s", lambda s: 1e3 * s.median())).reset_index()
+    agg["p75_minus_p25_ticks"] = (agg["p75_ms"] - agg["p25_ms"]) / (1e3 * tick_s)
+    if "mean_s" in small:
+        agg["mean_ms"] = small.groupby(["processes", "program"])["mean_s"].median().to_numpy() * 1e3
+    return agg
 
 
 def star_ring_table(data_dir: Path = DATA_DIR, max_bytes: int = 2048, min_processes: int = 4) -> pd.DataFrame:
@@ -102,25 +175,19 @@ def star_ring_table(data_dir: Path = DATA_DIR, max_bytes: int = 2048, min_proces
     return star_vs_ring(measurements(data_dir), max_bytes, min_processes)
 
 
-def cpu_preset(data_dir: Path = DATA_DIR):
-    """The micro-benchmarked this_machine_cpu preset."""
-    if data_dir == DATA_DIR:
-        return load_device("this_machine_cpu")
-    with open(data_dir / "devices" / "this_machine_cpu.toml", "rb") as f:
-        return device_from_table(tomllib.load(f), "this_machine_cpu.toml")
-
-
 def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """TPI-LLM on 4 processes: measured TTFT / per-token latency (median of repeats) beside the prediction."""
+    """TPI-LLM on 4 processes: measured TTFT / per-token latency (median of repeats) beside the arena's
+    evaluation of its TPI-LLM scheme on this machine's preset and the fitted link class."""
     runs = _read_csv("tpi_llm_e2e.csv", data_dir)
-    fit = stored_fits(data_dir).set_index("link_class")
+    links = link_models(stored_fits(data_dir))
     device = cpu_preset(data_dir)
     rows = []
     for (model, link, processes, prompt_len, n_new), group in runs.groupby(
             ["model", "link_class", "processes", "prompt_len", "n_new"], sort=False):
+        if link not in links:
+            raise WorkbenchError(f"no fitted link class {link!r} for the end-to-end runs")
         cfg = get_model(model) if model != "tiny-llama" else _tiny()
-        link_fit = LinkFit(float(fit.loc[link, "alpha_s"]), float(fit.loc[link, "beta_s_per_byte"]))
-        pred = predict_generation(cfg, device, link_fit, int(processes), int(prompt_len), int(n_new))
+        pred = predict_generation(cfg, device, links[link], int(processes), int(prompt_len), int(n_new))
         rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
                      "n_new": int(n_new), "repeats": len(group),
                      "tokens_match_reference": bool(group["matches_reference"].all()),
@@ -163,27 +230,32 @@ def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: di
 
 
 def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
-                e2e: pd.DataFrame, accel: pd.DataFrame) -> pd.DataFrame:
+                e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the cluster notebook shows, as tidy result rows."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
     parts = [
         _rows("collectives measured vs model", comparison, setting,
-              {"median_s": "s", "pred_ring_s": "s", "pred_tree_s": "s", "pred_star_s": "s", "rel_error": "1"}),
-        _rows("alpha-beta fit", fits, "link=" + fits["link_class"],
-              {"alpha_s": "s", "beta_s_per_byte": "s/B", "bandwidth_bytes_per_s": "B/s"}),
+              {"measured_s": "s", "pred_s": "s", "wait_s": "s", "pred_ring_s": "s", "pred_tree_s": "s",
+               "pred_star_s": "s", "rel_error": "1"}),
+        _rows("link fit", fits, "link=" + fits["link_class"],
+              {"message_overhead_s": "s", "latency_s": "s", "beta_s_per_byte": "s/B", "bandwidth_bytes_per_s": "B/s"}),
         _rows("validation", validation, pd.Series(["all validation points"] * len(validation)),
               {"median_rel_error": "1", "p90_rel_error": "1", "points": "count"}),
         _rows("star vs ring (measured)", star_ring,
               star_ring.apply(lambda r: f"link={r.link_class},processes={r.processes},bytes={r.message_bytes}",
                               axis=1), {"star_s": "s", "psum_ring_s": "s", "ppermute_ring_s": "s",
                                         "star_over_psum_ring": "1", "star_over_ppermute_ring": "1"}),
-        _rows("tpi_llm end to end", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
-                                                             f"prompt={r.prompt_len},new={r.n_new}", axis=1),
+        _rows("tpi_llm end to end vs arena", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
+                                                                      f"prompt={r.prompt_len},new={r.n_new}", axis=1),
               {"measured_ttft_s": "s", "predicted_ttft_s": "s", "measured_per_token_s": "s",
                "predicted_per_token_s": "s"}, model=e2e["model"]),
         _rows("per-layer roofline", accel, accel.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len}",
                                                        axis=1),
               {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
     ]
+    if before is not None:
+        parts.append(_rows("validation before -> after", before,
+                           before["campaign"] + ",statistic=" + before["statistic"] + ",model=" + before["model"],
+                           {"median_rel_error": "1", "within_20pct": "1"}))
     return pd.concat(parts, ignore_index=True)
