@@ -1,0 +1,86 @@
+"""`python -m workbench profile --quick` writes a device TOML a deployment can name, every number measured."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.io import REPO_ROOT
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("profile") / "me.toml"
+    run = subprocess.run([sys.executable, "-m", "workbench", "profile", "--quick", "--out", str(out),
+                          "--storage-dir", str(out.parent), "--name", "test box"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return out, run.stdout
+
+
+def test_profile_writes_a_measured_device_preset(profiled):
+    out, stdout = profiled
+    table = tomllib.loads(out.read_text())
+    assert table["meta"]["name"] == "test box"
+    constants = {k: v for k, v in table.items() if k != "meta"}
+    for key in ("peak_flops_fp32", "mem_DRAM_bandwidth", "memory_efficiency", "kernel_launch", "layer_overhead",
+                "storage_read_bandwidth", "mem_DRAM_capacity", "cores"):
+        assert key in constants, key
+    for key, c in constants.items():
+        assert c["kind"] in ("measured", "derived"), key
+        assert c["value"] >= 0 and c["source"], key
+        if c["kind"] == "measured":
+            assert "2 cores" in c["source"] or "cores" in c["source"] or "MemTotal" in c["source"] or key == "cores"
+    assert 0 < constants["memory_efficiency"]["value"] <= 1
+    assert "kernel_launch" in stdout and (out.with_suffix(".csv")).exists()
+
+
+def test_a_deployment_names_the_profile_by_path_and_the_arena_runs_on_it(profiled, tmp_path):
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    out, _ = profiled
+    (tmp_path / "me.toml").write_text(out.read_text())
+    (tmp_path / "deploy.toml").write_text("""
+[model]
+name = "TinyLlama-42M"
+weight_bits = 32
+activation_bits = 32
+[network]
+topology = "switch"
+bandwidth_mbps = 1000
+[[devices]]
+preset = "me.toml"
+count = 2
+""")
+    config = load_config(tmp_path / "deploy.toml")
+    device = config.cluster.devices[0]
+    assert device.name == "test box" and device.kernel_launch_s >= 0 and device.storage_read_bytes_per_s > 0
+    assert device.provenance["kernel_launch"].kind == "measured"
+    table = arena_for_config(config).table()
+    assert (table["status"] == "ok").any()
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--storage-dir", "/nonexistent/dir", "--quick"], "--storage-dir"),
+    (["network", "--shape", "-5"], "--shape must be a rate"),
+])
+def test_profile_bad_input(argv, match, tmp_path):
+    from workbench.__main__ import parse
+    from workbench.profile import main
+
+    args = parse(["profile", "--out", str(tmp_path / "x.toml"), *argv])
+    with pytest.raises(WorkbenchError, match=match):
+        main(args)
+
+
+def test_profile_out_must_not_be_a_folder(tmp_path):
+    from workbench.__main__ import parse
+    from workbench.profile import main
+
+    with pytest.raises(WorkbenchError, match="is a folder"):
+        main(parse(["profile", "--quick", "--out", str(tmp_path)]))
