@@ -107,7 +107,7 @@ def matmul_rows(s: Settings, progress=None) -> list[dict]:
             for shape in ("gemm", "gemv"):
                 try:
                     a, b = _jax_operands(dtype, n, shape == "gemv")
-                    seconds = _best(lambda a=a, b=b: fn(a, b).block_until_ready(), s.reps)
+                    seconds = _best(lambda a=a, b=b, fn=fn: fn(a, b).block_until_ready(), s.reps)
                 except Exception as exc:  # noqa: BLE001 - a backend without this dtype: say so in the table
                     rows.append({"benchmark": f"jax_{shape}_{dtype}", "size": n, "seconds": np.nan, "rate": np.nan,
                                  "note": f"not run: {type(exc).__name__}"})
