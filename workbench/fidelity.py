@@ -26,7 +26,7 @@ import pandas as pd
 from workbench.constants import Constant, load_constants
 from workbench.errors import WorkbenchError
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic
-from workbench.results import KEY_COLUMNS, RESULT_COLUMNS
+from workbench.results import KEY_COLUMNS, RESULT_COLUMNS, read_parameters
 
 REPORTED_COLUMNS = RESULT_COLUMNS + ["source", "fitted", "tolerance", "class"]
 ROW_CLASSES = ("timing", "speedup", "memory", "energy", "structural")
@@ -230,8 +230,22 @@ def calibration_mismatches(reported: pd.DataFrame, constants: dict[str, Constant
     return problems
 
 
+def run_parameters(figures_dir: Path) -> dict[str, dict | None]:
+    """Per notebook folder with a results.csv: the non-default parameters its run recorded (None: not recorded)."""
+    return {f.parent.name: read_parameters(f.parent) for f in sorted(Path(figures_dir).glob("*/results.csv"))}
+
+
+def parameters_line(notebook: str, params: dict | None) -> str:
+    """One markdown bullet: the parameters a notebook's outputs were made with, where they differ from its defaults."""
+    if params is None:
+        return f"- **{notebook}**: not recorded (not written by `python -m workbench reproduce`)"
+    if not params:
+        return f"- **{notebook}**: defaults"
+    return f"- **{notebook}**: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(params.items()))
+
+
 def write_report(figures_dir: Path, data_dir: Path = DATA_DIR, failures: dict[str, str] | None = None) -> pd.DataFrame:
-    """Join reported and modelled numbers into figures/fidelity.csv and figures/REPORT.md."""
+    """Join reported numbers with the results under `figures_dir` into its fidelity.csv and REPORT.md."""
     board = scoreboard(load_reported(data_dir), load_modelled(figures_dir))
     write_csv_atomic(Path(figures_dir) / "fidelity.csv", board)
     parts = ["# Fidelity report", "",
@@ -246,6 +260,12 @@ def write_report(figures_dir: Path, data_dir: Path = DATA_DIR, failures: dict[st
              "(modelled - 1) / (reported - 1) - 1. Medians are over the modelled validation rows.", ""]
     if failures:
         parts += ["## Notebooks that failed", ""] + [f"- **{k}**: {v}" for k, v in failures.items()] + [""]
+    runs = run_parameters(figures_dir)
+    if runs:
+        parts += ["## Parameters per notebook", "",
+                  "The parameters each notebook's results were made with where they differ from the notebook's "
+                  "defaults (the papers' settings); the runner also sets `figures_dir` and `interactive=False`.", ""]
+        parts += [parameters_line(k, v) for k, v in runs.items()] + [""]
     parts += ["## Summary per paper and class", "", _markdown_table(summary(board)), "",
               "## Summary per class, all papers", "", _markdown_table(summary(board, by_paper=False)), "",
               "## All rows", "", _markdown_table(board), ""]

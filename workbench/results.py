@@ -13,6 +13,7 @@ The join key with the paper-reported numbers in data/reported/ is
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -20,10 +21,12 @@ import altair as alt
 import pandas as pd
 
 from workbench.errors import WorkbenchError
-from workbench.io import FIGURES_DIR, REPO_ROOT, atomic_path, write_csv_atomic
+from workbench.io import FIGURES_DIR, REPO_ROOT, atomic_path, write_csv_atomic, write_text_atomic
 
 RESULT_COLUMNS = ["paper", "artifact", "model", "setting", "quantity", "value", "unit"]
 KEY_COLUMNS = ["paper", "artifact", "model", "setting", "quantity"]
+# Written by the runner into figures/<notebook>/: the parameters that run changed from the notebook's defaults.
+PARAMETERS_FILE = "parameters.json"
 
 
 def result_rows(paper: str, artifact: str, frame: pd.DataFrame, quantities: dict[str, str],
@@ -97,3 +100,15 @@ class Recorder:
     def write(self) -> Path:
         """Write figures/<notebook>/results.csv atomically and return its path."""
         return write_csv_atomic(self.out_dir / "results.csv", self.table())
+
+
+def write_parameters(folder: str | os.PathLike, params: dict) -> Path:
+    """Write `params` (the non-default ones of a run) as <folder>/parameters.json, atomically, keys sorted."""
+    text = json.dumps(params, sort_keys=True, indent=1, default=repr) + "\n"
+    return write_text_atomic(Path(folder) / PARAMETERS_FILE, text)
+
+
+def read_parameters(folder: str | os.PathLike) -> dict | None:
+    """The parameters recorded in <folder>/parameters.json (None when the folder has none)."""
+    path = Path(folder) / PARAMETERS_FILE
+    return json.loads(path.read_text()) if path.is_file() else None

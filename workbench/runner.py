@@ -3,21 +3,34 @@
 Each notebook runs on the registered `workbench` kernel with `figures_dir` and `interactive=False`
 injected; executed copies go to build/notebooks/ (git-ignored). A failing notebook is reported by
 name with its failing cell, the others still run, and the exit code is non-zero.
+
+A notebook writes into a temporary sibling folder (``figures/.staging-<name>-*/<name>/``); only when it
+succeeds does that folder replace ``figures/<name>/`` (two renames, with Ctrl-C held off between them).
+On a failure or an interrupt the old folder stays as it was and the temporary one is removed.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.io import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR
+from workbench.results import resolve_figures_dir, write_parameters
 
 KERNEL_NAME = "workbench"
 INJECTED = ("figures_dir", "interactive")
+STAGING_PREFIX = ".staging-"
 
 
 @dataclass(frozen=True)
@@ -60,11 +73,86 @@ def select_notebooks(only: list[str] | None, notebooks_dir: Path = NOTEBOOKS_DIR
     return list(only)
 
 
-def notebook_parameters(path: Path) -> set[str]:
-    """Names in the notebook's `parameters` cell."""
+def notebook_defaults(path: Path) -> dict[str, str]:
+    """Each name in the notebook's `parameters` cell with its default as source text."""
     import papermill
 
-    return set(papermill.inspect_notebook(str(path)))
+    return {name: spec["default"] for name, spec in papermill.inspect_notebook(str(path)).items()}
+
+
+def notebook_parameters(path: Path) -> set[str]:
+    """Names in the notebook's `parameters` cell."""
+    return set(notebook_defaults(path))
+
+
+def is_default(value: object, default_source: str) -> bool:
+    """Whether `value` equals the default written as `default_source` (a non-literal default never does)."""
+    try:
+        default = ast.literal_eval(default_source)
+    except (ValueError, SyntaxError):
+        return False
+    return isinstance(value, bool) == isinstance(default, bool) and value == default
+
+
+def non_default_parameters(params: dict, defaults: dict[str, str]) -> dict:
+    """The entries of `params` that differ from the notebook's defaults, sorted; runner-injected ones left out."""
+    return {k: v for k, v in sorted(params.items()) if k not in INJECTED and not is_default(v, defaults.get(k, ""))}
+
+
+def figures_target(value: object) -> Path:
+    """The folder a `figures_dir` value names (None: figures/; relative: from the repository root), created."""
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise WorkbenchError(f"figures_dir must be a folder path (a string), got {value!r}")
+    path = resolve_figures_dir(value)
+    if path.exists() and not path.is_dir():
+        raise WorkbenchError(f"figures_dir={str(value)!r} is a file; it must be a folder (new or existing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkbenchError(f"figures_dir={str(value)!r} cannot be created: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"figures_dir={str(value)!r} is not writable; it must be a folder you can write to")
+    return path
+
+
+@contextmanager
+def sigint_held() -> Iterator[None]:
+    """Hold SIGINT (Ctrl-C) back until the block ends, then act on it (main thread only; a no-op elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, None)
+        elif caught and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+        elif caught and previous is None:
+            raise KeyboardInterrupt
+
+
+def swap_in(new: Path, target: Path, attic: Path) -> None:
+    """Replace folder `target` by `new` with two renames, the old one moved into `attic`; undone if the second fails."""
+    old = attic / f"old-{target.name}"
+    had_old = target.exists()
+    if had_old:
+        os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        if had_old:
+            os.replace(old, target)
+        raise
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a temporary folder, with Ctrl-C held back so it is never left half-deleted."""
+    with sigint_held():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def route_parameters(names: list[str], params: dict, notebooks_dir: Path = NOTEBOOKS_DIR) -> dict[str, dict]:
@@ -87,15 +175,15 @@ def ensure_kernel() -> None:
         install(kernel_name=KERNEL_NAME, display_name="Workbench (Python 3)", prefix=sys.prefix)
 
 
-def run_notebook(name: str, params: dict, figures_dir: Path, notebooks_dir: Path = NOTEBOOKS_DIR,
-                 build_dir: Path = BUILD_DIR, progress: bool = True) -> NotebookRun:
-    """Execute one notebook with papermill; never raises for a failing notebook."""
+def execute(name: str, params: dict, figures_dir: Path, notebooks_dir: Path, build_dir: Path,
+            progress: bool) -> NotebookRun:
+    """Execute one notebook with papermill, its outputs under `figures_dir`; never raises for a failing notebook."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     out = build_dir / "notebooks" / f"{name}.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
-    injected = {"figures_dir": str(figures_dir), "interactive": False, **params}
+    injected = {"interactive": False, **params, "figures_dir": str(figures_dir)}
     start = time.perf_counter()
     try:
         papermill.execute_notebook(str(notebooks_dir / f"{name}.ipynb"), str(out), parameters=injected,
@@ -110,24 +198,49 @@ def run_notebook(name: str, params: dict, figures_dir: Path, notebooks_dir: Path
     return NotebookRun(name, time.perf_counter() - start)
 
 
+def run_notebook(name: str, params: dict, figures_dir: Path | str | None, notebooks_dir: Path = NOTEBOOKS_DIR,
+                 build_dir: Path = BUILD_DIR, progress: bool = True) -> NotebookRun:
+    """Run one notebook into a temporary folder that replaces figures_dir/<name>/ only if it succeeds."""
+    params = dict(params)
+    target = figures_target(params.pop("figures_dir", figures_dir))
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{name}-", dir=target))
+    try:
+        run = execute(name, params, staging, notebooks_dir, build_dir, progress)
+        if run.error is None:
+            defaults = notebook_defaults(notebooks_dir / f"{name}.ipynb")
+            write_parameters(staging / name, non_default_parameters(params, defaults))
+            with sigint_held():
+                swap_in(staging / name, target / name, staging)
+        return run
+    finally:
+        remove_tree(staging)
+
+
 def reproduce(only: list[str] | None = None, params: dict | None = None, figures_dir: Path = FIGURES_DIR,
               notebooks_dir: Path = NOTEBOOKS_DIR, build_dir: Path = BUILD_DIR, progress: bool = True) -> list[NotebookRun]:
-    """Run the selected notebooks, then write figures/fidelity.csv and figures/REPORT.md."""
+    """Run the selected notebooks into figures_dir (or `params`' figures_dir), then write its fidelity.csv and REPORT.md."""
     from workbench.fidelity import write_report
 
+    params = dict(params or {})
     names = select_notebooks(only, notebooks_dir)
-    routed = route_parameters(names, params or {}, notebooks_dir)
+    chosen = params.pop("figures_dir", figures_dir)
+    routed = route_parameters(names, params, notebooks_dir)
+    target = figures_target(chosen)
     ensure_kernel()
     runs = []
     for i, name in enumerate(names, 1):
         print(f"[{i}/{len(names)}] {name}", flush=True)
-        run = run_notebook(name, routed[name], Path(figures_dir), notebooks_dir, build_dir, progress)
+        try:
+            run = run_notebook(name, routed[name], target, notebooks_dir, build_dir, progress)
+        except KeyboardInterrupt:
+            print(f"interrupted during {name}: {target / name} is left as it was", file=sys.stderr, flush=True)
+            raise
         status = "ok" if run.error is None else f"FAILED {run.error}"
         print(f"    {name}: {status} ({run.seconds:.1f} s)", flush=True)
         runs.append(run)
     failures = {r.name: r.error for r in runs if r.error}
-    write_report(Path(figures_dir), failures=failures)
-    print(f"wrote {Path(figures_dir) / 'fidelity.csv'} and {Path(figures_dir) / 'REPORT.md'}")
+    write_report(target, failures=failures)
+    print(f"wrote {target / 'fidelity.csv'} and {target / 'REPORT.md'}")
     if failures:
         print("failed notebooks: " + ", ".join(failures), file=sys.stderr)
     return runs

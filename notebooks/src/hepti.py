@@ -20,8 +20,8 @@
 # here is the workbench's first evaluation of that design on an *assumed* platform (Raspberry Pi 4 boards,
 # `data/devices/hepti_rpi4.toml`; all settings in `data/constants/hepti.toml`, each marked assumed or
 # quoted). Nothing is fitted. The one number the paper states, the 16-device 1D/2D threshold (taken from a
-# cited study), is compared with the crossover our cost model predicts (`data/reported/hepti.csv`, no
-# tolerance: it is a design rule, not a measurement).
+# cited study), is compared with the crossover our cost model predicts (`data/reported/hepti.csv`, a
+# `structural` row with tolerance 0, an exact match: it is a design rule, not a measurement).
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
