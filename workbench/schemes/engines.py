@@ -1,0 +1,341 @@
+"""The tensor parallelism today's edge engines run: distributed-llama's two sync structures, on the core.
+
+Both split every layer evenly over n nodes: query/KV heads (Q, K, V row slices, wo column slices) and FFN
+columns (w1/w3 row slices, w2 column slices), so each node's attention output and FFN output is a full-d
+*partial* sum that must be added across nodes twice per layer. Sources: b4rtaz/distributed-llama, tag by
+tag (`shared/notes/fixed-costs-references.md` Sec. 4):
+
+* ``dllama_allgather_tp`` - v0.12-v0.16 (the nn rewrite; v0.11 the same pattern), `src/llm.cpp`
+  (`buildLlmNet`) and `src/nn/nn-network.cpp` (`syncWithRoot`, `syncNodeSlices`,
+  `NnNetworkNodeSynchronizer::sync`). Per forward: the root writes an 8-byte control packet (position,
+  batch size) to every worker (`RootLlmInference::forward`, `writeAll`), embeds the tokens and sends x
+  (F32, d per row) to every worker (`SYNC_WITH_ROOT`). Per layer, after wo and after w2, every node
+  writes its full-d partial in the sync format (Q80 when the buffer type is q80) to all n-1 peers and sums
+  the n partials locally (`SYNC_NODE_SLICES` + `OP_MERGE_ADD`): the `mesh` all-reduce. Norms run on every
+  node. The classifier is split by vocabulary rows (`wclsSlice = sliceRowMatmul(..., vocabSize)`); each
+  worker sends its F32 logits slice to the root (`SYNC_NODE_SLICES_EXCEPT_ROOT`: a gather to the root,
+  the same messages and bytes as the table's star `reduce` of one slice). Each sync runs once per batch
+  row (`for batchIndex < batchSize`), so a prompt of S rows sends S messages per peer per sync.
+* ``dllama_root_tp`` - v0.8-v0.10, `src/llama2-tasks.cpp` (`buildLlamaArch`) and `src/tasks.cpp`
+  (`sendPos`, `syncUnitBuffer`, `syncSliceOfSlicedBuffer`). Per token the root sends the position
+  (`pos_t`, 2 bytes) to every worker; per layer, k = 2 times: the root norms x and sends x_norm to every
+  worker (star broadcast), every node computes its slice, every worker sends its full-d partial back (star
+  reduce: the root receives n-1 messages), and the root dequantises and adds the n partials. The root
+  alone embeds, norms, merges, runs the whole classifier (`llamaFinalize`) and samples. Prompts are
+  evaluated one token per forward (`Inference::infer(token, pos)`), so prefill is S single-token steps.
+
+Costs, all on the core: per-device compute from `workbench.schemes.common` (the four weight GEMMs, the
+local heads' attention, the connective blocks, the per-layer overhead, the output head), communication
+from `workbench.network.on_topology` (the `mesh` and `star` rows of the collective table, with the link's
+per-message endpoint time). Syncs are blocking, so nothing overlaps. The merge-add of n partials reads the
+n-1 partials beyond the one the connective block's residual add already reads (a memory-bound pass,
+`common.stream_time`). Root-only work is `serial_s` (all-gather TP: embedding lookup of the F32 table and
+one pass over the F32 logits to sample; root TP: also every norm, every merge and the whole head);
+launches and per-layer overheads that every node pays are `fixed_s` (`SchemeResult.carve`).
+
+The all-gather TP's head is costed as the workbench's one-row GEMV split by vocabulary
+(`common.output_head_time`); v0.12+ computes and gathers the logits of every batch row (the gather here
+carries all S rows, as the engine sends them; on a memory-bound node S rows stream the same weights).
+
+What is not modelled: distributed-llama v0.12+ evaluates a prompt in chunks of `--nbatches` rows (default
+32, `src/app.cpp`), re-streaming the weights per chunk; here the prompt is one forward of S rows (a lower
+bound on its prefill). Its ops per layer (~25 graph nodes) are charged as the workbench's
+`KERNELS_PER_LAYER` launches. Its socket layer splits messages into 4 KiB chunks and spreads sockets over
+threads; the table's per-message counts are used as they are. v0.5-v0.7 (6 steps) and v0.1-v0.4
+(8 steps) move slices of other sizes and place attention on the root; they are not this function with
+another k.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.models import TransformerConfig
+from workbench.network import collective_cost, on_topology
+from workbench.schemes import common
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+
+PAPER = "distributed_llama"
+SCHEMES = ("dllama_allgather_tp", "dllama_root_tp")
+# Q80 = BlockQ80 / NnBlockQ80: an fp16 scale + 32 int8 codes per 32 values = 34 B / 32 values
+# (quoted: distributed-llama src/quants.hpp, v0.16.4 src/nn/nn-quants.hpp).
+Q80_BYTES_PER_VALUE = 34 / 32
+Q80_MAX_ACTIVATION_BITS = 8.5  # activations this narrow travel as Q80 (the q80 buffer type's 8.5 bits/value)
+F32_BYTES = 4  # X, LG pipes, the token embedding table and the logits (quoted: v0.16.4 src/llm.cpp, F_32)
+CONTROL_PACKET_BYTES = 8  # LlmControlPacket {NnUint position, batchSize} (quoted: v0.16.4 src/app.hpp)
+POSITION_BYTES = 2  # pos_t = unsigned short (quoted: v0.8.0 src/transformer.hpp)
+ROOT_SYNCS_V08 = 2  # v0.8-v0.10: reduce-to-root + broadcast after attention and after the FFN (llama2-tasks.cpp)
+WORKER_KERNELS_ROOT_TP = common.KERNELS_PER_LAYER - 2  # root TP workers skip both connective blocks
+
+
+# ---- the wire -----------------------------------------------------------------------------------------
+def wire_bytes_per_value(activation_bits: float) -> float:
+    """Bytes per value of a partial on the wire: Q80 (1.0625) for activations of <= 8.5 bits, else the bits."""
+    bits = common.require_bits("activation_bits", activation_bits)
+    return Q80_BYTES_PER_VALUE if bits <= Q80_MAX_ACTIVATION_BITS else bits / 8
+
+
+@dataclass(frozen=True)
+class Sync:
+    """One collective of a forward: `repeats` times (one per batch row) a buffer of `message_bytes` per
+    device under (algorithm, collective) of the table; `per_layer` ones run once in every layer."""
+
+    name: str
+    algorithm: str
+    collective: str
+    message_bytes: float
+    repeats: int = 1
+    per_layer: bool = False
+
+
+def check_split(model: TransformerConfig, n: int, scheme: str = "distributed-llama") -> int:
+    """Return n if the engine can split `model` evenly over n nodes (Llama family; n divides the KV heads,
+    the FFN width and the vocabulary, as its slicers assert), else raise naming n_devices."""
+    require_int("n_devices", n, low=1)
+    if model.family != "llama":
+        raise WorkbenchError(f"{scheme} runs Llama-family decoders (RMSNorm, SwiGLU); got family {model.family!r}")
+    for name, size in (("n_kv_heads", model.n_kv_heads), ("n_heads", model.n_heads), ("d_ff", model.d_ff),
+                       ("vocab_size", model.vocab_size)):
+        if size % n:
+            allowed = [k for k in range(1, model.n_kv_heads + 1) if not (model.n_kv_heads % k or model.d_ff % k
+                                                                      or model.vocab_size % k)]
+            raise WorkbenchError(f"n_devices must divide {name} ({size}) of {model.name!r} for {scheme}'s even "
+                                 f"split; allowed: {', '.join(map(str, allowed))}; got {n}")
+    return n
+
+
+def forward_syncs(scheme: str, model: TransformerConfig, n: int, rows: int, activation_bits: float,
+                  output_head: bool = True, syncs_per_layer: int = ROOT_SYNCS_V08) -> tuple[Sync, ...]:
+    """Every collective of one forward of `rows` new tokens over n nodes (the kernels send exactly these)."""
+    require_choice("scheme", scheme, SCHEMES)
+    require_int("rows", rows, low=1)
+    require_int("syncs_per_layer", syncs_per_layer, low=1)
+    if n == 1:
+        return ()
+    partial = model.d_model * wire_bytes_per_value(activation_bits)
+    if scheme == "dllama_allgather_tp":
+        out = [Sync("control", "star", "broadcast", CONTROL_PACKET_BYTES),
+               Sync("x", "star", "broadcast", model.d_model * F32_BYTES, rows),
+               Sync("attn_partials", "mesh", "all_reduce", partial, rows, True),
+               Sync("ffn_partials", "mesh", "all_reduce", partial, rows, True)]
+        if output_head:
+            out.append(Sync("logits", "star", "reduce", model.vocab_size // n * F32_BYTES, rows))
+        return tuple(out)
+    out = [Sync("position", "star", "broadcast", POSITION_BYTES)]  # once per forward (sendPos)
+    for i in range(syncs_per_layer):
+        out += [Sync(f"x_norm{i}", "star", "broadcast", partial, rows, True),
+                Sync(f"partials{i}", "star", "reduce", partial, rows, True)]
+    return tuple(out)
+
+
+def sync_traffic(syncs, n: int, n_layers: int = 1) -> dict[str, float]:
+    """Endpoint messages and busiest-link bytes of `syncs` (per-layer ones `n_layers` times), from the table."""
+    messages = busiest = 0.0
+    for s in syncs:
+        cost = collective_cost(s.algorithm, s.collective, n, s.message_bytes)
+        times = s.repeats * (n_layers if s.per_layer else 1)
+        messages += times * float(cost.endpoint_messages)
+        busiest += times * float(cost.busiest_bytes)
+    return {"messages": messages, "bytes": busiest}
+
+
+def comm_time(cluster: Cluster, syncs, n_layers: int) -> tuple[float, float]:
+    """(per-message, bytes) seconds of `syncs` on the cluster's topology, per-layer ones `n_layers` times."""
+    link = data = 0.0
+    for s in syncs:
+        a, b = on_topology(cluster.topology, s.algorithm, s.collective, s.message_bytes, breakdown=True)
+        times = s.repeats * (n_layers if s.per_layer else 1)
+        link, data = link + times * float(a), data + times * float(b)
+    return link, data
+
+
+# ---- compute --------------------------------------------------------------------------------------------
+def merge_time(model: TransformerConfig, device, workload: Workload, n: int, rows: int) -> float:
+    """Seconds of the merge-add's extra reads: the n-1 partials (wire format) beyond the residual add's one."""
+    extra = (n - 1) * rows * model.d_model * wire_bytes_per_value(workload.activation_bits)
+    return float(common.stream_time(device, extra))
+
+
+def root_pass_time(device, workload: Workload, n_bytes: float) -> float:
+    """Seconds of one memory-bound root-only kernel over `n_bytes` (embedding rows, logits for sampling)."""
+    return float(common.roofline_time(device, 0.0, n_bytes, common.workload_dtype(device, workload)))
+
+
+def shard_times(model: TransformerConfig, cluster: Cluster, workload: Workload) -> dict[str, np.ndarray]:
+    """Per-device seconds of each node's slice of one layer: attention block (qkv + attn + out) and of it
+    the attention, FFN (ffn1 + ffn2), one connective block, the layer overhead."""
+    n, rows = cluster.n, workload.new_tokens
+    heads, cols = model.n_heads // n, model.d_ff // n
+    out: dict[str, list] = {"attn_block": [], "attn": [], "ffn_block": [], "con": [], "overhead": []}
+    for d in cluster.devices:
+        k = common.kernel_times(model, d, workload, heads, cols, rows)
+        attn = float(common.attention_time(model, d, workload, heads))
+        out["attn"].append(attn)
+        out["attn_block"].append(float(k["qkv"] + attn + k["out"]))
+        out["ffn_block"].append(float(k["ffn1"] + k["ffn2"]))
+        out["con"].append(float(common.connective_time(model, d, workload, rows)))
+        out["overhead"].append(common.layer_overhead(d))
+    return {key: np.array(v) for key, v in out.items()}
+
+
+@dataclass(frozen=True)
+class Forward:
+    """Seconds of one forward: compute on the critical path (of it: fixed, serial) and communication."""
+
+    compute: float
+    fixed: float
+    serial: float
+    link: float
+    data: float
+
+    def __add__(self, other: Forward) -> Forward:
+        return Forward(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+
+    def astuple(self) -> tuple[float, ...]:
+        """(compute, fixed, serial, link, data)."""
+        return (self.compute, self.fixed, self.serial, self.link, self.data)
+
+
+def _head_on(model: TransformerConfig, workload: Workload) -> bool:
+    return workload.output_head and model.is_decoder
+
+
+def allgather_forward(model: TransformerConfig, cluster: Cluster, workload: Workload) -> Forward:
+    """One forward of distributed-llama >= v0.11 (all-gather of partials; norms on every node)."""
+    n, rows, L = cluster.n, workload.new_tokens, model.n_layers
+    t = shard_times(model, cluster, workload)
+    merge = np.array([merge_time(model, d, workload, n, rows) for d in cluster.devices])
+    layer = float(np.max(t["con"] + merge + t["attn_block"] + t["overhead"]) + np.max(t["con"] + merge + t["ffn_block"]))
+    head = common.output_head_time(model, cluster.devices, workload)
+    root = cluster.devices[0]
+    serial = root_pass_time(root, workload, rows * model.d_model * F32_BYTES)
+    if _head_on(model, workload):
+        serial += root_pass_time(root, workload, model.vocab_size * F32_BYTES)
+    fixed = L * max(common.fixed_layer_time(d) for d in cluster.devices)
+    if _head_on(model, workload):
+        fixed += max(float(d.launch_time(1)) for d in cluster.devices)
+    link, data = comm_time(cluster, forward_syncs("dllama_allgather_tp", model, n, rows, workload.activation_bits,
+                                                  _head_on(model, workload)), L)
+    return Forward(L * layer + head + serial, fixed, serial, link, data)
+
+
+def root_forward(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                 syncs_per_layer: int = ROOT_SYNCS_V08, sample: bool = True) -> Forward:
+    """One forward of distributed-llama v0.8-v0.10 (k reduce-to-root + broadcast syncs per layer; norms,
+    merges, the head and, if `sample`, sampling on the root)."""
+    n, rows, L = cluster.n, workload.new_tokens, model.n_layers
+    t = shard_times(model, cluster, workload)
+    root = cluster.devices[0]
+    root_sync = float(t["con"][0]) + merge_time(model, root, workload, n, rows)  # merge n partials + norm
+    serial_layer = syncs_per_layer * root_sync
+    parallel_layer = float(np.max(t["attn_block"]) + np.max(t["ffn_block"]) + np.max(t["overhead"]))
+    serial = L * serial_layer + root_pass_time(root, workload, rows * model.d_model * F32_BYTES)
+    if _head_on(model, workload):
+        serial += common.lm_head_time(model, root, workload)  # every forward runs the classifier (llamaFinalize)
+        if sample:
+            serial += root_pass_time(root, workload, model.vocab_size * F32_BYTES)
+    fixed = L * max(common.fixed_layer_time(d, WORKER_KERNELS_ROOT_TP) for d in cluster.devices)
+    link, data = comm_time(cluster, forward_syncs("dllama_root_tp", model, n, rows, workload.activation_bits,
+                                                  _head_on(model, workload), syncs_per_layer), L)
+    return Forward(L * parallel_layer + serial, fixed, serial, link, data)
+
+
+def root_prefill(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                 syncs_per_layer: int = ROOT_SYNCS_V08) -> Forward:
+    """S single-token forwards at positions 1..S, sampling after the last: only the attention changes from
+    one to the next (over p keys), so the first forward is costed whole and each later one adds its
+    attention's difference."""
+    first = replace(workload, phase="decode", kv_len=1)
+    f1 = root_forward(model, cluster, first, syncs_per_layer, sample=False)
+    t1 = shard_times(model, cluster, first)
+    rest = t1["attn_block"] - t1["attn"]
+    heads = model.n_heads // cluster.n
+    kinds = {id(d): d for d in cluster.devices}
+    extra = 0.0
+    for p in range(2, workload.seq_len + 1):
+        step = replace(first, kv_len=p)
+        at = {key: float(common.attention_time(model, d, step, heads)) for key, d in kinds.items()}
+        attn_p = np.array([at[id(d)] for d in cluster.devices])
+        extra += float(np.max(rest + attn_p))
+    s = workload.seq_len
+    delta = model.n_layers * (extra - (s - 1) * float(np.max(t1["attn_block"])))
+    sample = root_pass_time(cluster.devices[0], workload, model.vocab_size * F32_BYTES) if _head_on(model, workload) \
+        else 0.0
+    return Forward(s * f1.compute + delta + sample, s * f1.fixed, s * f1.serial + sample, s * f1.link, s * f1.data)
+
+
+# ---- memory ----------------------------------------------------------------------------------------------
+def node_memory_bytes(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> np.ndarray:
+    """Per-node bytes: its slice of every layer's weights, the norms, its classifier rows (all of them on
+    the root TP's root), the F32 embedding table on the root, its slice of the KV cache (activation
+    buffers, a few rows of d and V, are not counted)."""
+    n = cluster.n
+    bits = workload.weight_bits
+    layers = model.n_layers * ((model.attention_params() + model.ffn_params()) / n + model.norm_params())
+    head = model.vocab_size * model.d_model
+    kv = model.kv_cache_bytes(workload.attended, workload.cache_bits) / n
+    per = np.full(n, float(common.weight_bytes(layers + model.d_model, bits)) + kv)
+    if scheme == "dllama_allgather_tp":
+        per += float(common.weight_bytes(head / n, bits))
+    else:
+        per[0] += float(common.weight_bytes(head, bits))
+    per[0] += model.vocab_size * model.d_model * F32_BYTES
+    return per
+
+
+def _overflow(need: np.ndarray, cluster: Cluster) -> str:
+    """'' if every node fits its outermost memory, else a message naming the worst node."""
+    budget = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
+    over = need - budget
+    if not np.any(over > 0):
+        return ""
+    i = int(np.argmax(over))
+    return f"infeasible: node {i} ({cluster.devices[i].name}) needs {need[i]:.4g} B, holds {budget[i]:.4g} B"
+
+
+# ---- evaluators ------------------------------------------------------------------------------------------
+def _result(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload, f: Forward,
+            notes: str) -> SchemeResult:
+    need = node_memory_bytes(scheme, model, cluster, workload)
+    message = _overflow(need, cluster)
+    res = SchemeResult(scheme, PAPER, workload.phase, f.compute + f.link + f.data, compute_s=f.compute,
+                       comm_link_latency_s=f.link, comm_bytes_s=f.data, peak_memory_bytes=tuple(map(float, need)),
+                       memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
+                       oom=bool(message), notes="; ".join(x for x in (notes, message) if x))
+    return res.carve(f.fixed, f.serial)
+
+
+def evaluate_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama >= v0.11 on the cost model: a prefill is one forward of S rows."""
+    check_split(model, cluster.n, "dllama_allgather_tp")
+    return _result("dllama_allgather_tp", model, cluster, workload, allgather_forward(model, cluster, workload),
+                   f"mesh all-gather of partials, wire {wire_bytes_per_value(workload.activation_bits):g} B/value")
+
+
+def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                     syncs_per_layer: int = ROOT_SYNCS_V08) -> SchemeResult:
+    """distributed-llama v0.8-v0.10 on the cost model, `syncs_per_layer` root syncs a layer; a prefill is S
+    single-token forwards at positions 1..S (attention over p keys at the p-th)."""
+    check_split(model, cluster.n, "dllama_root_tp")
+    require_int("syncs_per_layer", syncs_per_layer, low=1)
+    if workload.phase == "decode":
+        f = root_forward(model, cluster, workload, syncs_per_layer)
+    else:
+        f = root_prefill(model, cluster, workload, syncs_per_layer)
+    return _result("dllama_root_tp", model, cluster, workload, f,
+                   f"star through the root, {syncs_per_layer} syncs/layer, one token per forward")
+
+
+@register("dllama_allgather_tp", PAPER)
+def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
+    return evaluate_allgather_tp(model, cluster, workload)
+
+
+@register("dllama_root_tp", PAPER)
+def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer."""
+    return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
