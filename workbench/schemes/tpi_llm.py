@@ -646,6 +646,14 @@ def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: W
     return evaluate_tpi(model, cluster, workload, default_options())
 
 
+@register("tpi_star_tp_resident", PAPER)
+def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """TPI-LLM with its memory scheduler off (Table 1's scheduler=off): every weight resident before the prompt,
+    an even split of heads and FFN columns, TPI-LLM's star all-reduce (what `workbench.cluster` runs)."""
+    options = default_options(scheduler=False, allreduce="star", split="equal", first_token_loads=False)
+    return evaluate_tpi(model, cluster, workload, options, scheme="tpi_star_tp_resident")
+
+
 @register("tp_ring_allreduce", "baseline")
 def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident
