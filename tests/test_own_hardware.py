@@ -1,0 +1,45 @@
+"""The own-hardware path: a deployment that names a per-process device file costs exactly that share."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.cluster.microbench import shared_device
+from workbench.errors import WorkbenchError
+from workbench.hardware import load_device
+from workbench.papers import own_hardware as O
+from workbench.userconfig import parse_config
+
+
+@pytest.mark.parametrize("processes", [2, 4])
+def test_the_deployment_names_a_device_file_equal_to_the_process_share(processes, tmp_path):
+    doc = O.deployment(processes, "loopback", tmp_path)
+    config = parse_config(doc, "deploy.toml", tmp_path)
+    share = shared_device(load_device("this_machine_cpu"), processes)
+    device = config.cluster.devices[0]
+    assert config.cluster.n == processes
+    assert device.peak_flops == pytest.approx(share.peak_flops)
+    assert device.memory[-1].bandwidth_bytes_per_s == pytest.approx(share.memory[-1].bandwidth_bytes_per_s)
+    assert (device.kernel_launch_s, device.layer_overhead_s) == pytest.approx((share.kernel_launch_s,
+                                                                               share.layer_overhead_s))
+    assert config.cluster.topology.link.message_overhead_s > 0
+
+
+def test_every_stored_run_has_a_prediction_and_an_error(tmp_path):
+    checked = O.verify(tmp_path)
+    assert set(checked.devices) == {2, 4} and checked["predicted_s"].gt(0).all()
+    assert (checked["error"] == checked["predicted_s"] / checked["latency_s"] - 1).all()
+    summary = O.error_summary(checked).set_index("points")
+    assert summary.loc["all", "n"] == len(checked)
+
+
+def test_calibration_fits_on_the_ttft_row_only(tmp_path):
+    rows = O.calibration(tmp_path)
+    cal = rows[rows.role == "calibration"]
+    assert len(cal) == 1 and abs(float(cal.error_after.iloc[0])) < 1e-3
+    assert (rows.role == "validation").sum() == 1
+
+
+def test_unknown_link_class_is_one_line(tmp_path):
+    with pytest.raises(WorkbenchError, match="unknown link class 'wifi'"):
+        O.deployment(2, "wifi", tmp_path)
