@@ -16,7 +16,13 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from workbench.constants import Constant, load_constants
-from workbench.errors import WorkbenchError, require_choice, require_int, require_non_negative, require_positive
+from workbench.errors import (
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
 from workbench.fidelity import load_reported
 from workbench.hardware import BITS, DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
