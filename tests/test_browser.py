@@ -1,13 +1,18 @@
 """The explorer notebook in a real browser: Voila on 127.0.0.1, Debian's Chromium headless via Playwright.
 
 Moves the device-count slider and checks that the charts and the summary number change, then drags the
-memory budget to its minimum and checks that the one-line message appears and the charts stay.
+memory budget to its minimum and checks that the one-line message appears and the charts stay. A second
+test checks (issue 19): the page shows the best line once, and it follows a change; a bad TOML path shows
+its one line while the other controls keep working; the log breakdown keeps the winner's bar readable
+beside out-of-memory bars of minutes, linear is one click away; every chart title names the setting.
+Screenshots of each state go to figures/explorer/.
 Skips (printing why) when /usr/bin/chromium is missing, except in CI (CI=true), where it fails.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -153,5 +158,116 @@ def test_explorer_follows_slider_and_shows_invalid_message(voila_url):
             assert _chart_svg(page, "ranking") == svg1
             assert _summary(page) == summary1
             page.screenshot(path=str(out / "explorer_invalid.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def _bar_widths(page) -> list[float]:
+    """Width in px of each breakdown bar (its stacked segments summed), top row (the fastest scheme) first."""
+    paths = page.eval_on_selector_all(
+        ".wb-chart-breakdown svg path[aria-roledescription='bar']", "els => els.map(e => e.getAttribute('d'))")
+    rows: dict[float, float] = {}
+    for d in paths:
+        m = re.match(r"M(-?[\d.e-]+),(-?[\d.e-]+)h(-?[\d.e-]+)", d or "")
+        if m:
+            rows[float(m.group(2))] = rows.get(float(m.group(2)), 0.0) + abs(float(m.group(3)))
+    return [rows[y] for y in sorted(rows)]
+
+
+def _title_text(page, name: str) -> str:
+    """Every text of a chart's title group(s): the setting the chart was drawn for."""
+    return " ".join(page.eval_on_selector_all(
+        f".wb-chart-{name} svg .role-title-text text, .wb-chart-{name} svg .role-title-subtitle text",
+        "els => els.map(e => e.textContent)"))
+
+
+def _wait_change(page, selector_js: str, before: str) -> None:
+    page.wait_for_function(f"s => ({selector_js}) !== s", arg=before, timeout=UPDATE_MS)
+
+
+SUMMARY_JS = "document.querySelector('.wb-summary').innerText"
+RANKING_JS = "document.querySelector('.wb-chart-ranking svg').innerHTML"
+BREAKDOWN_JS = "document.querySelector('.wb-chart-breakdown svg').innerHTML"
+MESSAGE_JS = "document.querySelector('.wb-message').innerText"
+
+
+def test_explorer_best_line_toml_recovery_log_breakdown_and_titles(voila_url):
+    from playwright.sync_api import sync_playwright
+
+    out = FIGURES_DIR / "explorer"
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 2200})
+            page.goto(voila_url, timeout=PAGE_READY_MS)
+            page.wait_for_selector(".wb-summary b", timeout=PAGE_READY_MS)
+            page.wait_for_selector(".wb-chart-breakdown svg path[aria-roledescription='bar']", timeout=PAGE_READY_MS)
+            summary0, _ = _settled(page)
+
+            # Titles name the setting: model, cluster, bandwidth, phase (and memory budget).
+            titles0 = {name: _title_text(page, name) for name in ("breakdown", "ranking", "memory")}
+            for name, title in titles0.items():
+                for part in ("Llama 2-13B", "4x Raspberry Pi 5", "1 Gbps", "50 µs/hop", "prefill", "7.0 GiB/device"):
+                    assert part in title, (name, part, title)
+            assert page.locator(".wb-bandwidth-mbps-readout").inner_text().strip() == "1 Gbps"
+            assert page.locator(".wb-memory-gib-readout").inner_text().strip() == "7.0 GiB"
+
+            # Log breakdown (the default): the winner's bar stays readable beside OOM bars of minutes.
+            widths = _bar_widths(page)
+            assert "(OOM)" in page.locator(".wb-chart-breakdown svg").first.text_content()
+            assert widths[0] >= 0.3 * max(widths) and widths[0] >= 40, widths
+            labels = page.eval_on_selector_all(".wb-chart-breakdown svg .role-axis-label text",
+                                               "els => els.map(e => e.textContent)")
+            assert all(re.fullmatch(r"(1|10|100|1000|10000) (µs|ms|s)", t) for t in labels if t[:1].isdigit()), labels
+            page.screenshot(path=str(out / "explorer_log.png"), full_page=True)
+
+            # Linear is one click away; there the winner is a sliver (why log is the default).
+            breakdown = page.evaluate(BREAKDOWN_JS)
+            page.locator(".wb-scale button", has_text="linear").click()
+            _wait_change(page, BREAKDOWN_JS, breakdown)
+            page.wait_for_timeout(500)
+            linear = _bar_widths(page)
+            assert linear[0] / max(linear) < widths[0] / max(widths), (linear, widths)
+            assert _summary(page) == summary0  # a view change, not a recompute
+            page.screenshot(path=str(out / "explorer_linear.png"), full_page=True)
+            page.locator(".wb-scale button", has_text="log").click()
+
+            # The best line after a change: shown once on the page, and it is the new one.
+            _press(page, "n-devices", "ArrowLeft", times=2)
+            _wait_change(page, SUMMARY_JS, summary0)
+            summary1, _ = _settled(page)
+            body = page.locator("body").inner_text()
+            assert body.count("best TTFT") == 1, body
+            assert summary1.splitlines()[0] in body and summary1 != summary0
+            titles1 = {name: _title_text(page, name) for name in titles0}
+            assert all("2x Raspberry Pi 5" in t for t in titles1.values()) and titles1 != titles0
+
+            # A bad TOML path: one line, and model, devices and phase still redraw the charts.
+            toml = page.locator(".wb-toml input")
+            toml.fill("/nonexistent/mine.toml")
+            toml.press("Enter")
+            page.wait_for_function(f"() => ({MESSAGE_JS}).includes('does not exist')", timeout=UPDATE_MS)
+            message = page.locator(".wb-message").inner_text().strip()
+            assert len(message.splitlines()) == 1 and "Traceback" not in page.content(), message
+            page.locator(".wb-model select").select_option("Llama 2-7B")
+            page.wait_for_function("() => document.querySelector('.wb-chart-breakdown svg').textContent"
+                                   ".includes('Llama 2-7B on')", timeout=UPDATE_MS)
+            summary2, _ = _settled(page)
+            _press(page, "n-devices", "ArrowRight")
+            _wait_change(page, SUMMARY_JS, summary2)
+            _settled(page)
+            ranking = page.evaluate(RANKING_JS)
+            page.locator(".wb-phase button", has_text="decode").click()
+            _wait_change(page, RANKING_JS, ranking)
+            _settled(page)
+            assert "best time per token" in _summary(page)
+            assert all("decode" in t and "3x Raspberry Pi 5" in t for t in
+                       (_title_text(page, n) for n in titles0))
+            assert "does not exist" in page.locator(".wb-message").inner_text()  # still says why
+            page.screenshot(path=str(out / "explorer_bad_toml.png"), full_page=True)
+            toml.fill("")
+            toml.press("Enter")
+            page.wait_for_function(f"() => ({MESSAGE_JS}).trim() === ''", timeout=UPDATE_MS)
         finally:
             browser.close()

@@ -7,6 +7,8 @@ from dataclasses import replace
 import pytest
 from test_arena import REGISTRY  # stand-in evaluators (tests only)
 
+from workbench.arena import COMPONENTS
+from workbench.arena_charts import COMPONENT_COLORS, format_gib, format_rate
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.explore import (
     ALL,
@@ -15,12 +17,15 @@ from workbench.explore import (
     build_cluster,
     chart_specs,
     compute,
+    format_seconds,
     load_preset,
+    notes_html,
     preset_names,
+    readouts,
     settings_for_preset,
     view_result_rows,
 )
-from workbench.hardware import device_names
+from workbench.hardware import DeviceSpec, device_names
 from workbench.io import REPO_ROOT
 from workbench.regimes import with_budget
 from workbench.results import RESULT_COLUMNS
@@ -144,3 +149,202 @@ def test_explorer_with_the_real_registry():
     view = compute(settings_for_preset("sbc_gigabit"))
     assert view.summary.startswith("best TTFT")
     assert (view.table().status == "ok").any()
+
+
+# ---- issue 19: the explorer fixed ------------------------------------------------------------------
+def _counting(registry: dict) -> tuple[dict, list]:
+    """`registry` with every evaluator counting its calls."""
+    calls: list = []
+
+    def wrap(name, fn):
+        def counted(model, cluster, workload):
+            calls.append(name)
+            return fn(model, cluster, workload)
+        return counted
+
+    return {name: (paper, wrap(name, fn)) for name, (paper, fn) in registry.items()}, calls
+
+
+def _notebook_code() -> list[str]:
+    """The code cells of notebooks/src/explore.py (percent format)."""
+    text = (REPO_ROOT / "notebooks" / "src" / "explore.py").read_text()
+    cells = [c for c in text.split("# %%")[1:] if not c.startswith(" [markdown]")]
+    return [c.split("\n", 1)[1] for c in cells]
+
+
+def test_notebook_shows_the_best_line_once_live_only_in_the_widget(tmp_path, capsys, monkeypatch):
+    import workbench.explore as explore
+
+    monkeypatch.setattr(explore, "load_all", lambda: REGISTRY)  # small registry: the notebook's own flow
+    shown: list = []
+    scope = {"display": shown.append}
+    code = _notebook_code()
+    exec(code[0], scope)  # parameters
+    scope.update(figures_dir=str(tmp_path), interactive=True)
+    for cell in code[1:]:
+        exec(cell, scope)
+    assert "best" not in capsys.readouterr().out  # no static copy that a slider would leave behind
+    explorer = scope["explorer"]
+    assert shown == [explorer.widget]
+    before = explorer.summary.value
+    explorer.controls["n_devices"].value = 2
+    assert explorer.summary.value != before and explorer.summary.value.startswith("<b>best TTFT")
+    scope["interactive"] = False
+    exec(code[-1], scope)
+    assert capsys.readouterr().out.startswith("best TTFT")
+
+
+def test_a_bad_toml_path_shows_one_line_and_the_other_controls_keep_working(tmp_path):
+    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer.controls["toml"].value = str(tmp_path / "missing.toml")
+    assert "does not exist" in explorer.message.value and "\n" not in explorer.message.value
+    assert explorer.view.settings.preset == "sbc_gigabit"  # the preset in force is kept
+    for name, value in [("model", "Llama 2-7B"), ("scheme", "standin_single"), ("phase", "decode"),
+                        ("seq_len", 64), ("n_devices", 2)]:
+        explorer.controls[name].value = value
+        assert getattr(explorer.view.settings, name) == value, name
+    assert "does not exist" in explorer.message.value  # the error stays visible while the box holds it
+    explorer.controls["toml"].value = ""
+    assert explorer.message.value == ""
+
+
+def test_after_a_toml_loads_the_dropdown_shows_it(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text((REPO_ROOT / "examples" / "smart_home.toml").read_text())
+    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer.controls["toml"].value = str(path)
+    assert explorer.view.settings.preset == str(path)
+    assert explorer.controls["preset"].label == "TOML file: mine.toml"
+    explorer.controls["preset"].value = "laptops_wifi"  # a listed preset replaces the TOML
+    assert explorer.controls["toml"].value == "" and explorer.view.settings.preset == "laptops_wifi"
+    assert not any(label.startswith("TOML file") for label, _ in explorer.controls["preset"].options)
+
+
+def test_an_unknown_preset_lists_the_examples_not_device_ids(tmp_path):
+    with pytest.raises(WorkbenchError, match="unknown preset 'nope'; examples: laptops_wifi, sbc_gigabit") as info:
+        settings_for_preset("nope")
+    assert device_names()[0] not in str(info.value)
+    (tmp_path / "cfg.toml").mkdir()
+    for directory in (tmp_path, tmp_path / "cfg.toml"):
+        with pytest.raises(WorkbenchError, match="is a directory"):
+            load_preset(str(directory))
+    assert isinstance(load_preset(device_names()[0]), DeviceSpec)
+
+
+def test_readouts_are_in_human_units():
+    s = replace(settings_for_preset("sbc_gigabit"), bandwidth_mbps=1000.0, latency_ms=0.05, memory_gib=2**-10)
+    assert readouts(s) == {"bandwidth_mbps": "1 Gbps", "latency_ms": "50 µs", "memory_gib": "1.0 MiB"}
+    assert [format_rate(x) for x in (1.0, 250.0, 1e5, 0.064)] == ["1 Mbps", "250 Mbps", "100 Gbps", "64 kbps"]
+    assert [format_gib(x) for x in (7.0, 128.0, 0.5)] == ["7.0 GiB", "128 GiB", "512 MiB"]
+    assert [format_seconds(x) for x in (2.5, 0.0123, 5e-5)] == ["2.5 s", "12.3 ms", "50 µs"]
+
+
+def test_titles_carry_the_setting():
+    s = settings_for_preset("sbc_gigabit")
+    a = chart_specs(compute(s, REGISTRY))
+    b = chart_specs(compute(replace(s, bandwidth_mbps=100.0, phase="decode"), REGISTRY))
+    for name in a:
+        title = a[name]["title"]
+        text = f"{title['text']} {title['subtitle']}"
+        for part in ("Llama 2-13B", "4x Raspberry Pi 5", "1 Gbps", "50 µs/hop", "prefill", "7.0 GiB/device"):
+            assert part in text, (name, part, text)
+        assert "100 Mbps" in b[name]["title"]["subtitle"] and "decode" in b[name]["title"]["subtitle"]
+
+
+def test_memory_legend_groups_devices_by_kind():
+    s = replace(settings_for_preset("laptops_wifi"), n_devices=40, scheme="standin_tp", model="Llama 2-13B")
+    spec = chart_specs(compute(s, REGISTRY))["memory"]
+    points = spec["vconcat"][0]["layer"][0]["encoding"]
+    assert points["color"]["field"] == "device_name"  # one colour per device kind, not per device
+    rows = next(iter(spec["datasets"].values()))
+    kinds = {d.name for d in load_preset("laptops_wifi").cluster.devices}
+    assert len(rows) == 40 and {r["device_name"] for r in rows} == kinds
+    assert {"field": "device", "type": "quantitative", "title": "device index"} in points["tooltip"]
+
+
+def test_every_na_reason_is_listed_one_line_each():
+    def never(name):
+        def fn(model, cluster, workload):
+            raise WorkbenchError(f"{name} never applies")
+        return fn
+
+    registry = {**REGISTRY, "no_a": ("paper_c", never("no_a")), "no_b": ("paper_c", never("no_b"))}
+    explorer = Explorer(settings_for_preset("sbc_gigabit"), registry)
+    lines = explorer.notes.value.split("<br>")
+    assert lines[0] == "2 scheme(s) n/a here:" and lines[1:] == ["• no_a: no_a never applies",
+                                                                  "• no_b: no_b never applies"]
+    assert notes_html(()) == ""
+
+
+def test_breakdown_shows_every_component_with_its_own_colour():
+    spec = chart_specs(compute(settings_for_preset("sbc_gigabit"), REGISTRY))["breakdown"]
+    color = spec["vconcat"][0]["layer"][0]["encoding"]["color"]["scale"]
+    assert color["domain"] == list(COMPONENTS.values())
+    assert len(set(color["range"])) == len(COMPONENTS) == len(COMPONENT_COLORS)
+    assert set(COMPONENT_COLORS) == set(COMPONENTS)
+
+
+def _bar_widths(svg: str) -> list[float]:
+    """Total width in px of each breakdown bar in a rendered SVG, top row (the fastest scheme) first."""
+    import re
+
+    rows: dict[float, float] = {}
+    for y, width in re.findall(r'aria-roledescription="bar" d="M-?[\d.e-]+,(-?[\d.e-]+)h(-?[\d.e-]+)', svg):
+        rows[float(y)] = rows.get(float(y), 0.0) + abs(float(width))
+    return [rows[y] for y in sorted(rows)]
+
+
+def test_log_breakdown_keeps_the_winner_readable_and_linear_is_a_choice():
+    from workbench.arena_charts import render_svg
+
+    view = compute(replace(settings_for_preset("sbc_gigabit"), memory_gib=16.0, model="Llama 2-70B",
+                           n_devices=8), REGISTRY)
+    t = view.table().sort_values("latency_s")
+    assert list(t.status) == ["ok", "OOM"] and t.latency_s.iloc[1] > 5 * t.latency_s.iloc[0]
+    ratios = {}
+    for scale in ("log", "linear"):
+        widths = _bar_widths(render_svg(chart_specs(view, scale)["breakdown"]))
+        assert len(widths) == 2
+        ratios[scale] = widths[0] / max(widths)
+    assert ratios["log"] > 0.5 and ratios["linear"] < 0.2, ratios
+    with pytest.raises(WorkbenchError, match="breakdown scale"):
+        chart_specs(view, "sqrt")
+
+
+def test_log_axis_labels_only_decades():
+    import re
+
+    from workbench.arena_charts import render_svg
+
+    view = compute(settings_for_preset("sbc_gigabit"), REGISTRY)
+    for name in ("ranking", "breakdown"):
+        svg = render_svg(chart_specs(view, "log")[name])
+        labels = re.findall(r'role-axis-label.*?</g></g>', svg, re.S)
+        texts = [t for group in labels for t in re.findall(r"<text[^>]*>([^<]*)</text>", group)]
+        numeric = [t for t in texts if re.match(r"^[\d.]", t)]
+        assert numeric and all(re.fullmatch(r"(1|10|100|1000|10000) (µs|ms|s)", t) for t in numeric), numeric
+
+
+def test_explorer_caches_views_and_switches_the_breakdown_axis_without_recomputing():
+    registry, calls = _counting(REGISTRY)
+    explorer = Explorer(settings_for_preset("sbc_gigabit"), registry)
+    slider = explorer.controls["bandwidth_mbps"]
+    start = slider.value
+    slider.value = 100.0
+    n = len(calls)
+    slider.value = start  # back to a setting seen before: no scheme evaluated
+    assert len(calls) == n
+    explorer.controls["scale"].value = "linear"
+    assert len(calls) == n
+    assert explorer.charts["breakdown"].spec["vconcat"][0]["layer"][0]["encoding"]["x"]["scale"]["type"] == "linear"
+
+
+def test_composition_share_axis_labels_do_not_collide():
+    import re
+
+    from workbench.arena_charts import breakdown_spec, render_svg
+
+    view = compute(settings_for_preset("sbc_gigabit"), REGISTRY)
+    svg = render_svg(breakdown_spec(view.arena, composition=True))
+    labels = re.findall(r"<text[^>]*>(\d+%)</text>", svg)
+    assert labels == ["0%", "25%", "50%", "75%", "100%"], labels  # was 0% .. 80%100% at 190 px

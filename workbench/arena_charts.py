@@ -9,6 +9,7 @@ by swapping its rows (`with_data`).
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -19,17 +20,101 @@ from workbench.arena import (
     METRIC,
     Arena,
     breakdown_frame,
-    cluster_label,
     memory_frame,
     ranking_frame,
 )
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, require_choice
 from workbench.io import write_atomic, write_csv_atomic, write_text_atomic
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite minor version altair 6 writes; a test keeps the two in step
 SCHEMA_URL = f"https://vega.github.io/schema/vega-lite/v{VEGA_LITE_VERSION}.json"
 DATASET = "arena"
-COMPONENT_COLORS = ["#4c78a8", "#9ecae9", "#54a24b", "#e45756", "#f58518", "#72b7b2", "#bab0ac"]  # in COMPONENTS order
+COMPONENT_COLORS = {"compute_s": "#4c78a8", "fixed_s": "#9ecae9", "serial_s": "#b279a2",
+                    "comm_link_latency_s": "#f58518", "comm_bytes_s": "#e45756", "io_stall_s": "#54a24b",
+                    "other_s": "#bab0ac"}  # one distinct colour per workbench.arena.COMPONENTS key
+SCALES = ("log", "linear")
+
+
+# ---- human units (Python, for titles and readouts) -----------------------------------------------
+def _short(value: float) -> str:
+    """3 significant digits, no exponent: 1 -> '1', 2.5 -> '2.5', 250 -> '250', 1500 -> '1500'."""
+    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+
+
+def format_rate(mbps: float) -> str:
+    """A link rate in Mbps as '1 Gbps', '250 Mbps', '64 kbps' or '12 bps'."""
+    bps = mbps * 1e6
+    for unit, size in (("Tbps", 1e12), ("Gbps", 1e9), ("Mbps", 1e6), ("kbps", 1e3)):
+        if bps >= size * 0.9995:
+            return f"{_short(bps / size)} {unit}"
+    return f"{_short(bps)} bps"
+
+
+def format_duration(seconds: float) -> str:
+    """'50 µs', '1.2 ms', '3.4 s' ('n/a' when not finite)."""
+    if not math.isfinite(seconds):
+        return "n/a"
+    for unit, size in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= size * 0.9995:
+            return f"{_short(seconds / size)} {unit}"
+    return f"{_short(seconds * 1e6)} µs"
+
+
+def format_gib(gib: float) -> str:
+    """A size in GiB as '1.0 MiB', '7.0 GiB', '128 GiB' or '512 KiB'."""
+    n_bytes = gib * 2**30
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= size * 0.9995:
+            v = n_bytes / size
+            return f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    v = n_bytes / 2**10
+    return f"{v:.1f} KiB" if v < 100 else f"{v:.0f} KiB"
+
+
+def device_summary(cluster) -> str:
+    """'32x Laptop A + 32x Laptop B': devices counted by name, in order of first appearance."""
+    counts: dict[str, int] = {}
+    for device in cluster.devices:
+        counts[device.name] = counts.get(device.name, 0) + 1
+    return " + ".join(f"{n}x {name}" for name, n in counts.items())
+
+
+def setting_title(arena: Arena, extra: str = "") -> dict:
+    """A chart title that names the setting: model and cluster, then link, prompt, bits and phase(s)."""
+    link = arena.cluster.topology.link
+    w = arena.workloads[0]
+    phases = " + ".join(w.phase for w in arena.workloads)
+    sub = (f"{arena.cluster.topology.kind}, {format_rate(link.bandwidth_bytes_per_s * 8 / 1e6)}, "
+           f"{format_duration(link.latency_s)}/hop · S={w.seq_len} · {w.weight_bits:g}-bit · {phases}")
+    return {"text": f"{arena.model.name} on {device_summary(arena.cluster)}", "subtitle": sub + extra}
+
+
+# ---- human units (Vega expressions, for axis labels and tooltips) ----------------------------------
+def seconds_expr(value: str = "datum.value") -> str:
+    """A Vega expression formatting seconds as '0', '50 µs', '12 ms' or '3.4 s'."""
+    v = value
+    return (f"{v} == 0 ? '0' : {v} >= 0.9995 ? format({v}, '.3~r') + ' s' : {v} >= 0.0009995 ? "
+            f"format({v} * 1000, '.3~g') + ' ms' : format({v} * 1000000, '.3~g') + ' µs'")
+
+
+def gib_expr(value: str = "datum.value") -> str:
+    """A Vega expression formatting GiB as '0', '512 KiB', '1 MiB' or '7 GiB'."""
+    v = value
+    return (f"{v} == 0 ? '0' : {v} >= 0.9995 ? format({v}, '.3~r') + ' GiB' : {v} * 1024 >= 0.9995 ? "
+            f"format({v} * 1024, '.3~g') + ' MiB' : format({v} * 1048576, '.3~g') + ' KiB'")
+
+
+def decade_labels(expr: str) -> str:
+    """Label only the powers of ten of a log axis (the 2..9 ticks stay as grid lines: no colliding labels)."""
+    exponent = "log(datum.value) / LN10"
+    return f"abs({exponent} - round({exponent})) < 1e-6 ? ({expr}) : ''"
+
+
+def time_axis(title: str, scale: str) -> dict:
+    """An x axis in human time units; on a log scale only the decades are labelled."""
+    expr = seconds_expr()
+    return {"title": title, "labelExpr": decade_labels(expr) if scale == "log" else expr,
+            "labelOverlap": "greedy", "labelSeparation": 4}
 
 
 # ---- small builders ------------------------------------------------------------------------------
@@ -71,71 +156,104 @@ def _label_axis() -> dict:
     return {"y": field("label", sort={"field": "latency_s", "op": "min"}, title=None)}
 
 
+def stack_transforms() -> list[dict]:
+    """Vega-Lite transforms stacking the components of each bar in COMPONENTS order into [start, end]
+    (seconds), plus [start_log, end_log]: the same, clipped below at a floor one decade under the
+    fastest bar's decade, so a log axis shows every bar from the same start (winners stay readable)."""
+    names = json.dumps(list(COMPONENTS.values()))
+    return [{"calculate": f"indexof({names}, datum.component)", "as": "order"},
+            {"calculate": "datum.seconds > 0 ? datum.seconds : 0", "as": "part"},
+            {"window": [{"op": "sum", "field": "part", "as": "end"}], "groupby": ["label", "phase"],
+             "sort": [{"field": "order"}], "frame": [None, 0]},
+            {"calculate": "datum.end - datum.part", "as": "start"},
+            {"joinaggregate": [{"op": "min", "field": "latency_s", "as": "fastest"}], "groupby": ["phase"]},
+            {"calculate": "pow(10, floor(log(datum.fastest) / LN10) - 1)", "as": "floor"},
+            {"calculate": "max(datum.start, datum.floor)", "as": "start_log"},
+            {"calculate": "max(datum.end, datum.floor)", "as": "end_log"},
+            {"calculate": seconds_expr("datum.seconds"), "as": "time"}]
+
+
 # ---- the three charts ----------------------------------------------------------------------------
-def breakdown_spec(arena: Arena, width: int = 380, title: str | None = None, composition: bool = True) -> dict:
-    """Stacked bars per scheme: compute / link latency / bytes / IO stall; a black tick = end-to-end latency;
-    with `composition`, beside it the same stack normalised to shares."""
-    color = field("component", scale={"domain": list(COMPONENTS.values()), "range": COMPONENT_COLORS},
-                  title="component")
-    seconds_tip = field("seconds", "quantitative", format=".4g")
+def breakdown_spec(arena: Arena, width: int = 380, title: str | dict | None = None, composition: bool = True,
+                   scale: str = "log") -> dict:
+    """Stacked bars per scheme over every component of COMPONENTS (own colour each) on a log or linear
+    axis; a black tick = end-to-end latency; with `composition`, beside it the same stack as shares."""
+    require_choice("breakdown scale", scale, SCALES)
+    color = field("component", scale={"domain": list(COMPONENTS.values()),
+                                      "range": [COMPONENT_COLORS[c] for c in COMPONENTS]},
+                  title="component", legend={"labelLimit": 320})
+    suffix = "_log" if scale == "log" else ""
+    time_tip = field("time", title="seconds")
     rows = []
     for phase in _phases(arena):
+        axis = time_axis(f"{METRIC[phase]} components ({scale} axis; busy time, overlap hides some)", scale)
+        x_scale = {"type": "log"} if scale == "log" else {"type": "linear", "zero": True}
         bars = {"mark": {"type": "bar"}, "encoding": {
             **_label_axis(), "color": color,
-            "x": field("seconds", "quantitative", aggregate="sum",
-                       title=f"{METRIC[phase]} components (s; busy time, overlap hides some)"),
-            "tooltip": [field("scheme"), field("paper"), field("component"), seconds_tip]},
-            "transform": [phase_filter(phase)]}
+            "x": field(f"start{suffix}", "quantitative", scale=x_scale, axis=axis),
+            "x2": {"field": f"end{suffix}"},
+            "tooltip": [field("scheme"), field("paper"), field("component"), time_tip]},
+            "transform": [phase_filter(phase), *stack_transforms()]}
         ticks = {"mark": {"type": "tick", "color": "black", "thickness": 2, "size": 18}, "encoding": {
             **_label_axis(), "x": field("latency_s", "quantitative"),
-            "tooltip": [field("scheme"), field("latency_s", "quantitative")]},
-            "transform": [phase_filter(phase), {"filter": "(datum.component === 'compute')"}]}
+            "tooltip": [field("scheme"), field("total", title="end-to-end")]},
+            "transform": [phase_filter(phase), {"filter": "(datum.component === 'compute')"},
+                          {"calculate": seconds_expr("datum.latency_s"), "as": "total"}]}
         absolute = {"layer": [bars, ticks], "title": f"Latency breakdown: {METRIC[phase]} ({phase})", "width": width}
         if composition:
             share = {"mark": {"type": "bar"}, "encoding": {
                 **_label_axis(), "color": color,
                 "x": field("seconds", "quantitative", aggregate="sum", stack="normalize",
-                           title="share of busy time", axis={"format": "%"}),
-                "tooltip": [field("scheme"), field("component"), seconds_tip]},
-                "transform": [phase_filter(phase)], "title": "composition", "width": width // 2}
+                           title="share of busy time",
+                           axis={"format": "%", "values": [0, 0.25, 0.5, 0.75, 1], "labelOverlap": "greedy"}),
+                "tooltip": [field("scheme"), field("component"), time_tip]},
+                "transform": [phase_filter(phase), {"calculate": seconds_expr("datum.seconds"), "as": "time"}],
+                "title": "composition", "width": width // 2}
             rows.append({"hconcat": [absolute, share]})
         else:
             rows.append(absolute)
-    title = f"{arena.model.name} on {cluster_label(arena.cluster)}" if title is None else title
+    title = setting_title(arena) if title is None else title
     return top_level({"vconcat": rows, "title": title}, breakdown_frame(arena))
 
 
-def ranking_spec(arena: Arena, width: int = 380) -> dict:
-    """Latency per scheme (dots, log scale), best first, coloured by paper; OOM faded and labelled."""
+def ranking_spec(arena: Arena, width: int = 380, title: str | dict | None = None) -> dict:
+    """Latency per scheme (dots, log scale, decades labelled), best first, coloured by paper; OOM faded and
+    labelled."""
     rows = []
     for phase in _phases(arena):
         dots = {"mark": {"type": "point", "filled": True, "size": 90}, "encoding": {
             **_label_axis(),
-            "x": field("latency_s", "quantitative", scale={"type": "log"}, title=f"{METRIC[phase]} (s, log)"),
+            "x": field("latency_s", "quantitative", scale={"type": "log"},
+                       axis=time_axis(f"{METRIC[phase]} (log axis)", "log")),
             "color": field("paper"),
             "opacity": {"condition": {"test": "(datum.status === 'ok')", "value": 1.0}, "value": 0.3},
-            "tooltip": [field("scheme"), field("paper"), field("status"),
-                        field("latency_s", "quantitative", format=".4g"), field("notes")]},
-            "transform": [phase_filter(phase)]}
+            "tooltip": [field("scheme"), field("paper"), field("status"), field("time", title=METRIC[phase]),
+                        field("notes")]},
+            "transform": [phase_filter(phase), {"calculate": seconds_expr("datum.latency_s"), "as": "time"}]}
         text = {"mark": {"type": "text", "align": "left", "dx": 7}, "encoding": {
             **_label_axis(), "x": field("latency_s", "quantitative"), "text": field("text")},
             "transform": [phase_filter(phase)]}
         rows.append({"layer": [dots, text], "title": f"Ranking: {METRIC[phase]} (x of best)", "width": width})
-    return top_level({"vconcat": rows}, ranking_frame(arena))
+    title = setting_title(arena) if title is None else title
+    return top_level({"vconcat": rows, "title": title}, ranking_frame(arena))
 
 
-def memory_spec(arena: Arena, phase: str = "decode", width: int = 380) -> dict:
-    """Peak memory of each device (points) per scheme against the budget (red tick)."""
+def memory_spec(arena: Arena, phase: str = "decode", width: int = 380, title: str | dict | None = None) -> dict:
+    """Peak memory of each device (points, coloured by device kind) per scheme against the budget (red tick)."""
     y = {"y": field("scheme", title=None)}
+    axis = {"title": "peak memory per device", "labelExpr": gib_expr(), "labelOverlap": "greedy"}
     points = {"mark": {"type": "point", "filled": True, "size": 60}, "encoding": {
-        **y, "x": field("peak_gib", "quantitative", title="peak memory per device (GiB)"),
-        "color": field("device_label", title="device"), "shape": field("over_budget", title="over budget"),
-        "tooltip": [field("scheme"), field("device_label"), field("peak_gib", "quantitative", format=".3f"),
-                    field("budget_gib", "quantitative", format=".3f")]}}
+        **y, "x": field("peak_gib", "quantitative", axis=axis),
+        "color": field("device_name", title="device kind"), "shape": field("over_budget", title="over budget"),
+        "tooltip": [field("scheme"), field("device", "quantitative", title="device index"), field("device_name"),
+                    field("peak", title="peak"), field("budget", title="budget")]},
+        "transform": [{"calculate": gib_expr("datum.peak_gib"), "as": "peak"},
+                      {"calculate": gib_expr("datum.budget_gib"), "as": "budget"}]}
     budget = {"mark": {"type": "tick", "color": "red", "thickness": 2, "size": 16},
               "encoding": {**y, "x": field("budget_gib", "quantitative", aggregate="min")}}
-    return top_level({"layer": [points, budget], "width": width,
-                      "title": f"Peak memory per device vs budget (red), {phase}"}, memory_frame(arena, phase))
+    inner = {"layer": [points, budget], "width": width, "title": f"Peak memory per device vs budget (red), {phase}"}
+    title = setting_title(arena) if title is None else title
+    return top_level({"vconcat": [inner], "title": title}, memory_frame(arena, phase))
 
 
 def with_data(spec: dict, frame: pd.DataFrame) -> dict:
@@ -156,9 +274,10 @@ def as_altair(spec: dict, validate: bool = False):
     return cls.from_dict(spec, validate=validate)
 
 
-def breakdown_chart(arena: Arena, width: int = 380, title: str | None = None, composition: bool = True):
+def breakdown_chart(arena: Arena, width: int = 380, title: str | dict | None = None, composition: bool = True,
+                    scale: str = "log"):
     """`breakdown_spec` as an altair chart."""
-    return as_altair(breakdown_spec(arena, width, title, composition))
+    return as_altair(breakdown_spec(arena, width, title, composition, scale))
 
 
 def ranking_chart(arena: Arena, width: int = 380):

@@ -8,7 +8,8 @@ Invalid settings (more devices than heads for the chosen scheme, a budget nothin
 
 from __future__ import annotations
 
-import math
+import html
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -26,7 +27,17 @@ from workbench.arena import (
     run_arena,
     table_result_rows,
 )
-from workbench.arena_charts import as_altair, breakdown_spec, memory_spec, ranking_spec
+from workbench.arena_charts import (
+    SCALES,
+    as_altair,
+    breakdown_spec,
+    format_duration,
+    format_gib,
+    format_rate,
+    memory_spec,
+    ranking_spec,
+    setting_title,
+)
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -49,7 +60,7 @@ MAX_DEVICES = 64
 
 def preset_names() -> list[str]:
     """Example deployments (examples/<stem>.toml) first, then device presets (data/devices/<id>.toml)."""
-    return sorted(p.stem for p in EXAMPLES_DIR.glob("*.toml")) + device_names()
+    return example_names() + device_names()
 
 
 @lru_cache(maxsize=64)
@@ -57,15 +68,27 @@ def _load_config_cached(path: str, mtime: float) -> UserConfig:
     return load_config(path)
 
 
+def example_names() -> list[str]:
+    """Stems of the example deployments in examples/."""
+    return sorted(p.stem for p in EXAMPLES_DIR.glob("*.toml"))
+
+
 def load_preset(preset: str) -> UserConfig | DeviceSpec:
     """An example or any TOML path -> its UserConfig; a device id -> its DeviceSpec."""
     path = Path(preset)
+    if path.is_dir():
+        raise WorkbenchError(f"config file {preset!r} is a directory; give a .toml file")
     if preset.endswith(".toml"):
         path = path if path.is_absolute() else (REPO_ROOT / path if not path.exists() else path)
     elif (EXAMPLES_DIR / f"{preset}.toml").exists():
         path = EXAMPLES_DIR / f"{preset}.toml"
-    else:
+    elif preset in device_names():
         return load_device(preset)
+    else:
+        raise WorkbenchError(f"unknown preset {preset!r}; examples: {', '.join(example_names())} "
+                             f"(or a device id from data/devices/, or a path to a .toml file)")
+    if path.is_dir():
+        raise WorkbenchError(f"config file {preset!r} is a directory; give a .toml file")
     if not path.is_file():
         raise WorkbenchError(f"config file {preset!r} does not exist")
     return _load_config_cached(str(path), path.stat().st_mtime)
@@ -139,6 +162,27 @@ class View:
         return self.arena.table()
 
 
+class _MemoArena(Arena):
+    """An Arena whose table() and memory() are built once (a redraw asks for them several times)."""
+
+    def table(self) -> pd.DataFrame:
+        """The arena rows (built on first use, a copy each call)."""
+        if "_table" not in self.__dict__:
+            object.__setattr__(self, "_table", Arena.table(self))
+        return self.__dict__["_table"].copy()
+
+    def memory(self) -> pd.DataFrame:
+        """Peak memory per device (built on first use, a copy each call)."""
+        if "_memory" not in self.__dict__:
+            object.__setattr__(self, "_memory", Arena.memory(self))
+        return self.__dict__["_memory"].copy()
+
+
+def memoised(arena: Arena) -> Arena:
+    """`arena` with its table and memory frames computed once."""
+    return _MemoArena(arena.model, arena.cluster, arena.workloads, arena.entries)
+
+
 def compute(settings: Settings, registry: Registry | None = None) -> View:
     """Evaluate the arena for `settings` (one phase); raise WorkbenchError when nothing can be shown."""
     registry = load_all() if registry is None else registry
@@ -147,13 +191,13 @@ def compute(settings: Settings, registry: Registry | None = None) -> View:
         raise WorkbenchError(f"sequence length {settings.seq_len} exceeds {model.name}'s max_positions "
                              f"({model.max_positions})")
     schemes = None if settings.scheme == ALL else [require_choice("scheme", settings.scheme, sorted(registry))]
-    arena = run_arena(model, build_cluster(settings), settings.seq_len, settings.seq_len, settings.weight_bits,
-                      phases=(settings.phase,), schemes=schemes, registry=registry)
+    arena = memoised(run_arena(model, build_cluster(settings), settings.seq_len, settings.seq_len,
+                               settings.weight_bits, phases=(settings.phase,), schemes=schemes, registry=registry))
     if schemes is not None and arena.entries and arena.entries[0].status == "n/a":
         raise WorkbenchError(f"{settings.scheme} does not apply here: {arena.entries[0].error}")
     arena.check_feasible()
     table = arena.table()
-    ok = table[table["status"] == "ok"].sort_values("latency_s")
+    ok = table[table["status"] == "ok"].sort_values(["latency_s", "scheme"])
     best = ok.iloc[0]
     counts = table["status"].value_counts()
     summary = (f"best {METRIC[settings.phase]}: {best.scheme} ({best.paper}) {format_seconds(best.latency_s)}"
@@ -163,18 +207,34 @@ def compute(settings: Settings, registry: Registry | None = None) -> View:
 
 
 def format_seconds(seconds: float) -> str:
-    """'12.3 ms' or '1.23 s'."""
-    if not math.isfinite(seconds):
-        return "n/a"
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+    """'50 µs', '12.3 ms' or '1.23 s' ('n/a' when not finite)."""
+    return format_duration(seconds)
 
 
-def chart_specs(view: View) -> dict[str, dict]:
+def readouts(settings: Settings) -> dict[str, str]:
+    """The log sliders' values in human units: '1 Gbps', '50 µs', '1.0 MiB'."""
+    return {"bandwidth_mbps": format_rate(settings.bandwidth_mbps),
+            "latency_ms": format_duration(settings.latency_ms * 1e-3),
+            "memory_gib": format_gib(settings.memory_gib)}
+
+
+def notes_html(notes: tuple[str, ...]) -> str:
+    """Every n/a reason, one line each (HTML)."""
+    if not notes:
+        return ""
+    lines = "".join(f"<br>• {html.escape(n)}" for n in notes)
+    return f"{len(notes)} scheme(s) n/a here:{lines}"
+
+
+def chart_specs(view: View, scale: str = "log") -> dict[str, dict]:
     """Vega-Lite specs (dicts) of the three explorer charts for `view`, what the widgets receive on an
-    update: latency breakdown, ranking, memory vs budget (plain dict builders: ~5 ms each)."""
-    return {"breakdown": breakdown_spec(view.arena, width=300, title="", composition=False),
-            "ranking": ranking_spec(view.arena, width=300),
-            "memory": memory_spec(view.arena, phase=view.settings.phase, width=300)}
+    update: latency breakdown (`scale`: log or linear axis), ranking, memory vs budget; every title names
+    the setting (model, cluster, link, prompt, phase, memory budget)."""
+    require_choice("breakdown scale", scale, SCALES)
+    title = setting_title(view.arena, f" · {format_gib(view.settings.memory_gib)}/device budget")
+    return {"breakdown": breakdown_spec(view.arena, width=300, title=title, composition=False, scale=scale),
+            "ranking": ranking_spec(view.arena, width=300, title=title),
+            "memory": memory_spec(view.arena, phase=view.settings.phase, width=300, title=title)}
 
 
 def chart_frames(view: View) -> dict[str, pd.DataFrame]:
@@ -183,8 +243,19 @@ def chart_frames(view: View) -> dict[str, pd.DataFrame]:
             "memory": memory_frame(view.arena, view.settings.phase)}
 
 
+def toml_label(path: str) -> str:
+    """The preset dropdown's entry for a TOML file of one's own."""
+    return f"TOML file: {Path(path).name}"
+
+
 class Explorer:
-    """The widget: controls on the left, charts on the right; every change recomputes and redraws."""
+    """The widget: controls on the left, charts on the right; every change recomputes and redraws.
+
+    The preset in force is `self.settings.preset`: a bad TOML path shows its one-line error and leaves
+    it unchanged, so the other controls keep working. Views are cached by settings (moving a slider back
+    costs nothing)."""
+
+    CACHE_SIZE = 64
 
     def __init__(self, settings: Settings | None = None, registry: Registry | None = None):
         import altair as alt
@@ -193,15 +264,19 @@ class Explorer:
         alt.JupyterChart.enable_offline()  # vega from vl-convert's bundle: no CDN needed
         self.registry = load_all() if registry is None else registry
         self.settings = settings or settings_for_preset(Settings.preset)
+        self._cache: OrderedDict[Settings, View] = OrderedDict()
+        self._preset_error = ""
         s = self.settings
         style = {"description_width": "150px"}
         layout = w.Layout(width="420px")
+        slider = w.Layout(width="330px")
         names = preset_names()
-        listed = s.preset in names  # else a TOML path of one's own, shown in the text box
+        self._last_listed = s.preset if s.preset in names else names[0]
         self.controls = {
-            "preset": w.Dropdown(options=names, value=s.preset if listed else names[0], description="device preset",
+            "preset": w.Dropdown(options=self._preset_options(s.preset), value=s.preset, description="device preset",
                                  style=style, layout=layout),
-            "toml": w.Text(value="" if listed else s.preset, placeholder="or a TOML file of your own (Enter)",
+            "toml": w.Text(value="" if s.preset in names else s.preset,
+                           placeholder="or a TOML file of your own (Enter)",
                            description="TOML file", continuous_update=False, style=style, layout=layout),
             "model": w.Dropdown(options=list(MODELS), value=s.model, description="model", style=style, layout=layout),
             "scheme": w.Dropdown(options=[ALL] + sorted(self.registry), value=s.scheme, description="scheme",
@@ -209,46 +284,67 @@ class Explorer:
             "n_devices": w.IntSlider(value=s.n_devices, min=1, max=MAX_DEVICES, description="devices", style=style,
                                      layout=layout, continuous_update=False),
             "bandwidth_mbps": w.FloatLogSlider(value=s.bandwidth_mbps, base=10, min=0, max=5, step=0.1,
-                                               description="link bandwidth (Mbps)", style=style, layout=layout,
-                                               continuous_update=False),
+                                               description="link bandwidth", style=style, layout=slider,
+                                               continuous_update=False, readout=False),
             "latency_ms": w.FloatLogSlider(value=max(s.latency_ms, 1e-3), base=10, min=-3, max=2, step=0.1,
-                                           description="per-hop latency (ms)", style=style, layout=layout,
-                                           continuous_update=False),
+                                           description="per-hop latency", style=style, layout=slider,
+                                           continuous_update=False, readout=False),
             "memory_gib": w.FloatLogSlider(value=s.memory_gib, base=2, min=-10, max=7, step=0.25,
-                                           description="memory budget (GiB)", style=style, layout=layout,
-                                           continuous_update=False),
+                                           description="memory budget", style=style, layout=slider,
+                                           continuous_update=False, readout=False),
             "seq_len": w.IntSlider(value=s.seq_len, min=1, max=4096, description="sequence length", style=style,
                                    layout=layout, continuous_update=False),
             "phase": w.ToggleButtons(options=list(PHASES), value=s.phase, description="phase", style=style),
+            "scale": w.ToggleButtons(options=list(SCALES), value="log", description="breakdown axis", style=style),
         }
         for name, control in self.controls.items():
             control.add_class(f"wb-{name.replace('_', '-')}")
+        self.readouts = {name: w.Label(value="").add_class(f"wb-{name.replace('_', '-')}-readout")
+                         for name in ("bandwidth_mbps", "latency_ms", "memory_gib")}
         self.message = w.HTML(value="").add_class("wb-message")
         self.summary = w.HTML(value="").add_class("wb-summary")
-        self.view = compute(s, self.registry)
+        self.notes = w.HTML(value="").add_class("wb-notes")
+        self.view = self._compute(s)
         embed = {"renderer": "svg", "actions": False}
         self.charts = {name: alt.JupyterChart(as_altair(spec), embed_options=embed)
-                       for name, spec in chart_specs(self.view).items()}
+                       for name, spec in chart_specs(self.view, self.controls["scale"].value).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
         self._show(self.view)
         self._suspend = False
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        left = w.VBox(list(self.controls.values()) + [self.summary, self.message],
-                      layout=w.Layout(width="450px", flex="0 0 450px"))
+        rows = [w.HBox([c, self.readouts[n]]) if n in self.readouts else c for n, c in self.controls.items()]
+        left = w.VBox(rows + [self.summary, self.notes, self.message], layout=w.Layout(width="450px", flex="0 0 450px"))
         right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"]])
         self.widget = w.HBox([left, right])
 
+    def _preset_options(self, preset: str) -> list[tuple[str, str]]:
+        """Dropdown entries: a TOML file of one's own in force first, then the examples and devices."""
+        own = [] if preset in preset_names() else [(toml_label(preset), preset)]
+        return own + [(name, name) for name in preset_names()]
+
+    def _compute(self, settings: Settings) -> View:
+        """`compute`, cached by settings (least recently used dropped)."""
+        if settings in self._cache:
+            self._cache.move_to_end(settings)
+            return self._cache[settings]
+        view = compute(settings, self.registry)
+        self._cache[settings] = view
+        if len(self._cache) > self.CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return view
+
     def _show(self, view: View) -> None:
-        note = f" ({len(view.notes)} n/a: {view.notes[0]})" if view.notes else ""
-        self.summary.value = f"<b>{view.summary}</b>{note}"
+        self.summary.value = f"<b>{html.escape(view.summary)}</b>"
+        self.notes.value = notes_html(view.notes)
+        for name, text in readouts(view.settings).items():
+            self.readouts[name].value = text
 
     def current_settings(self) -> Settings:
-        """Settings from the controls (raises WorkbenchError when they are invalid)."""
+        """Settings from the controls and the preset in force (raises WorkbenchError when they are invalid)."""
         c = self.controls
-        preset = c["toml"].value.strip() or c["preset"].value
-        return replace(self.settings, preset=preset, model=c["model"].value, scheme=c["scheme"].value,
+        return replace(self.settings, model=c["model"].value, scheme=c["scheme"].value,
                        n_devices=int(c["n_devices"].value), bandwidth_mbps=float(c["bandwidth_mbps"].value),
                        latency_ms=float(c["latency_ms"].value), memory_gib=float(c["memory_gib"].value),
                        seq_len=int(c["seq_len"].value), phase=c["phase"].value)
@@ -256,21 +352,43 @@ class Explorer:
     def _on_change(self, change) -> None:
         if self._suspend:
             return
-        if change["owner"] in (self.controls["preset"], self.controls["toml"]):
-            self._load_preset()
+        owner = change["owner"]
+        if owner is self.controls["scale"]:
+            self._redraw(self.view)
+            return
+        if owner is self.controls["toml"]:
+            self._load_preset(self.controls["toml"].value.strip() or self._last_listed)
+        elif owner is self.controls["preset"]:
+            if change["new"] == self.settings.preset:
+                return
+            self._set_quietly("toml", "")
+            self._load_preset(change["new"])
         self.update()
 
-    def _load_preset(self) -> None:
-        """Move the controls to a newly chosen preset's own values (one update afterwards)."""
-        preset = self.controls["toml"].value.strip() or self.controls["preset"].value
+    def _set_quietly(self, name: str, value) -> None:
+        """Set a control without triggering an update."""
+        self._suspend = True
+        try:
+            self.controls[name].value = value
+        finally:
+            self._suspend = False
+
+    def _load_preset(self, preset: str) -> None:
+        """Move the controls to a newly chosen preset's own values; on a bad one keep the preset in force."""
         try:
             s = settings_for_preset(preset, scheme=self.controls["scheme"].value, phase=self.controls["phase"].value)
         except WorkbenchError as exc:
-            self.message.value = f"⚠ {exc}"
+            self._preset_error = f"⚠ {html.escape(str(exc).splitlines()[0])} (still using {self.settings.preset})"
             return
+        self._preset_error = ""
+        self._cache.clear()  # the file may have changed on disk
         self._suspend = True
         try:
             self.settings = s
+            if preset in preset_names():
+                self._last_listed = preset
+            self.controls["preset"].options = self._preset_options(preset)
+            self.controls["preset"].value = preset
             for name in ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len"):
                 self.controls[name].value = getattr(s, name)
         finally:
@@ -279,17 +397,21 @@ class Explorer:
     def update(self) -> bool:
         """Recompute from the controls and redraw; on invalid input show one line and keep the charts."""
         try:
-            view = compute(self.current_settings(), self.registry)
-            specs = chart_specs(view)
+            view = self._compute(self.current_settings())
+            self._redraw(view)
         except WorkbenchError as exc:
-            self.message.value = f"⚠ {str(exc).splitlines()[0]}"
+            self.message.value = f"⚠ {html.escape(str(exc).splitlines()[0])}"
             return False
-        for name, spec in specs.items():
-            self.charts[name].spec = spec
         self.view = view
-        self.message.value = ""
+        self.message.value = self._preset_error
         self._show(view)
         return True
+
+    def _redraw(self, view: View) -> None:
+        """Swap the charts' specs for those of `view` (raises WorkbenchError before touching any chart)."""
+        specs = chart_specs(view, self.controls["scale"].value)
+        for name, spec in specs.items():
+            self.charts[name].spec = spec
 
 
 def view_result_rows(view: View) -> pd.DataFrame:

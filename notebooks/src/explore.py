@@ -24,10 +24,12 @@ rec = Recorder("explore", figures_dir)
 settings = settings_for_preset(preset, phase=phase)
 view = compute(settings)
 rec.add(view_result_rows(view))
-rec.write()
-print(view.summary)
+_ = rec.write()  # (no echo of the path in the page)
 
 # %%
+# The best scheme appears in one place only: the explorer's live bold line, or (batch runs) one printed line.
 if interactive:
     explorer = Explorer(settings)
     display(explorer.widget)  # noqa: F821 (IPython builtin)
+else:
+    print(view.summary)
