@@ -701,3 +701,137 @@ def test_this_machine_preset_is_a_micro_benchmark():
         assert c.kind == "measured" and "data/cluster/microbench.csv" in c.source, name
     assert 0 < dev.kernel_launch_s < 1e-4 and 0 < dev.memory_efficiency <= 1
     assert 0 < float(dev.provenance["program_dispatch"].value) < 1e-3
+
+
+# ---- the `cluster` command's table and CSV: one row per point, latency quartiles, no lists -----------------
+def _collectives_run(times_by_process):
+    """A ClusterRun as the collectives experiment returns it: {process: {(program, bytes): [times]}}."""
+    from workbench.cluster import ClusterRun
+
+    rows = [{"process": p, "program": prog, "requested_bytes": size, "message_bytes": size, "n_devices": 2,
+             "reps": len(times), "times_s": times, "wrong_results": 0}
+            for p, points in times_by_process.items() for (prog, size), times in points.items()]
+    meta = {"experiment": "collectives", "processes": len(times_by_process)}
+    return ClusterRun(pd.DataFrame(rows), meta, 1.0, "loopback")
+
+
+def test_tidy_collectives_rows_are_one_row_per_point_with_latency_quartiles():
+    from workbench.cluster import tidy_rows
+
+    run = _collectives_run({0: {("psum", 4): [1.0, 5.0, 3.0, 2.0], ("psum", 4096): [9.0, 9.0, 9.0, 9.0]},
+                            1: {("psum", 4): [2.0, 1.0, 4.0, 2.0], ("psum", 4096): [1.0, 1.0, 1.0, 1.0]}})
+    table = tidy_rows(run)
+    assert list(table.columns) == SUMMARY_COLUMNS and len(table) == 2
+    point = table[table.message_bytes == 4].iloc[0]
+    per_call = np.array([2.0, 5.0, 4.0, 2.0])  # the slowest process per call
+    assert point.median_s == np.median(per_call)
+    assert point.p25_s == np.percentile(per_call, 25) and point.p75_s == np.percentile(per_call, 75)
+    assert point.reps == 4 and point.processes == 2 and point.link_class == "loopback"
+    assert not table.map(lambda v: isinstance(v, list | tuple)).any().any()
+
+
+def test_tidy_tpi_llm_and_other_rows_hold_numbers_not_lists():
+    from workbench.cluster import ClusterRun, tidy_rows
+
+    common = {"repeat": 0, "model": "tiny", "allreduce": "star", "prompt_len": 8, "n_new": 3, "n_devices": 2,
+              "tokens": [5, 6, 7]}
+    rows = pd.DataFrame([{"process": 0, **common, "step_times_s": [0.5, 0.1, 0.3], "reference_tokens": [5, 6, 7],
+                          "matches_reference": True},
+                         {"process": 1, **common, "step_times_s": [0.4, 0.2, 0.2]}])
+    table = tidy_rows(ClusterRun(rows, {"experiment": "tpi_llm", "processes": 2}, 1.0, "loopback"))
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row.ttft_s == 0.5 and row.median_s == pytest.approx(0.25)  # decode steps: max(0.1,0.2), max(0.3,0.2)
+    assert row.p25_s == pytest.approx(0.225) and row.p75_s == pytest.approx(0.275)
+    assert row.tokens == "5 6 7" and bool(row.matches_reference) and row.processes == 2
+    generic = tidy_rows(ClusterRun(pd.DataFrame([{"process": 0, "times_s": [1.0, 2.0, 3.0], "names": ["a", "b"],
+                                                  "wait_s": [4.0]}]), {"experiment": "x"}, 1.0, "loopback"))
+    assert generic.iloc[0].median_s == 2.0 and generic.iloc[0].p25_s == 1.5 and generic.iloc[0].p75_s == 2.5
+    assert generic.iloc[0].wait_median_s == 4.0 and generic.iloc[0]["names"] == "a b"
+    assert not generic.map(lambda v: isinstance(v, list | tuple)).any().any()
+
+
+def test_cluster_command_prints_latency_quartiles_and_writes_a_tidy_csv(monkeypatch, tmp_path, capsys):
+    import argparse
+
+    from workbench.cluster import add_arguments, main
+
+    run = _collectives_run({0: {("psum", 4): [0.001, 0.003, 0.002], ("star", 4): [0.004, 0.004, 0.004]},
+                            1: {("psum", 4): [0.001, 0.001, 0.001], ("star", 4): [0.002, 0.002, 0.002]}})
+    monkeypatch.setattr(launcher_mod, "launch", lambda spec: run)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    out = tmp_path / "points.csv"
+    assert main(parser.parse_args(["collectives", "-n", "2", "--output", str(out)])) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["program", "message_bytes", "reps", "median_ms", "p25_ms", "p75_ms",
+                                  "wrong_results"]
+    assert printed[1].split()[:6] == ["psum", "4", "3", "2.000", "1.500", "2.500"]
+    assert len(printed) == 3
+    csv = pd.read_csv(out)
+    assert list(csv.columns) == SUMMARY_COLUMNS and len(csv) == 2
+    assert "[" not in out.read_text()
+    assert csv.set_index("program").median_s.to_dict() == {"psum": 0.002, "star": 0.004}
+    with pytest.raises(WorkbenchError, match="--output must be a CSV file path"):
+        main(parser.parse_args(["collectives", "-n", "2", "--output", str(tmp_path)]))
+
+
+# ---- exposure: the coordinator listens only on the address its processes use ----------------------------
+def _listening(port: int, netns: str | None = None) -> list[str]:
+    """Local addresses of the TCP sockets listening on `port` (from /proc/net/tcp and tcp6, in `netns`)."""
+    import ipaddress
+
+    found = []
+    for name in ("tcp", "tcp6"):
+        cmd = ["cat", f"/proc/net/{name}"]
+        text = subprocess.run((["ip", "netns", "exec", netns] if netns else []) + cmd, capture_output=True,
+                              text=True).stdout
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            addr_hex, port_hex = fields[1].split(":")
+            if int(port_hex, 16) != port:
+                continue
+            raw = bytes.fromhex(addr_hex)  # the kernel prints 32-bit words in host (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            addr = ipaddress.ip_address(raw)
+            if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped:
+                addr = addr.ipv4_mapped
+            found.append(str(addr))
+    return found
+
+
+def _coordinator_listens_only_on(address_of, shape: list[str]) -> None:
+    port = launcher_mod.free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "cluster", "--processes", "2", "--port", str(port),
+                             *shape, "sleep", "-p", "seconds=120"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        pids = ast.literal_eval(re.search(r"pids (\[.*\])", line).group(1))
+        netns, expected = address_of(proc.pid)
+        deadline, listening = time.monotonic() + 90, []
+        while not listening and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            listening = _listening(port, netns)
+        assert listening, f"nothing listened on port {port}; launcher: {line}"
+        assert not {"0.0.0.0", "::"} & set(listening), listening
+        assert set(listening) == {expected}, listening
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert _wait_gone(pids) == []
+
+
+@pytest.mark.slow
+def test_the_coordinator_listens_only_on_loopback():
+    _coordinator_listens_only_on(lambda pid: (None, "127.0.0.1"), [])
+
+
+@pytest.mark.slow
+@needs_root
+def test_the_shaped_coordinator_listens_only_on_its_bridge_address():
+    net = ShapedNetwork(2, LinkShape(100))
+    _coordinator_listens_only_on(lambda pid: (f"wb{pid}-0", net.address(0)), ["--shape", "100mbit"])

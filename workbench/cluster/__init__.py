@@ -11,16 +11,17 @@ import argparse
 import importlib
 import re
 import sys
+from pathlib import Path
 
 from workbench.cluster.experiments import EXPERIMENTS
 from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable
 from workbench.errors import WorkbenchError
 
 __all__ = ["ClusterRun", "ClusterSpec", "LinkShape", "ProcessDied", "ShapedNetwork", "add_arguments", "launch",
-           "main", "parse_rate", "run_cluster", "shaping_unavailable"]
+           "main", "parse_rate", "run_cluster", "shaping_unavailable", "tidy_rows"]
 # The launcher (pandas) is imported on first use: every worker process imports this package, and on
 # a loaded 2-core machine each avoidable import is seconds of start-up across 8 processes.
-_LAZY = {"ClusterRun", "ClusterSpec", "ProcessDied", "launch", "run_cluster"}
+_LAZY = {"ClusterRun", "ClusterSpec", "ProcessDied", "launch", "run_cluster", "tidy_rows"}
 
 
 def __getattr__(name: str):
@@ -51,15 +52,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(e.g. 125mbit, 1gbit) with tc tbf; without root it runs on loopback")
     parser.add_argument("--port", type=int, default=None, help="coordinator port (default: a free one)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
-    parser.add_argument("--output", default=None, help="write the gathered rows to this CSV file")
+    parser.add_argument("--output", default=None,
+                        help="write the table to this CSV file: one row per point, latency as median_s / p25_s / "
+                             "p75_s in seconds (collectives: the slowest process per call, as data/cluster/)")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run the experiment; print the gathered rows. Exit 130 on Ctrl-C (after tearing down)."""
-    from workbench.cluster.launcher import ClusterSpec, launch
+    """Run the experiment; print one row per point (latency median / p25 / p75) and write it as CSV with
+    --output (`tidy_rows`). Exit 130 on Ctrl-C (after tearing down)."""
+    from workbench.cluster.launcher import ClusterSpec, launch, tidy_rows
     from workbench.io import write_csv_atomic
     from workbench.runner import parse_parameters
 
+    if args.output and Path(args.output).is_dir():
+        raise WorkbenchError(f"--output must be a CSV file path, got the directory {args.output!r}")
     spec = ClusterSpec(args.processes, args.experiment, parse_parameters(args.param), args.devices_per_process,
                        LinkShape(parse_rate(args.shape)) if args.shape else None, args.port, args.timeout)
     try:
@@ -69,8 +75,26 @@ def main(args: argparse.Namespace) -> int:
         return 130
     print(f"cluster: {args.experiment} on {args.processes} processes ({run.link_class}) took {run.wall_s:.1f} s",
           file=sys.stderr)
+    table = tidy_rows(run)
     if args.output:
-        write_csv_atomic(args.output, run.rows)
-    with_lists = [c for c in run.rows.columns if run.rows[c].map(lambda v: isinstance(v, list)).any()]
-    print(run.rows.drop(columns=with_lists).to_string(index=False))
+        write_csv_atomic(args.output, table)
+    print(format_table(table))
     return 0
+
+
+LATENCY_SUFFIXES = ("median_s", "p25_s", "p75_s", "ttft_s")
+HIDDEN = ("link_class", "processes", "date", "machine", "load_1min", "mean_s", "min_s", "max_s", "requested_bytes")
+
+
+def format_table(table) -> str:
+    """The tidy table for the terminal: latencies (median / p25 / p75, TTFT) in milliseconds; run-wide
+    columns (in the header line already) and the spread beyond the quartiles are left to the CSV."""
+    if table.empty:
+        return "(no rows)"
+    shown = table.drop(columns=[c for c in HIDDEN if c in table.columns])
+    renamed = {c: c[:-2] + "_ms" for c in shown.columns
+               if c.endswith(LATENCY_SUFFIXES) and shown[c].dtype.kind in "fi"}
+    shown = shown.rename(columns=renamed)
+    for c in renamed.values():
+        shown[c] = shown[c] * 1e3
+    return shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")

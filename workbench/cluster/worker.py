@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--process-id", type=int, required=True)
     p.add_argument("--num-processes", type=int, required=True)
     p.add_argument("--coordinator", required=True, help="host:port of process 0's coordinator service")
+    p.add_argument("--coordinator-bind", default=None,
+                   help="host:port process 0's coordinator listens on (default: --coordinator, so it binds only "
+                        "the address the processes use, never every interface)")
     p.add_argument("--devices-per-process", type=int, default=1)
     p.add_argument("--experiment", required=True)
     p.add_argument("--params", default="{}", help="JSON object of experiment parameters")
@@ -98,8 +101,11 @@ def main(argv: list[str] | None = None) -> int:
 
     experiment = get_experiment(args.experiment)
     params = json.loads(args.params)
+    # jax's default bind address is [::]:PORT (every interface, no authentication): bind only the
+    # address the processes connect to (loopback, or the namespace bridge's address of process 0).
     jax.distributed.initialize(coordinator_address=args.coordinator, num_processes=args.num_processes,
-                               process_id=args.process_id, initialization_timeout=args.init_timeout)
+                               process_id=args.process_id, initialization_timeout=args.init_timeout,
+                               coordinator_bind_address=args.coordinator_bind or args.coordinator)
     # On an exception the process exits without the shutdown barrier (which would wait for the
     # others); the launcher sees the exit code and ends the rest.
     started = time.perf_counter()
