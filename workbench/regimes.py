@@ -298,6 +298,19 @@ def crossover(rows: pd.DataFrame) -> float:
     return math.nan
 
 
+def ratio_scale(ratios: pd.Series, threshold: float):
+    """A log axis when the ratios and the threshold span a decade or more, else a linear one that fits them
+    (a log axis over 1.0-1.5 would be labelled 1-9)."""
+    import altair as alt
+
+    values = pd.concat([ratios.dropna(), pd.Series([threshold])]).astype(float)
+    low, high = float(values.min()), float(values.max())
+    if low > 0 and high / low >= 10:
+        return alt.Scale(type="log")
+    pad = 0.05 * max(high - low, 1e-9)
+    return alt.Scale(domain=[low - pad, high + pad], zero=False, nice=False)
+
+
 def claim_chart(rows: pd.DataFrame, width: int = 220):
     """Each claim's ratio over its axis (log-log), the threshold dashed; filled where the claim holds."""
     import altair as alt
@@ -312,7 +325,7 @@ def claim_chart(rows: pd.DataFrame, width: int = 220):
                                           width=width, height=150))
             continue
         line = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=50)).encode(
-            y=alt.Y("ratio:Q", scale=alt.Scale(type="log", zero=False), title="ratio"),
+            y=alt.Y("ratio:Q", scale=ratio_scale(g["ratio"], g["threshold"].iloc[0]), title="ratio"),
             tooltip=["value", alt.Tooltip("ratio:Q", format=".3f"), "holds", "detail"])
         dots = base.mark_point(size=80, filled=True).encode(
             y="ratio:Q", color=alt.Color("holds:N", scale=alt.Scale(domain=[True, False], range=["#54a24b", "#e45756"])))

@@ -123,11 +123,23 @@ t1
 t4 = G.table4(bandwidth_mbps, seq_len)
 rec.add(G.speedup_rows("Table IV", t4))
 t4_long = t4.melt(id_vars=["model", "environment"], value_vars=["speedup_over_mlm", "speedup_over_sp"],
-                  var_name="baseline", value_name="speedup").dropna()
-t4_chart = alt.Chart(t4_long).mark_bar().encode(
-    x=alt.X("speedup:Q", title="Galaxy speedup (x)"), y=alt.Y("model:N", sort=list(G.MODELS)),
-    color="baseline:N", yOffset="baseline:N", row="environment:N", tooltip=["model", "environment", "baseline", "speedup"],
-).properties(title=f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len})", width=380)
+                  var_name="baseline", value_name="speedup")
+t4_paper = reported[(reported.paper == "galaxy") & (reported.artifact == "Table IV")
+                    & reported.setting.str.endswith(f"{bandwidth_mbps:g}Mbps,S={seq_len}")]
+t4_paper = t4_paper.assign(environment=t4_paper.setting.str.extract(r"env=([A-Z])")[0], baseline=t4_paper.quantity)
+t4_long = t4_long.merge(t4_paper[["model", "environment", "baseline", "value"]].rename(columns={"value": "paper"}),
+                        on=["model", "environment", "baseline"], how="left")
+t4_long["empty"] = t4_long.speedup.isna().map({True: "no value (OOM)", False: ""})
+t4_base = alt.Chart().encode(y=alt.Y("model:N", sort=list(G.MODELS)), yOffset="baseline:N")
+t4_chart = alt.layer(
+    t4_base.mark_bar().encode(x=alt.X("speedup:Q", title="Galaxy speedup (x): bars modelled, black ticks the paper"),
+                              color="baseline:N", tooltip=["model", "environment", "baseline", "speedup", "paper"]),
+    t4_base.mark_tick(color="black", thickness=2, size=9).encode(x="paper:Q"),
+    t4_base.mark_text(align="left", dx=3, fontSize=9, color="grey").encode(x=alt.datum(1.0), text="empty:N"),
+    alt.Chart().mark_rule(strokeDash=[4, 3], color="grey").encode(x=alt.datum(1.0)),
+    data=t4_long,
+).properties(width=380).facet(row="environment:N", title=f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len}): "
+                              "modelled bars, paper ticks, 1.0 dashed")
 rec.chart(t4_chart, "table4_speedup", data=t4)
 t4[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "oom_vs_mlm", "oom_vs_sp"]]
 
@@ -147,7 +159,8 @@ fig8_long["cell"] = fig8_long.model + " / " + fig8_long.environment
 fig8_chart = alt.Chart(fig8_long).mark_line(point=True).encode(
     x=alt.X("bandwidth_mbps:Q", scale=alt.Scale(type="log"), title="bandwidth (Mbps)"),
     y=alt.Y("speedup:Q", title="Galaxy speedup (x)", scale=alt.Scale(zero=False)), color="cell:N",
-    strokeDash="baseline:N",
+    strokeDash=alt.StrokeDash("baseline:N", legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2)),
+    shape="baseline:N",
     tooltip=["cell", "baseline", "bandwidth_mbps", "speedup"],
 ).properties(title="Fig. 8: speedup vs bandwidth", width=460)
 rec.chart(fig8_chart, "fig8_bandwidth", data=fig8)
