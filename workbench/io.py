@@ -41,6 +41,23 @@ def atomic_path(target: str | os.PathLike):
         raise
 
 
+def writable_folder(path: str | os.PathLike, shown: str) -> Path:
+    """`path` as a folder to write into, created if missing; a file, an uncreatable or unwritable place is a
+    one-line error that starts with `shown` (the parameter as the user gave it, e.g. "--out 'x'")."""
+    from workbench.errors import WorkbenchError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise WorkbenchError(f"{shown} is a file; it must be a folder (new or existing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkbenchError(f"{shown} cannot be created: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"{shown} is not writable; it must be a folder you can write to")
+    return path
+
+
 def write_atomic(target: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
     """Call `writer(tmp_path)` and move the result onto `target` atomically."""
     with atomic_path(target) as tmp:

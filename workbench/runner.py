@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.io import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR
+from workbench.io import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, writable_folder
 from workbench.results import resolve_figures_dir, write_parameters
 
 KERNEL_NAME = "workbench"
@@ -103,16 +103,7 @@ def figures_target(value: object) -> Path:
     """The folder a `figures_dir` value names (None: figures/; relative: from the repository root), created."""
     if value is not None and not isinstance(value, (str, os.PathLike)):
         raise WorkbenchError(f"figures_dir must be a folder path (a string), got {value!r}")
-    path = resolve_figures_dir(value)
-    if path.exists() and not path.is_dir():
-        raise WorkbenchError(f"figures_dir={str(value)!r} is a file; it must be a folder (new or existing)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WorkbenchError(f"figures_dir={str(value)!r} cannot be created: {exc.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise WorkbenchError(f"figures_dir={str(value)!r} is not writable; it must be a folder you can write to")
-    return path
+    return writable_folder(resolve_figures_dir(value), f"figures_dir={str(value)!r}")
 
 
 @contextmanager

@@ -20,7 +20,7 @@ import pandas as pd
 
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
-from workbench.io import FIGURES_DIR
+from workbench.io import FIGURES_DIR, writable_folder
 from workbench.userconfig import check_key, parse_values, read_document, set_key
 
 SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
@@ -161,14 +161,8 @@ def _seconds(value: float) -> str:
 
 
 def _writable_dir(out: Path) -> Path:
-    """`out` as a folder to write into, created if missing; a file or an unwritable place is a one-line error."""
-    if out.exists() and not out.is_dir():
-        raise WorkbenchError(f"--out {str(out)!r} is a file; give a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WorkbenchError(f"--out {str(out)!r} cannot be created: {exc.strerror}") from None
-    return out
+    """`out` as a folder to write into (`workbench.io.writable_folder`, errors naming --out)."""
+    return writable_folder(out, f"--out {str(out)!r}")
 
 
 def main(args: argparse.Namespace) -> int:
