@@ -25,6 +25,7 @@ import numpy as np
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_int
 from workbench.models import TransformerConfig
+from workbench.schemes import common
 from workbench.schemes import galaxy as schemes
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.galaxy import (
@@ -86,13 +87,18 @@ def profile(model: TransformerConfig, cluster: Cluster, workload: Workload) -> C
     base = tp_memory_bytes(model, workload, Partition(zeros, zeros, seq))
     one_group = tp_memory_bytes(model, workload, Partition((group,) * n, zeros, seq)) - base
     one_col = tp_memory_bytes(model, workload, Partition(zeros, (1,) * n, seq)) - base
-    con = max(float(connective_latency(model, d, workload, t)) for d, t in zip(cluster.devices, seq))
+    # per distinct device (a TOML's `count = N` repeats one spec), broadcast to its positions
+    sec_per_group, sec_per_col, cap, con = np.zeros(n), np.zeros(n), np.zeros(n), 0.0
+    seq_arr = np.asarray(seq, dtype=np.int64)
+    for d, idx in common.distinct_devices(cluster.devices):
+        sec_per_group[idx] = float(mha_latency(model, d, workload, group))
+        sec_per_col[idx] = float(mlp_latency(model, d, workload, 1))
+        cap[idx] = capacity(model, d, workload)
+        con = max(con, float(np.max(connective_latency(model, d, workload, seq_arr[idx]))))
     return Costs(
-        sec_per_group=np.array([float(mha_latency(model, d, workload, group)) for d in cluster.devices]),
-        sec_per_col=np.array([float(mlp_latency(model, d, workload, 1)) for d in cluster.devices]),
+        sec_per_group=sec_per_group, sec_per_col=sec_per_col,
         con_s=2 * con, bytes_per_group=float(one_group[0]), bytes_per_col=float(one_col[0]),
-        base_bytes=np.asarray(base, dtype=float), budget=budgets(cluster),
-        capacity=np.array([capacity(model, d, workload) for d in cluster.devices]),
+        base_bytes=np.asarray(base, dtype=float), budget=budgets(cluster), capacity=cap,
         group=group, n_groups=model.n_kv_heads, n_cols=model.d_ff)
 
 

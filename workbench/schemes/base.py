@@ -144,7 +144,7 @@ def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
 
 # Planner modules that register an evaluator that plans (planners sit above schemes, so such an evaluator lives
 # there); named one by one so the registry never imports a planner it does not need (Hepti's MILP pulls in scipy).
-PLANNING_EVALUATOR_MODULES = ("workbench.planners.sti",)
+PLANNING_EVALUATOR_MODULES = ("workbench.planners.galaxy", "workbench.planners.sti")
 
 
 def load_all() -> dict[str, tuple[str, Evaluator]]:

@@ -220,9 +220,41 @@ def fixed_layer_time(device: DeviceSpec, kernels: float = KERNELS_PER_LAYER) -> 
     return float(device.launch_time(kernels)) + layer_overhead(device)
 
 
+def distinct_devices(devices) -> list[tuple[DeviceSpec, np.ndarray]]:
+    """The distinct device objects of `devices` (by identity: a TOML's `count = N` repeats one spec) with the
+    indices where each sits, in order of first appearance: per-device work computed once per class."""
+    groups: dict[int, tuple[DeviceSpec, list[int]]] = {}
+    for i, d in enumerate(devices):
+        entry = groups.get(id(d))
+        if entry is None:
+            groups[id(d)] = (d, [i])
+        else:
+            entry[1].append(i)
+    return [(d, np.asarray(idx, dtype=int)) for d, idx in groups.values()]
+
+
+# Memo of `layer_parts` (a pipeline or model-parallel scheme asks it for each of up to 1,024 identical devices):
+# keyed by the identity of the (immutable) model and device and by the workload's value; the entry keeps the
+# objects so an id cannot be reused while it is stored.
+_LAYER_PARTS: dict[tuple, tuple[TransformerConfig, DeviceSpec, dict[str, float]]] = {}
+_LAYER_PARTS_MAX = 256
+
+
 def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
     """Seconds of each step of one layer on a device that holds all of it: qkv, attn, out, ffn1, ffn2, con
     (one connective block; a layer has two), overhead."""
+    key = (id(model), id(device), workload)
+    hit = _LAYER_PARTS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is device:
+        return dict(hit[2])
+    parts = _layer_parts(model, device, workload)
+    if len(_LAYER_PARTS) >= _LAYER_PARTS_MAX:
+        _LAYER_PARTS.clear()
+    _LAYER_PARTS[key] = (model, device, dict(parts))
+    return parts
+
+
+def _layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
     s = workload.new_tokens
     parts = {k: float(v) for k, v in kernel_times(model, device, workload, model.n_heads, model.d_ff, s).items()}
     parts["attn"] = float(attention_time(model, device, workload, model.n_heads))
@@ -260,7 +292,7 @@ def output_head_time(model: TransformerConfig, devices, workload: Workload) -> f
     devices = tuple(devices)
     if not (workload.output_head and model.is_decoder) or not devices:
         return 0.0
-    return max(lm_head_time(model, d, workload) for d in devices) / len(devices)
+    return max(lm_head_time(model, d, workload) for d, _ in distinct_devices(devices)) / len(devices)
 
 
 def step_fixed_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,

@@ -11,7 +11,8 @@ One layer, per device d holding `a_d` heads, `b_d` FFN columns and `s_d` tokens 
   2 RS + 2 AG, the same bytes as M-LM's two all-reduces, but no replicated connective work.
 * ``galaxy_hmp_overlap``: as HMP, with the all-gather fused into the first GEMM of the next TP block
   and the reduce-scatter fused into its last GEMM, tile by tile around the ring (Sec. III-D); costed
-  as a timeline of tiles on each device's compute and egress link (`workbench.simulate`).
+  as a timeline of tiles on each device's compute and egress link (`workbench.simulate`'s recurrence,
+  run one ring step of all devices at a time as numpy vectors: `overlap_makespans`).
 
 Compute time follows the shared conventions of `workbench.schemes.common` (operand dtype, GEMM/GEMV
 efficiency, a roofline per kernel, memory-bound connective blocks, the device's per-layer overhead).
@@ -314,14 +315,15 @@ def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Worklo
                     part: Partition) -> dict[str, np.ndarray]:
     """Per-device seconds of each HMP step (whole GEMMs): qkv, attn, out, ffn1, ffn2, con, overhead."""
     s = workload.new_tokens
-    rows = []
-    for d, a, b, n_tok in zip(cluster.devices, part.heads, part.mlp_cols, part.seq):
-        row = {k: float(v) for k, v in gemm_times(model, d, workload, a, b, s).items()}
-        row["attn"] = float(common.attention_time(model, d, workload, a))
-        row["con"] = float(connective_latency(model, d, workload, n_tok))
-        row["overhead"] = layer_overhead(d)
-        rows.append(row)
-    return {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    heads, cols, seq = (np.asarray(v, dtype=np.int64) for v in (part.heads, part.mlp_cols, part.seq))
+    out = {k: np.zeros(cluster.n) for k in ("qkv", "attn", "out", "ffn1", "ffn2", "con", "overhead")}
+    for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time, vectorised over it
+        for k, v in gemm_times(model, d, workload, heads[idx], cols[idx], s).items():
+            out[k][idx] = v
+        out["attn"][idx] = common.attention_time(model, d, workload, heads[idx])
+        out["con"][idx] = connective_latency(model, d, workload, seq[idx])
+        out["overhead"][idx] = layer_overhead(d)
+    return out
 
 
 def layer_launches(scheme: str, model: TransformerConfig, workload: Workload, part: Partition) -> np.ndarray:
@@ -340,17 +342,26 @@ def fixed_layer_seconds(scheme: str, model: TransformerConfig, cluster: Cluster,
                         part: Partition) -> np.ndarray:
     """Per device, the size-independent seconds of one layer: its launches x `kernel_launch_s` + its
     `layer_overhead_s`."""
-    launches = layer_launches(scheme, model, workload, part)
-    return np.array([float(d.launch_time(k)) + layer_overhead(d) for d, k in zip(cluster.devices, launches)])
+    launches = np.asarray(layer_launches(scheme, model, workload, part), dtype=float)
+    out = np.zeros(cluster.n)
+    for d, idx in common.distinct_devices(cluster.devices):
+        out[idx] = d.launch_time(launches[idx]) + layer_overhead(d)
+    return out
 
 
 def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens: int) -> tuple[float, float]:
     """(before the K/V all-gather, after it) seconds of one SP layer on `tokens` of the sequence."""
+    before, after = _sp_layer_arrays(model, device, workload, tokens)
+    return float(before), float(after)
+
+
+def _sp_layer_arrays(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens):
+    """`sp_layer_compute` vectorised over `tokens` (one device class)."""
     g = gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
     before = g["qkv"]
     after = g["out"] + g["ffn1"] + g["ffn2"] + common.attention_time(model, device, workload, model.n_heads, tokens) \
         + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
-    return float(before), float(after)
+    return before, after
 
 
 # ---- evaluators ---------------------------------------------------------------------------------
@@ -397,7 +408,7 @@ def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) 
     """The output head's launch (one kernel on each device that computes a share of it)."""
     if not (workload.output_head and model.is_decoder):
         return 0.0
-    return max(float(d.launch_time(1)) for d in cluster.devices)
+    return max(float(d.launch_time(1)) for d, _ in common.distinct_devices(cluster.devices))
 
 
 @register("megatron_tp", PAPER)
@@ -425,8 +436,11 @@ def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
     """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer;
     the next token's logits on the device holding the last token (serial)."""
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
-    phases = [sp_layer_compute(model, d, workload, s) for d, s in zip(cluster.devices, part.seq)]
-    compute = max(p[0] for p in phases) + max(p[1] for p in phases)
+    seq = np.asarray(part.seq, dtype=np.int64)
+    before, after = np.zeros(cluster.n), np.zeros(cluster.n)
+    for d, idx in common.distinct_devices(cluster.devices):  # per device class, vectorised over its shards
+        before[idx], after[idx] = _sp_layer_arrays(model, d, workload, seq[idx])
+    compute = float(np.max(before)) + float(np.max(after))
     link, data = _comm("sp", model, cluster, workload, part, stack_s_per_byte)
     L = model.n_layers
     head = head_cost("sp", model, cluster, workload)[0]
@@ -536,12 +550,28 @@ def _gemm_rs_tasks(tag: str, gemm_s: np.ndarray, chunk_bytes: Sequence[float],
 def tile_times(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition) -> dict[str, np.ndarray]:
     """Seconds of each fused GEMM's tiles: `[gemm][i, j]` = device i on the rows of device j's chunk. Each
     non-empty tile is its own kernel, so it pays the device's launch (`common.roofline_time`)."""
-    out = {k: np.zeros((cluster.n, cluster.n)) for k in ("qkv", "out", "ffn1", "ffn2")}
-    for i, (d, a, b) in enumerate(zip(cluster.devices, part.heads, part.mlp_cols)):
-        tiles = gemm_times(model, d, workload, a, b, np.asarray(part.seq, dtype=float))
-        for k in out:
-            out[k][i] = tiles[k]
-    return out
+    mats, rows, cols = tile_classes(model, cluster, workload, part)
+    return {k: m[rows][:, cols] for k, m in mats.items()}
+
+
+def tile_classes(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                 part: Partition) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """`tile_times` without the n x n repetition: `(mats, rows, cols)` with `tile_times(...)[gemm][i, j] ==
+    mats[gemm][rows[i], cols[j]]`; a row per distinct (device, heads, columns), a column per distinct
+    sequence share (a tile's seconds depend on nothing else), each computed once."""
+    heads, mlp = np.asarray(part.heads, dtype=np.int64), np.asarray(part.mlp_cols, dtype=np.int64)
+    seq_values, cols = np.unique(np.asarray(part.seq, dtype=float), return_inverse=True)
+    rows = np.zeros(cluster.n, dtype=int)
+    blocks: list[dict[str, np.ndarray]] = []
+    offset = 0
+    for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time
+        pairs, inverse = np.unique(np.stack([heads[idx], mlp[idx]], axis=1), axis=0, return_inverse=True)
+        blocks.append(gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values))
+        rows[idx] = offset + inverse.reshape(-1)
+        offset += len(pairs)
+    mats = {k: np.concatenate([np.broadcast_to(b[k], (len(b[k]), seq_values.size)) for b in blocks])
+            for k in ("qkv", "out", "ffn1", "ffn2")}
+    return mats, rows, np.asarray(cols, dtype=int).reshape(-1)
 
 
 def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
@@ -570,6 +600,98 @@ def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workl
     return schedule(tasks)
 
 
+def _ring_steps(cluster: Cluster, chunk_bytes: np.ndarray) -> np.ndarray:
+    """`_ring_step_s` of each chunk, computed once per distinct size (the scalar call, so bit-equal)."""
+    seen: dict[float, float] = {}
+    for b in chunk_bytes.tolist():
+        if b not in seen:
+            seen[b] = _ring_step_s(cluster, b)
+    return np.array([seen[b] for b in chunk_bytes.tolist()], dtype=float)
+
+
+def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
+                      n_layers: int = SIMULATED_LAYERS, stack_s_per_byte=None) -> list[float]:
+    """`overlap_timeline(..., layers).makespan` for layers = 1 .. `n_layers`, without building the tasks.
+
+    The same recurrence as `workbench.simulate.schedule` on the same list of tasks (start = max(its
+    resource free, its dependencies' ends), end = start + duration), but one ring step of all n devices
+    at a time as numpy vectors instead of n^2 tasks per fused GEMM: every step's tasks depend only on
+    the step before, so this is the list order's schedule, with the same additions and maxima on the same
+    floats (bit-equal; `tests/test_scale.py` holds it to the task timeline). The makespan after a layer is
+    the latest free time over all resources (each resource's free time only grows)."""
+    n = cluster.n
+    t = hmp_block_times(model, cluster, workload, part)
+    mats, rows, cols = tile_classes(model, cluster, workload, part)
+    chunk_bytes = np.array([float(s * model.d_model * _act_bytes(workload)) for s in part.seq])
+    stack = _stack(cluster, stack_s_per_byte)
+    ring = _ring_steps(cluster, chunk_bytes)
+    ar = np.arange(n)
+    steps = ar[:, None]
+    prev_dev = (ar - 1) % n
+    # AG at step k, device i: chunk j = i - k; sends while k < n - 1 (stolen: the stack's share of that send
+    # and of the receive of chunk j - 1)
+    j_ag = (ar[None, :] - steps) % n
+    send_ag = ring[j_ag]
+    # RS at step k, device i: chunk r = i - 1 - k, the chunk of the step before r + 1 (no stolen at k = 0)
+    r_rs = (ar[None, :] - 1 - steps) % n
+    send_rs = ring[r_rs]
+    width = mats["qkv"].shape[1]
+    flat_ag, flat_rs = rows[None, :] * width + cols[j_ag], rows[None, :] * width + cols[r_rs]
+    dur = {k: np.ascontiguousarray(m).ravel().take(flat_ag if k in ("qkv", "ffn1") else flat_rs)
+           for k, m in mats.items()}
+    if np.any(stack != 0):  # (x + 0.0 is x: without the what-if there is nothing to add)
+        stolen_ag = stack[None, :] * np.maximum(chunk_bytes[j_ag], chunk_bytes[(j_ag - 1) % n])
+        stolen_ag[n - 1] = 0.0
+        stolen_rs = stack[None, :] * np.maximum(chunk_bytes[(r_rs + 1) % n], chunk_bytes[r_rs])
+        stolen_rs[0] = 0.0
+        dur = {k: v + (stolen_ag if k in ("qkv", "ffn1") else stolen_rs) for k, v in dur.items()}
+    # every duration is one of these values (gathered) or, with the what-if, a sum of them
+    durations = [t[k] for k in ("overhead", "attn", "con")] + list(mats.values()) + [ring]
+    if np.any(stack != 0):
+        durations += list(dur.values())
+    if any(np.any(np.isnan(x)) or np.any(x < 0) for x in durations):
+        # NaN (Python's max and np.maximum treat it differently) or negative (simulate.Task rejects it): the
+        # task timeline itself (inf adds and compares alike in both, so it stays on the fast path)
+        return [overlap_timeline(model, cluster, workload, part, k, stack_s_per_byte).makespan
+                for k in range(1, n_layers + 1)]
+
+    def ag(gemm: np.ndarray, ready: np.ndarray, cpu: np.ndarray, link: np.ndarray):
+        sent = None
+        for k in range(n):
+            deps = ready if k == 0 else sent.take(prev_dev)
+            if k < n - 1:
+                sent = np.maximum(deps, link) + send_ag[k]
+                link = sent
+            cpu = np.maximum(deps, cpu) + gemm[k]
+        return cpu, link
+
+    def rs(gemm: np.ndarray, cpu: np.ndarray, link: np.ndarray):
+        sent = None
+        for k in range(n):
+            cpu = cpu + gemm[k]
+            if k < n - 1:
+                deps = cpu if k == 0 else np.maximum(cpu, sent.take(prev_dev))
+                sent = np.maximum(deps, link) + send_rs[k]
+                link = sent
+        done = cpu if n == 1 else np.maximum(cpu, sent[prev_dev])
+        return done, cpu, link
+
+    cpu, link, ready = np.zeros(n), np.zeros(n), np.zeros(n)
+    out = []
+    for _ in range(n_layers):
+        cpu = cpu + t["overhead"]
+        cpu, link = ag(dur["qkv"], ready, cpu, link)
+        cpu = cpu + t["attn"]
+        done, cpu, link = rs(dur["out"], cpu, link)
+        cpu = np.maximum(done, cpu) + t["con"]
+        cpu, link = ag(dur["ffn1"], cpu, cpu, link)
+        done, cpu, link = rs(dur["ffn2"], cpu, link)
+        cpu = np.maximum(done, cpu) + t["con"]
+        ready = cpu
+        out.append(float(max(np.max(cpu), np.max(link))))
+    return out
+
+
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
                                 partition: Partition, notes: str = "", stack_s_per_byte=None) -> SchemeResult:
     """Galaxy with the tile-based AG/RS overlap on a given partition; per-layer time from a one- and a
@@ -583,9 +705,8 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     _require_plan("galaxy_hmp_overlap", partition)
     part = _check(model, cluster, workload, partition, partition)
     L = model.n_layers
-    one = overlap_timeline(model, cluster, workload, part, 1, stack_s_per_byte).makespan
-    total = one + (L - 1) * (overlap_timeline(model, cluster, workload, part, 2, stack_s_per_byte).makespan
-                             - one) if L > 1 else one
+    one, two = overlap_makespans(model, cluster, workload, part, 2, stack_s_per_byte)
+    total = one + (L - 1) * (two - one) if L > 1 else one
     head, head_link, head_data = head_cost("galaxy_hmp_overlap", model, cluster, workload)  # after the layers
     total += head + head_link + head_data
     unfused = evaluate_galaxy_hmp(model, cluster, workload, part, stack_s_per_byte=stack_s_per_byte)
@@ -597,9 +718,10 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
                        unfused.comm_link_latency_s, unfused.comm_bytes_s, memory, cluster, notes,
                        fixed=unfused.fixed_s, serial=unfused.serial_s, partition=part, hidden_comm_s=0.0,
                        fused_latency_s=total)
-    busy = tile_times(model, cluster, workload, part)
+    mats, rows, cols = tile_classes(model, cluster, workload, part)
     t = hmp_block_times(model, cluster, workload, part)
-    per_device = sum(busy[k].sum(axis=1) for k in busy) + t["attn"] + 2 * t["con"] + t["overhead"]
+    # each tile row summed as tile_times' n x n rows are (one row per class, the same reduction)
+    per_device = sum(mats[k][:, cols].sum(axis=1)[rows] for k in mats) + t["attn"] + 2 * t["con"] + t["overhead"]
     compute = min(L * float(np.max(per_device)), total - head_link - head_data - head) + head
     link_all, data_all = _comm("galaxy_hmp", model, cluster, workload, stack_s_per_byte=stack_s_per_byte)
     exposed = total - compute - head_link - head_data
