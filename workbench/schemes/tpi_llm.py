@@ -728,13 +728,16 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
     size = table4_block_params(model, 1.0)
     compute, comm, fixed, peaks, limits = 0.0, 0.0, 0.0, [], []
     ranges = mp_layer_ranges(model.n_layers, cluster.n)
+    # one link class for every hop (no per-device access links): one hand-off costs the same everywhere
+    hop = p2p_time(cluster, 0, 1 % cluster.n, tokens * model.d_model * act) if _access_links(cluster) is None \
+        and cluster.n > 1 else None
     for i, (dev, (a, b)) in enumerate(zip(cluster.devices, ranges)):
         blocks = [Block(f"{k}{layer}", k, layer, size[k]) for layer in range(a + 1, b + 1) for k in ("attn", "ffn")]
         if i == 0:
             blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
         compute += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
         fixed += common.step_fixed_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
-        comm += p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
+        comm += hop if hop is not None else p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
         weights = sum(blk.params for blk in blocks) * bits / 8
         kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
         peaks.append(weights + opts.runtime_overhead_bytes + kv)
