@@ -245,7 +245,8 @@ def memory_spec(arena: Arena, phase: str = "decode", width: int = 380, title: st
     points = {"mark": {"type": "point", "filled": True, "size": 60}, "encoding": {
         **y, "x": field("peak_gib", "quantitative", axis=axis),
         "color": field("device_name", title="device kind"), "shape": field("over_budget", title="over budget"),
-        "tooltip": [field("scheme"), field("device", "quantitative", title="device index"), field("device_name"),
+        "tooltip": [field("scheme"), field("device", "quantitative", title="first device index"),
+                    field("devices", "quantitative", title="devices at this point"), field("device_name"),
                     field("peak", title="peak"), field("budget", title="budget")]},
         "transform": [{"calculate": gib_expr("datum.peak_gib"), "as": "peak"},
                       {"calculate": gib_expr("datum.budget_gib"), "as": "budget"}]}
@@ -253,7 +254,17 @@ def memory_spec(arena: Arena, phase: str = "decode", width: int = 380, title: st
               "encoding": {**y, "x": field("budget_gib", "quantitative", aggregate="min")}}
     inner = {"layer": [points, budget], "width": width, "title": f"Peak memory per device vs budget (red), {phase}"}
     title = setting_title(arena) if title is None else title
-    return top_level({"vconcat": [inner], "title": title}, memory_frame(arena, phase))
+    return top_level({"vconcat": [inner], "title": title}, memory_points(memory_frame(arena, phase)))
+
+
+def memory_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """One point per distinct (scheme, device kind, peak, budget): identical devices draw once, with their
+    count (1,024 identical boards are one point, not 1,024); memory.csv keeps every device."""
+    if frame.empty:
+        return frame.assign(devices=pd.Series(dtype=int))
+    keys = ["scheme", "device_name", "peak_gib", "budget_gib", "over_budget"]
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    return grouped.first().reset_index().assign(devices=grouped.size().to_numpy())
 
 
 def with_data(spec: dict, frame: pd.DataFrame) -> dict:
