@@ -26,7 +26,8 @@ _LAZY = {"ClusterRun", "ClusterSpec", "ProcessDied", "launch", "run_cluster", "t
 
 def __getattr__(name: str):
     if name in _LAZY:
-        return getattr(importlib.import_module("workbench.cluster.launcher"), name)
+        module = "workbench.cluster.measure" if name == "tidy_rows" else "workbench.cluster.launcher"
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'workbench.cluster' has no attribute {name!r}")
 
 
@@ -60,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     """Run the experiment; print one row per point (latency median / p25 / p75) and write it as CSV with
     --output (`tidy_rows`). Exit 130 on Ctrl-C (after tearing down)."""
-    from workbench.cluster.launcher import ClusterSpec, launch, tidy_rows
+    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.measure import tidy_rows
     from workbench.io import write_csv_atomic
     from workbench.runner import parse_parameters
 

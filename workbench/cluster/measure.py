@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from workbench.cluster.launcher import ClusterSpec, launch
+from workbench.cluster.launcher import ClusterRun, ClusterSpec, launch
 from workbench.cluster.netns import LinkShape
 from workbench.errors import WorkbenchError, require_int
 
@@ -113,3 +113,79 @@ def run_point(point: CampaignPoint, target_seconds: float = 1.0, min_reps: int =
     date = dt.date.today().isoformat()
     summary = summarize(run.rows, run.link_class, point.processes, date, machine_label(), os.getloadavg()[0])
     return summary, run.note
+
+
+# ---- one run as tidy rows (the `cluster` command's table and --output) ----------------------------------
+def _quartiles(values) -> tuple[float, float, float]:
+    """(median, p25, p75) of `values`; NaN when there are none."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return (float("nan"),) * 3
+    return float(np.median(a)), float(np.percentile(a, 25)), float(np.percentile(a, 75))
+
+
+def _is_list(value) -> bool:
+    return isinstance(value, list | tuple)
+
+
+def _tidy_tpi_llm(rows: pd.DataFrame, processes: int) -> pd.DataFrame:
+    """One row per generation (repeat): a step ends when its slowest process is done, so the step times are
+    the max over processes; TTFT is the first step, the per-token latency the quartiles of the others."""
+    import numpy as np
+
+    out = []
+    for repeat, group in rows.groupby("repeat", sort=True):
+        group = group.sort_values("process") if "process" in group else group
+        steps = np.max(np.array(group["step_times_s"].tolist(), dtype=float), axis=0)
+        median, p25, p75 = _quartiles(steps[1:])
+        first = group.iloc[0]
+        root = group[group["process"] == 0].iloc[0] if "process" in group and (group["process"] == 0).any() else first
+        row = {"repeat": int(repeat), "model": first["model"], "allreduce": first["allreduce"],
+               "prompt_len": int(first["prompt_len"]), "n_new": int(first["n_new"]),
+               "n_devices": int(first["n_devices"]), "processes": processes, "ttft_s": float(steps[0]),
+               "median_s": median, "p25_s": p25, "p75_s": p75, "tokens": " ".join(str(t) for t in root["tokens"])}
+        if "matches_reference" in group and root.get("matches_reference") is not None:
+            row["matches_reference"] = bool(root["matches_reference"])
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _tidy_generic(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows as they are, each list replaced: a list of numbers by its median / p25 / p75 (`<name>_median`,
+    ...; a list called `times_s` gives `median_s`, `p25_s`, `p75_s`), any other list by its items joined."""
+    out = []
+    for record in rows.to_dict("records"):
+        row = {}
+        for key, value in record.items():
+            if not _is_list(value):
+                row[key] = value
+            elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+                stem, unit = (key[:-2], "_s") if key.endswith("_s") else (key, "")
+                names = [f"{stat}{unit}" if stem == "times" else f"{stem}_{stat}{unit}"
+                         for stat in ("median", "p25", "p75")]
+                row.update(zip(names, _quartiles(value)))
+            else:
+                row[key] = " ".join(str(v) for v in value)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def tidy_rows(run: ClusterRun) -> pd.DataFrame:
+    """One row per measured point, numbers only (no lists), latency as median / p25 / p75 in seconds.
+
+    collectives: one row per (program, message size) as in `data/cluster/collectives.csv` (the slowest
+    process per call, then quartiles over calls: `workbench.cluster.measure.summarize`); tpi_llm: one row
+    per generation; other experiments: their rows with each list summarised (see `_tidy_generic`).
+    """
+    experiment = run.meta.get("experiment")
+    processes = int(run.meta.get("processes", 0))
+    if run.rows.empty:
+        return run.rows.copy()
+    if experiment == "collectives":
+        return summarize(run.rows, run.link_class, processes, dt.date.today().isoformat(), machine_label(),
+                         os.getloadavg()[0])
+    if experiment == "tpi_llm" and "step_times_s" in run.rows:
+        return _tidy_tpi_llm(run.rows, processes)
+    return _tidy_generic(run.rows)
