@@ -33,16 +33,19 @@ from workbench.cluster.fit import (
     LinkModel,
     active_steps,
     constants_toml,
+    cpu_share,
     fit_all,
     fit_constants,
     fit_link,
     fits_from_constants,
     legacy_predict,
+    link_models,
     model_time,
     oversubscription_wait,
     predict,
     program_cost,
     star_vs_ring,
+    tbf_burst_bytes,
     validation_summary,
 )
 from workbench.cluster.host import kernel_hz, tick_constant
@@ -835,3 +838,75 @@ def test_the_coordinator_listens_only_on_loopback():
 def test_the_shaped_coordinator_listens_only_on_its_bridge_address():
     net = ShapedNetwork(2, LinkShape(100))
     _coordinator_listens_only_on(lambda pid: (f"wb{pid}-0", net.address(0)), ["--shape", "100mbit"])
+
+
+# ---- the fastest call: CPU sharing, the tbf bucket (no scheduler wait) ------------------------------
+def test_cpu_share_stretches_steps_where_more_processes_act_than_there_are_cores():
+    assert cpu_share("psum", 2, 2) == 1.0  # one process per core
+    assert cpu_share("psum", 8, 2, 1 << 20) == pytest.approx(4.0)  # every gloo ring step needs all 8
+    assert cpu_share("star", 8, 2) == 1.0  # a star step is the master and one worker
+    levels = [max(8 // 2**k, 2) for k in range(3)]  # tree: 8, 4, 2 processes still in, up then down
+    assert cpu_share("tree_ppermute", 8, 2) == pytest.approx(sum(max(1, a / 2) for a in levels) / 3)
+    with pytest.raises(WorkbenchError, match="cores"):
+        cpu_share("psum", 4, 0)
+
+
+def test_fastest_call_has_no_wait_and_shares_the_cpu():
+    link, host = LinkModel("loopback", 50e-6, 0.0, 1e-9), HostModel(2, 0.004, 20e-6)
+    median = model_time("psum", 8, 4096, link, host, "median_s")
+    fastest = model_time("psum", 8, 4096, link, host, "min_s")
+    share = cpu_share("psum", 8, 2, 4096)
+    assert median["wait_s"] > 0 and fastest["wait_s"] == 0.0
+    assert fastest["message_s"] == pytest.approx(median["message_s"] * share) and share > 1
+    assert fastest["bytes_s"] == pytest.approx(median["bytes_s"] * share)  # loopback copies are CPU work
+    shaped = LinkModel("tbf_100mbit", 50e-6, 1e-4, 8e-8)
+    assert model_time("psum", 8, 4096, shaped, host, "min_s")["bytes_s"] == pytest.approx(
+        model_time("psum", 8, 4096, shaped, host, "median_s")["bytes_s"])  # a shaped wire is not a core
+
+
+def test_bucket_passes_its_bytes_at_line_rate():
+    link = LinkModel("tbf_100mbit", 0.0, 0.0, 8e-8, burst_bytes=65536, burst_byte_cost_s=1e-9)
+    assert link.bytes_time(1000) == pytest.approx(1000 * 1e-9)
+    assert link.bytes_time(65536 + 1000) == pytest.approx(65536 * 1e-9 + 1000 * 8e-8)
+    assert LinkModel("x", 0.0, 0.0, 8e-8).bytes_time(1000) == pytest.approx(1000 * 8e-8)
+    assert tbf_burst_bytes("tbf_100mbit") == LinkShape(100.0).burst == 65536
+    assert tbf_burst_bytes("tbf_1000mbit") == 500000  # 4 ms of traffic: tbf needs rate / HZ
+    with pytest.raises(WorkbenchError, match="link class"):
+        tbf_burst_bytes("wifi")
+
+
+def test_fit_of_the_fastest_call_recovers_the_shaped_rate_behind_the_bucket():
+    rows = []
+    loop = LinkModel("loopback", 50e-6, 0.0, 1e-9)
+    shaped = LinkModel("tbf_100mbit", 50e-6, 300e-6, 8e-8, tbf_burst_bytes("tbf_100mbit"), 1e-9)
+    for link in (loop, shaped):
+        for m in (4, 4096, 1 << 16, 1 << 18, 1 << 20, 1 << 24):
+            t = model_time("psum", 2, m, link, HOST, "min_s")["pred_s"]
+            rows.append({"link_class": link.link_class, "processes": 2, "program": "psum", "message_bytes": m,
+                         "min_s": t, "median_s": t})
+    fits = fit_all(pd.DataFrame(rows), HOST, "min_s").set_index("link_class")
+    assert fits.loc["tbf_100mbit", "beta_s_per_byte"] == pytest.approx(8e-8, rel=1e-4)
+    assert fits.loc["tbf_100mbit", "latency_s"] == pytest.approx(300e-6, rel=1e-3)
+    assert fits.loc["tbf_100mbit", "burst_bytes"] == 65536
+    models = link_models(fits.reset_index())
+    assert models["tbf_100mbit"].burst_byte_cost_s == pytest.approx(1e-9, rel=1e-4)
+
+
+# ---- process placement ----------------------------------------------------------------------------
+def test_placement_pins_workers_and_keeps_cores_awake():
+    spec = ClusterSpec(3, "hello", pin_cores=True, keep_cores_awake=True)
+    command = launcher_mod._worker_command(spec, 2, "127.0.0.1:1", Path("/tmp/r.json"), "loopback", [0, 1])
+    assert command[-2:] == ["--cpu", "0"]  # process 2 on core 2 mod 2
+    free = ClusterSpec(3, "hello")  # the default: no placement
+    assert "--cpu" not in launcher_mod._worker_command(free, 2, "127.0.0.1:1", Path("/tmp/r.json"), "loopback", [0, 1])
+    assert launcher_mod.placement_label(spec) == "pinned+awake" and launcher_mod.placement_label(free) == "free"
+    compile(launcher_mod.SPINNER, "spinner", "exec")
+    wakers = launcher_mod.core_wakers(launcher_mod.usable_cores()[:1])
+    try:
+        time.sleep(0.3)
+        assert wakers[0].poll() is None
+        policy = os.sched_getscheduler(wakers[0].pid)
+        assert policy == os.SCHED_IDLE  # any normal thread preempts it at once
+    finally:
+        launcher_mod.terminate_groups(wakers)
+    assert wakers[0].poll() is not None

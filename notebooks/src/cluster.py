@@ -191,26 +191,37 @@ ticks
 # 0.1-0.2 for the small ppermute ring and tree). The 2026-11-22 campaign (another host, load 1-5) is
 # where the model's mechanisms show: its row of the before -> after table.
 #
-# **Which statistic.** The minimum is what the network and runtime cost with no wait: it hides the tick
-# that every real program on this machine pays (the before -> after table shows the new model does worse
-# on it, as it should: it charges the wait). The mean over calls is the expected time the scheduler term
-# models and what adds up along a program, but on a shared machine one burst of another user's load moves
-# the mean of 25 calls by milliseconds: in the second campaign (load average 4-17) the loopback 2-process
-# psum's mean, the calibration itself, is about 2 ms at every small size where its median is 0.35-0.5 ms
-# (and even the medians of some small sizes sit at one 4 ms tick on the busy shaped runs). The median keeps the typical
-# call; it jumps between the modes only where they are about equally likely. So the fit and the
-# validation use the median, and the table reports the mean of the second campaign beside it. No point is
-# dropped: every validation point counts under every statistic.
-#
-# **Processes vs cores.** The 2-process rows (the calibration) run one process per core; 4 and 8 processes
-# cannot on 2 cores, so instead of pretending they do, the model charges the scheduler for it with the
-# kernel's own tick and no fitted constant.
-#
-# **What is still off** (read it in `gaps` and `by_program`): besides the busy calibration above,
-# psum_scatter waits more than its log2 n + 1 steps explain (measured / predicted 2-3 at 4 and 8
-# processes); on loopback, large messages at 8 processes are limited by the 2 cores copying and reducing
-# for 8 processes (beta fitted at 2 processes is CPU work, not a wire); and single calls are scattered
-# by other users' load (each point's `load_1min` is in the CSV).
+# **Which statistic.** The median of a small message is decided by whether more than half of its calls
+# met a tick, and which program that happens to changes from run to run on this VM (three back-to-back
+# 2-process runs on 2026-11-24 put a different program's median at 4 ms each time, at any placement the
+# launcher offers: `--pin-cores` made it worse, `--keep-cores-awake` did not remove it). So the model is
+# held to two statistics. The **median** with the expected wait above. The **fastest call** (`min_s`,
+# best of N, as the device micro-benchmarks are): a call no tick delayed, so no wait, but two mechanisms
+# every call pays: (1) with more processes acting in a step than cores, the endpoints' software (o) and,
+# on loopback, the kernel's copies (beta) share the cores: a / C times longer (`cpu_share`); (2) a tbf link
+# passes the first `burst` bytes of a call at the veth's rate (the bucket the launcher configures, 64 KiB
+# to 4 ms of traffic, full at the start of a call that waited for nothing; `LinkModel.bytes_time`), so the
+# fitted shaped rate is the configured rate less TCP/IP framing, not a rate inflated by the bucket. Both
+# are refitted on the same 2-process psum rows; no validation point is dropped under either statistic.
+
+# %%
+fastest = wb.fastest_call_comparison()
+fastest_validation = wb.validation_tables(fastest)
+print(f"fastest call (min_s): {int(fastest_validation['overall'].points[0])} validation points, median relative "
+      f"error {fastest_validation['overall'].median_rel_error[0]:.0%}, within 20 %: "
+      f"{fastest_validation['overall'].within_20pct[0]:.0%}")
+fastest_validation["by_size"]
+
+# %%
+fastest_gaps = wb.model_gap_table(fastest, cores=int(info["cpu_count"]))
+fastest_gaps
+
+# %% [markdown]
+# **What is still off** (`fastest_gaps`, `gaps`): on loopback, buffers of 1 MiB and more are copied and
+# reduced by the CPU at rates the 2-process psum's beta does not carry to other programs (psum_scatter and
+# the star at 64 MiB); small messages on 4 and 8 processes scatter by tens of percent around the model
+# (the CPU sharing is an average over steps, the scheduler's order is not); and the medians keep the tick
+# modes no per-point constant describes.
 
 # %% [markdown]
 # ## 4. Does the star all-reduce beat ring on small messages at 4+ processes here?

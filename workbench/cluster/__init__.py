@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(e.g. 125mbit, 1gbit) with tc tbf; without root it runs on loopback")
     parser.add_argument("--port", type=int, default=None, help="coordinator port (default: a free one)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is stopped")
+    parser.add_argument("--pin-cores", action="store_true",
+                        help="run process i on core i mod cores (placement experiment; see ClusterSpec)")
+    parser.add_argument("--keep-cores-awake", action="store_true",
+                        help="one idle-class spinner per core while the processes run (placement experiment)")
     parser.add_argument("--output", default=None,
                         help="write the table to this CSV file: one row per point, latency as median_s / p25_s / "
                              "p75_s in seconds (collectives: the slowest process per call, as data/cluster/)")
@@ -69,7 +73,8 @@ def main(args: argparse.Namespace) -> int:
     if args.output and Path(args.output).is_dir():
         raise WorkbenchError(f"--output must be a CSV file path, got the directory {args.output!r}")
     spec = ClusterSpec(args.processes, args.experiment, parse_parameters(args.param), args.devices_per_process,
-                       LinkShape(parse_rate(args.shape)) if args.shape else None, args.port, args.timeout)
+                       LinkShape(parse_rate(args.shape)) if args.shape else None, args.port, args.timeout,
+                       pin_cores=args.pin_cores, keep_cores_awake=args.keep_cores_awake)
     try:
         run = launch(spec)
     except KeyboardInterrupt:

@@ -19,6 +19,13 @@ processes must act on C cores, a fraction max(0, a - C) / a of them is off-core 
 average; the ring and gloo steps need every process, a star step two, a tree level the pairs still in it.
 No constant of this term is fitted: the tick is the kernel's, the cores are the machine's.
 
+The fastest call of a point (`min_s`) is one the scheduler never delayed, so it is modelled without the
+wait (`SCHEDULER_FREE`), but with what oversubscription costs every call: the endpoints' software (o) and,
+on loopback, the kernel's copies (beta) are CPU work, and a step in which `a` processes act on C < a cores
+takes a / C times as long (`cpu_share`). On this VM the median of a small message is decided by whether
+more than half of its calls met a 4 ms tick, which changes from run to run (the cluster notebook shows
+it); the fastest call is the reproducible statistic, as it is for the device micro-benchmarks.
+
 Calibration (`is_calibration`): the 2-process psum of each link class only. On loopback it fits o and
 beta (there is no wire: the kernel's loopback path is software at the endpoints, part of o); on a shaped
 class it fits L and beta with o from loopback (same runtime, same machine). Every other point is
@@ -30,12 +37,14 @@ mean was about 2 ms at every small size, its median 0.35-0.5 ms), while the medi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from workbench.cluster.netns import LinkShape
 from workbench.cluster.programs import RUNTIME_ALGORITHM
 from workbench.constants import Constant
 from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
@@ -59,6 +68,7 @@ ENDPOINT_SIDES = {"ring_ppermute": 2}
 FIT_PROGRAM, FIT_PROCESSES = "psum", 2
 LOOPBACK = "loopback"
 STATISTICS = ("mean_s", "median_s", "min_s", "p25_s")
+SCHEDULER_FREE = ("min_s",)  # statistics of calls no scheduler tick delayed: no wait, CPU sharing only
 
 
 @dataclass(frozen=True)
@@ -69,11 +79,21 @@ class LinkModel:
     message_overhead_s: float
     latency_s: float
     byte_cost_s: float
+    burst_bytes: float = 0.0  # tbf's bucket: this many bytes of a call pass at `burst_byte_cost_s`
+    burst_byte_cost_s: float = 0.0
 
     def __post_init__(self) -> None:
         require_non_negative("message_overhead_s", self.message_overhead_s)
         require_non_negative("latency_s", self.latency_s)
         require_positive("byte_cost_s", self.byte_cost_s)
+        require_non_negative("burst_bytes", self.burst_bytes)
+        require_non_negative("burst_byte_cost_s", self.burst_byte_cost_s)
+
+    def bytes_time(self, busiest_bytes: float) -> float:
+        """Seconds for the busiest link's bytes of one call: the first `burst_bytes` pass at the bucket's
+        line rate (a call that starts with a full bucket), the rest at the shaped rate."""
+        fast = min(float(busiest_bytes), self.burst_bytes)
+        return (float(busiest_bytes) - fast) * self.byte_cost_s + fast * self.burst_byte_cost_s
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -148,33 +168,63 @@ def oversubscription_wait(program: str, processes: int, cores: int, tick_s: floa
                      for a, share in active_steps(program, processes, message_bytes)))
 
 
-def model_time(program: str, processes: int, message_bytes: float, link: LinkModel, host: HostModel) -> dict:
-    """Seconds of one call of `program`, broken down (dispatch, per-message, wire, bytes, scheduler wait)."""
+def cpu_share(program: str, processes: int, cores: int, message_bytes: float = 4096.0) -> float:
+    """How much longer CPU work in a step takes when more processes act than there are cores: the
+    step-weighted mean of max(1, acting / cores) over `active_steps` (1 when every process has a core)."""
+    require_int("cores", cores, low=1)
+    steps = active_steps(program, processes, message_bytes)
+    total = sum(share for _, share in steps)
+    if total == 0:
+        return 1.0
+    return float(sum(share * max(1.0, a / cores) for a, share in steps) / total)
+
+
+def model_time(program: str, processes: int, message_bytes: float, link: LinkModel, host: HostModel,
+               stat: str = "median_s") -> dict:
+    """Seconds of one call of `program`, broken down (dispatch, per-message, wire, bytes, scheduler wait).
+
+    For a scheduler-free statistic (`SCHEDULER_FREE`) there is no wait, and the CPU work (o, and beta on
+    loopback) is stretched by `cpu_share`; otherwise the expected wait is added (`oversubscription_wait`)."""
     cost = program_cost(program, processes, message_bytes)
+    free = stat in SCHEDULER_FREE
+    share = cpu_share(program, processes, host.cores, message_bytes) if free else 1.0
+    copies = share if link.link_class == LOOPBACK else 1.0
     parts = {"dispatch_s": host.dispatch_s,
-             "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s,
+             "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s * share,
              "wire_s": float(cost.steps) * link.latency_s,
-             "bytes_s": float(cost.busiest_bytes) * link.byte_cost_s,
-             "wait_s": oversubscription_wait(program, processes, host.cores, host.scheduler_tick_s, message_bytes)}
+             "bytes_s": link.bytes_time(cost.busiest_bytes) * copies,
+             "wait_s": 0.0 if free else oversubscription_wait(program, processes, host.cores, host.scheduler_tick_s,
+                                                                message_bytes)}
     return {**parts, "pred_s": sum(parts.values())}
 
 
-def _terms(points: pd.DataFrame, host: HostModel) -> tuple[np.ndarray, ...]:
-    costs = [program_cost(p, n, m) for p, n, m in zip(points["program"], points["processes"], points["message_bytes"])]
-    steps = np.array([float(c.steps) for c in costs])
-    messages = np.array([float(c.endpoint_messages) * ENDPOINT_SIDES.get(p, 1)
-                         for c, p in zip(costs, points["program"])])
-    busiest = np.array([float(c.busiest_bytes) for c in costs])
-    fixed = np.array([host.dispatch_s + oversubscription_wait(p, n, host.cores, host.scheduler_tick_s, m)
-                      for p, n, m in zip(points["program"], points["processes"], points["message_bytes"])])
+def _terms(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTIC, burst_bytes: float = 0.0,
+           burst_byte_cost_s: float = 0.0) -> tuple[np.ndarray, ...]:
+    """Per point: steps, message sides x CPU share, busiest bytes (x CPU share on loopback), fixed seconds;
+    the same terms as `model_time`, as arrays for the fit."""
+    def unit(link: LinkModel) -> list[dict]:
+        return [model_time(p, n, m, link, host, stat) for p, n, m in
+                zip(points["program"], points["processes"], points["message_bytes"])]
+
+    link_class = str(points["link_class"].iloc[0]) if "link_class" in points and len(points) else LOOPBACK
+    o_only = unit(LinkModel(link_class, 1.0, 0.0, 1e-300))
+    l_only = unit(LinkModel(link_class, 0.0, 1.0, 1e-300))
+    b_only = unit(LinkModel(link_class, 0.0, 0.0, 1.0, burst_bytes))  # bytes past the bucket
+    fast = unit(LinkModel(link_class, 0.0, 0.0, 1e-300, burst_bytes, burst_byte_cost_s))
+    steps = np.array([r["wire_s"] for r in l_only])
+    messages = np.array([r["message_s"] for r in o_only])
+    busiest = np.array([r["bytes_s"] for r in b_only])
+    fixed = np.array([r["dispatch_s"] + r["wait_s"] + r["bytes_s"] for r in fast])
     return steps, messages, busiest, fixed
 
 
 def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTIC,
-             message_overhead_s: float | None = None) -> tuple[float, float, float, float]:
+             message_overhead_s: float | None = None, burst_bytes: float = 0.0,
+             burst_byte_cost_s: float = 0.0) -> tuple[float, float, float, float]:
     """(o, L, beta, median |relative residual|) from one link class's calibration points.
 
-    Without `message_overhead_s` it fits o and beta (L = 0: loopback); with it, L and beta. Least squares
+    Without `message_overhead_s` it fits o and beta (L = 0: loopback); with it, L and beta, the first
+    `burst_bytes` of a call passing at `burst_byte_cost_s` (a tbf bucket; `LinkModel.bytes_time`). Least squares
     on log(predicted / measured), so 4 B and 64 MiB weigh alike, with a soft-L1 loss (about 10 % scale):
     on a shared machine single points can be milliseconds off. Parameters are fitted as logarithms.
     """
@@ -185,7 +235,7 @@ def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTI
     t = points[stat].to_numpy(float)
     if np.any(~np.isfinite(t)) or np.any(t <= 0):
         raise WorkbenchError("measured latencies must be finite and > 0 to fit")
-    steps, messages, busiest, fixed = _terms(points, host)
+    steps, messages, busiest, fixed = _terms(points, host, stat, burst_bytes, burst_byte_cost_s)
     per_call = messages if message_overhead_s is None else steps
 
     def model(x):
@@ -209,24 +259,39 @@ def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None) ->
     if calib.empty:
         raise WorkbenchError("no calibration rows (2-process psum) in the measurements")
     links = sorted(set(calib["link_class"]), key=lambda k: (k != LOOPBACK, k))
-    o_loop, rows = None, []
+    o_loop, beta_loop, rows = None, 0.0, []
     for link in links:
         group = calib[calib["link_class"] == link]
         shaped = link != LOOPBACK and o_loop is not None
-        o, lat, beta, residual = fit_link(group, host, stat, o_loop if shaped else None)
+        burst = tbf_burst_bytes(link) if shaped and stat in SCHEDULER_FREE else 0.0
+        o, lat, beta, residual = fit_link(group, host, stat, o_loop if shaped else None, burst, beta_loop)
         if link == LOOPBACK:
-            o_loop = o
+            o_loop, beta_loop = o, beta
         rows.append({"link_class": link, "message_overhead_s": o, "latency_s": lat, "beta_s_per_byte": beta,
-                     "bandwidth_bytes_per_s": 1.0 / beta, "fit_points": len(group), "statistic": stat,
+                     "bandwidth_bytes_per_s": 1.0 / beta, "burst_bytes": burst,
+                     "burst_byte_cost_s": beta_loop if burst else 0.0, "fit_points": len(group), "statistic": stat,
                      "fitted": "L, beta (o from loopback)" if shaped else "o, beta (L = 0)",
                      "fit_median_abs_residual": residual})
     return pd.DataFrame(rows)
 
 
+def tbf_burst_bytes(link_class: str) -> float:
+    """The bucket of a shaped class ('tbf_<rate>mbit') as the launcher configures it (`LinkShape.burst`)."""
+    match = re.fullmatch(r"tbf_([0-9.]+)mbit", link_class)
+    if not match:
+        raise WorkbenchError(f"link class must be 'loopback' or 'tbf_<rate>mbit', got {link_class!r}")
+    return float(LinkShape(float(match.group(1))).burst)
+
+
 def link_models(fits: pd.DataFrame) -> dict[str, LinkModel]:
-    """LinkModel per link class from a fits table."""
+    """LinkModel per link class from a fits table (a stored table without burst columns has no bucket)."""
+    def col(row, name: str) -> float:
+        value = getattr(row, name, 0.0)
+        return 0.0 if value is None or value != value else float(value)
+
     return {r.link_class: LinkModel(r.link_class, float(r.message_overhead_s), float(r.latency_s),
-                                    float(r.beta_s_per_byte)) for r in fits.itertuples()}
+                                    float(r.beta_s_per_byte), col(r, "burst_bytes"), col(r, "burst_byte_cost_s"))
+            for r in fits.itertuples()}
 
 
 def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: str | None = None) -> pd.DataFrame:
@@ -238,7 +303,7 @@ def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: s
     if missing:
         raise WorkbenchError(f"no fit for link classes {missing}")
     out = measured.copy()
-    parts = pd.DataFrame([model_time(p, n, m, links[k], host) for p, n, m, k in
+    parts = pd.DataFrame([model_time(p, n, m, links[k], host, stat) for p, n, m, k in
                           zip(out["program"], out["processes"], out["message_bytes"], out["link_class"])],
                          index=out.index)
     out = pd.concat([out, parts], axis=1)

@@ -50,6 +50,11 @@ class ClusterSpec:
     port: int | None = None
     timeout_s: float = 600.0
     init_timeout_s: int = 120
+    # Placement experiments (both off by default). On this 2-core VM, pinning process i to core i mod cores
+    # made every small 2-process psum wait a 4 ms tick (its XLA, gloo and Python threads then share one core),
+    # where unpinned calls mostly did not; idle-class spinners did not remove the tick mode either.
+    pin_cores: bool = False  # process i runs on core i mod cores (its XLA and gloo threads too)
+    keep_cores_awake: bool = False  # one SCHED_IDLE spinner per core while the workers run (`core_wakers`)
 
     def __post_init__(self) -> None:
         from workbench.cluster.experiments import check_parameters
@@ -161,6 +166,33 @@ def _signals_raise_interrupt():
             signal.signal(s, h)
 
 
+# Runs at SCHED_IDLE on one core: any normal thread preempts it at once, and the core never idles.
+# On a virtual machine an idle vCPU halts, and waking it again waits for the host (a 4 ms tick here),
+# which is what a 2-process psum of 32 B to 2 KiB showed without it; a bare-metal device has no such wait.
+# It exits when its launcher is gone.
+SPINNER = ("import os, sys\ncore, parent = int(sys.argv[1]), int(sys.argv[2])\nos.sched_setaffinity(0, {core})\n"
+           "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\nwhile os.getppid() == parent:\n"
+           "    for _ in range(100000):\n        pass\n")
+
+
+def usable_cores() -> list[int]:
+    """The cores this process may run on, in order."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def core_wakers(cores: list[int]) -> list[subprocess.Popen]:
+    """One SCHED_IDLE spinner per core (see SPINNER): keeps idle cores from halting while workers run."""
+    return [subprocess.Popen([sys.executable, "-c", SPINNER, str(core), str(os.getpid())], start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for core in cores]
+
+
+def placement_label(spec: ClusterSpec) -> str:
+    """How the processes were placed, for the data files: 'pinned+awake', 'pinned', 'awake' or 'free'."""
+    parts = [name for name, on in (("pinned", spec.pin_cores), ("awake", spec.keep_cores_awake)) if on]
+    return "+".join(parts) or "free"
+
+
 def _worker_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if "_proxy" not in k.lower()}
     env.update(JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="1")
@@ -170,12 +202,14 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
-def _worker_command(spec: ClusterSpec, i: int, coordinator: str, result: Path, link_class: str) -> list[str]:
+def _worker_command(spec: ClusterSpec, i: int, coordinator: str, result: Path, link_class: str,
+                    cores: list[int]) -> list[str]:
+    pin = ["--cpu", str(cores[i % len(cores)])] if spec.pin_cores else []
     return [sys.executable, "-m", "workbench.cluster.worker", "--process-id", str(i),
             "--num-processes", str(spec.processes), "--coordinator", coordinator, "--coordinator-bind", coordinator,
             "--devices-per-process", str(spec.devices_per_process), "--experiment", spec.experiment,
             "--params", json.dumps(spec.params), "--result", str(result), "--link-class", link_class,
-            "--parent-pid", str(os.getpid()), "--init-timeout", str(spec.init_timeout_s)]
+            "--parent-pid", str(os.getpid()), "--init-timeout", str(spec.init_timeout_s)] + pin
 
 
 def _watch(procs: list[subprocess.Popen], logs: list[Path], port: int, timeout_s: float) -> None:
@@ -230,10 +264,14 @@ def launch(spec: ClusterSpec, announce=None) -> ClusterRun:
         result = workdir / "result.json"
         logs = [workdir / f"process{i}.log" for i in range(spec.processes)]
         env = _worker_env()
+        cores = usable_cores()
+        if spec.keep_cores_awake:
+            wakers = core_wakers(cores)
+            stack.callback(terminate_groups, wakers)
         for i in range(spec.processes):
             prefix = network.command_prefix(i) if network else []
             with open(logs[i], "wb") as log:
-                procs.append(subprocess.Popen(prefix + _worker_command(spec, i, coordinator, result, link_class),
+                procs.append(subprocess.Popen(prefix + _worker_command(spec, i, coordinator, result, link_class, cores),
                                               stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                               start_new_session=True, cwd=REPO_ROOT, env=env))
         announce(f"started {spec.processes} processes ({link_class}, coordinator {coordinator}): "
@@ -242,7 +280,8 @@ def launch(spec: ClusterSpec, announce=None) -> ClusterRun:
         if not result.exists():
             raise WorkbenchError(f"process 0 exited cleanly but wrote no result; its log:\n{_log_tail(logs[0])}")
         payload = json.loads(result.read_text())
-    return ClusterRun(pd.DataFrame(payload["rows"]), payload["meta"], time.perf_counter() - started, link_class, note)
+    meta = {**payload["meta"], "placement": placement_label(spec)}
+    return ClusterRun(pd.DataFrame(payload["rows"]), meta, time.perf_counter() - started, link_class, note)
 
 
 def run_cluster(experiment: str, processes: int, params: dict | None = None, **kw) -> ClusterRun:

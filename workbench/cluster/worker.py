@@ -63,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--link-class", default="loopback")
     p.add_argument("--parent-pid", type=int, default=0)
     p.add_argument("--init-timeout", type=int, default=120)
+    p.add_argument("--cpu", type=int, default=None, help="run on this core only (set before JAX starts its threads)")
     return p.parse_args(argv)
 
 
@@ -91,6 +92,8 @@ def gather_rows(client, ctx: WorkerContext, rows: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})
     if args.parent_pid:
         threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
     ctx = WorkerContext(args.process_id, args.num_processes, args.devices_per_process, args.link_class)
