@@ -287,7 +287,7 @@ def link_models(fits: pd.DataFrame) -> dict[str, LinkModel]:
     """LinkModel per link class from a fits table (a stored table without burst columns has no bucket)."""
     def col(row, name: str) -> float:
         value = getattr(row, name, 0.0)
-        return 0.0 if value is None or value != value else float(value)
+        return 0.0 if value is None or pd.isna(value) else float(value)
 
     return {r.link_class: LinkModel(r.link_class, float(r.message_overhead_s), float(r.latency_s),
                                     float(r.beta_s_per_byte), col(r, "burst_bytes"), col(r, "burst_byte_cost_s"))

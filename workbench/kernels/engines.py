@@ -44,6 +44,7 @@ from jax.sharding import PartitionSpec as P
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
+from workbench.kernels.mesh import OnLineMesh, check_line_mesh
 from workbench.kernels.tpi_llm import BLOCK_KEYS, layout_block, star_broadcast
 from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
@@ -136,7 +137,7 @@ def per_row(fn, x_s, *args):
 
 # ---- parameters ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class EngineParams:
+class EngineParams(OnLineMesh):
     """A model laid out on a 1-D mesh for one of the engine's sync structures."""
 
     cfg: object
@@ -149,25 +150,9 @@ class EngineParams:
     wire: str = "f32"
 
     @property
-    def axis(self) -> str:
-        """The mesh axis."""
-        return self.mesh.axis_names[0]
-
-    @property
-    def n(self) -> int:
-        """Devices in the mesh."""
-        return int(self.mesh.devices.size)
-
-    @property
     def root_device(self):
-        """Mesh position 0: embeds, samples (and in the root TP norms, merges and runs the head)."""
-        return self.mesh.devices.flat[0]
-
-
-def _check_mesh(mesh) -> int:
-    if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
-        raise WorkbenchError(f"mesh must be a 1-D jax.sharding.Mesh (e.g. make_mesh(n)), got {mesh!r}")
-    return int(mesh.devices.size)
+        """The root: mesh position 0 (embeds, samples; in the root TP it also norms, merges and runs the head)."""
+        return self.first_device
 
 
 def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: str = "f32") -> EngineParams:
@@ -177,7 +162,7 @@ def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: s
     require_choice("wire", wire, WIRES)
     if wire == "q80" and cfg.d_model % Q80_BLOCK:
         raise WorkbenchError(f"wire q80 needs d_model divisible by {Q80_BLOCK}, got {cfg.d_model}")
-    n = _check_mesh(mesh)
+    n = check_line_mesh(mesh)
     check_split(cfg, n, SCHEME_OF[kind])
     split = TPSplit((cfg.n_heads // n,) * n, (cfg.d_ff // n,) * n).validate(cfg)
     kv_max = max(b - a for a, b in split.kv_ranges(cfg))
@@ -241,7 +226,7 @@ def make_program(cfg, mesh: Mesh, kind: str, wire: str = "f32"):
     """
     require_choice("kind", kind, KINDS)
     require_choice("wire", wire, WIRES)
-    n = _check_mesh(mesh)
+    n = check_line_mesh(mesh)
     axis = mesh.axis_names[0]
     spec = P(axis)
 

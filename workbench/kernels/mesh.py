@@ -22,3 +22,31 @@ def make_grid_mesh(rows: int, cols: int, axes: tuple[str, str] = ("row", "col"))
     if rows * cols > available:
         raise WorkbenchError(f"a {rows}x{cols} grid needs {rows * cols} devices; only {available} are available")
     return Mesh(np.array(jax.devices()[: rows * cols]).reshape(rows, cols), axes)
+
+
+def check_line_mesh(mesh) -> int:
+    """The size of `mesh`, which must be a 1-D jax Mesh (one line error otherwise)."""
+    if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
+        raise WorkbenchError(f"mesh must be a 1-D jax.sharding.Mesh (e.g. make_mesh(n)), got {mesh!r}")
+    return int(mesh.devices.size)
+
+
+class OnLineMesh:
+    """What a model laid out on a 1-D mesh knows of it (a mixin for parameter classes holding `mesh`)."""
+
+    mesh: Mesh
+
+    @property
+    def axis(self) -> str:
+        """The mesh axis the program runs over."""
+        return self.mesh.axis_names[0]
+
+    @property
+    def n(self) -> int:
+        """Devices in the mesh."""
+        return int(self.mesh.devices.size)
+
+    @property
+    def first_device(self):
+        """Mesh position 0: the device that embeds, samples and holds the task head."""
+        return self.mesh.devices.flat[0]

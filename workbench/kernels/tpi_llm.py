@@ -40,6 +40,7 @@ from jax.sharding import PartitionSpec as P
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
+from workbench.kernels.mesh import OnLineMesh, check_line_mesh
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost
 from workbench.planners.tpi_llm import TPSplit, check_devices, proportional_split
@@ -180,7 +181,7 @@ def allreduce_steps(kind: str, n: int) -> int:
 
 # ---- parameters -------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class TPParams:
+class TPParams(OnLineMesh):
     """A model laid out for TPI-LLM on a 1-D mesh: sharded block weights + master-only weights."""
 
     cfg: TransformerConfig
@@ -193,24 +194,9 @@ class TPParams:
     ffn_max: int
 
     @property
-    def axis(self) -> str:
-        """The mesh axis the program runs over."""
-        return self.mesh.axis_names[0]
-
-    @property
-    def n(self) -> int:
-        """Devices in the mesh."""
-        return int(self.mesh.devices.size)
-
-    @property
     def master_device(self):
-        """The device that embeds, samples and holds the task head (mesh position 0)."""
-        return self.mesh.devices.flat[0]
-
-
-def _check_mesh(mesh: Mesh) -> None:
-    if not isinstance(mesh, Mesh) or len(mesh.axis_names) != 1:
-        raise WorkbenchError(f"mesh must be a 1-D jax.sharding.Mesh (e.g. make_mesh(n)), got {mesh!r}")
+        """The master: mesh position 0 (embeds, samples, holds the task head)."""
+        return self.first_device
 
 
 def _resolve_split(cfg: TransformerConfig, n: int, split) -> TPSplit:
@@ -261,7 +247,7 @@ def shard_params(cfg: TransformerConfig, params: dict, mesh: Mesh, split=None) -
     """
     if cfg.family != "llama":
         raise WorkbenchError(f"TPI-LLM's kernel implements the Llama decoder; got family {cfg.family!r}")
-    _check_mesh(mesh)
+    check_line_mesh(mesh)
     n = int(mesh.devices.size)
     check_devices(cfg, n)
     split = _resolve_split(cfg, n, split)
@@ -336,7 +322,7 @@ def make_backbone(cfg: TransformerConfig, mesh: Mesh, kind: str = "star"):
     every output shard holds the all-reduced final hidden state (the master uses shard 0).
     """
     require_choice("allreduce", kind, ALLREDUCE_KINDS)
-    _check_mesh(mesh)
+    check_line_mesh(mesh)
     axis, n = mesh.axis_names[0], int(mesh.devices.size)
     spec = P(axis)
 
