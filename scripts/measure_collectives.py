@@ -11,7 +11,8 @@ all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loop
 when root -> data/cluster/collectives.csv, then the fit), fit (only refit o / L / beta from the stored
 CSV -> data/constants/cluster.toml), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
 -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
-data/cluster/layers_cpu.csv). The notebook only reads these files; nothing in CI re-measures.
+data/cluster/layers_cpu.csv), stacks (Galaxy's partitioned stack and the MCU head-wise stack across 2 and 4
+processes -> data/cluster/stacks.csv). The notebook only reads these files; nothing in CI re-measures.
 The machine is shared: results carry the date, the machine and the load average.
 """
 
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
-PARTS = ("micro", "collectives", "fit", "e2e", "layers")
+PARTS = ("micro", "collectives", "fit", "e2e", "layers", "stacks")
 E2E_RUNS = (  # (model, prompt_len, n_new, repeats)
     ("tiny", 8, 8, 3),
     ("TinyLlama-42M", 32, 8, 3),
@@ -147,6 +148,41 @@ def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
     write_csv_atomic(out / "cluster" / "tpi_llm_e2e.csv", pd.DataFrame(rows))
 
 
+STACK_RUNS = (  # (experiment, parameters): one prefill of one block, as the arena's scheme costs it
+    ("galaxy_stack", {"scheme": "galaxy_hmp", "model": "BERT-base", "seq_len": 128}),
+    ("galaxy_stack", {"scheme": "megatron_tp", "model": "BERT-base", "seq_len": 128}),
+    ("galaxy_stack", {"scheme": "sp", "model": "BERT-base", "seq_len": 128}),
+    ("mcu_stack", {"model": "TinyLlama-42M", "seq_len": 16}),
+)
+STACK_REPS = 15
+
+
+def measure_stacks(out: Path, quick: bool, machine: str, date: str) -> None:
+    """Other papers' kernels across processes: per call the slowest process, then min / median / mean."""
+    import numpy as np
+
+    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.netns import LinkShape, shaping_unavailable
+
+    rows = []
+    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
+        for experiment, params in (STACK_RUNS[:1] if quick else STACK_RUNS):
+            params = {**params, "n_layers": 1, "reps": 3 if quick else STACK_REPS}
+            run = launch(ClusterSpec(processes, experiment, params, shape=shape, timeout_s=1800), announce=log)
+            per_call = np.max(np.stack([np.asarray(t, float) for t in run.rows["times_s"]]), axis=0)
+            first = run.rows.iloc[0]
+            rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": processes,
+                         "kernel": first["kernel"], "scheme": first["scheme"], "model": first["model"],
+                         "n_layers": int(first["n_layers"]), "seq_len": int(first["seq_len"]), "reps": len(per_call),
+                         "min_s": float(per_call.min()), "median_s": float(np.median(per_call)),
+                         "mean_s": float(per_call.mean()), "matches_reference": bool(run.rows["matches_reference"].all()),
+                         "max_abs_error": float(run.rows["max_abs_error"].max()), "load_1min": os.getloadavg()[0]})
+            log(f"stack {first['scheme']} ({processes} processes, {run.link_class}): min {per_call.min() * 1e3:.2f} ms, "
+                f"median {np.median(per_call) * 1e3:.2f} ms, matches reference: {rows[-1]['matches_reference']}")
+    write_csv_atomic(out / "cluster" / "stacks.csv", pd.DataFrame(rows))
+
+
 def measure_layers(out: Path, quick: bool, machine: str, date: str) -> None:
     from workbench.accelerator import measure_layer_latency
     from workbench.models import get_model
@@ -180,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for part in PARTS:
         if part in args.only:
             log(f"part {part} ...")
-            if part in ("micro", "e2e", "layers"):
+            if part in ("micro", "e2e", "layers", "stacks"):
                 wait_for_quiet(args.max_load, args.max_wait * 60)
             part_start, load_before = time.time(), os.getloadavg()
             if part == "micro":

@@ -910,3 +910,35 @@ def test_placement_pins_workers_and_keeps_cores_awake():
     finally:
         launcher_mod.terminate_groups(wakers)
     assert wakers[0].poll() is not None
+
+
+# ---- other papers' kernels across processes --------------------------------------------------------
+def test_galaxy_and_mcu_stacks_match_the_reference_across_two_processes():
+    galaxy = run_cluster("galaxy_stack", 2, {"model": "tiny-bert", "seq_len": 16, "reps": 2}, timeout_s=300)
+    assert len(galaxy.rows) == 2 and galaxy.rows["matches_reference"].all()
+    assert set(galaxy.rows["scheme"]) == {"galaxy_hmp"} and all(len(t) == 2 for t in galaxy.rows["times_s"])
+    mcu = run_cluster("mcu_stack", 2, {"model": "tiny-bert", "seq_len": 8, "reps": 2}, timeout_s=300)
+    assert mcu.rows["matches_reference"].all() and set(mcu.rows["scheme"]) == {"mcu_headwise_tp"}
+
+
+def test_stack_prediction_is_the_arenas_scheme_and_names_bad_input():
+    from workbench.cluster.layer_runs import layer_model
+    from workbench.cluster.predict import predict_scheme
+    from workbench.schemes.base import Workload, load_all
+
+    cfg = layer_model("BERT-base", 1)
+    assert cfg.n_layers == 1
+    device = shared_device(load_device("this_machine_cpu"), 1)
+    link = LinkModel("loopback", 100e-6, 0.0, 1e-9)
+    workload = Workload("prefill", seq_len=128, weight_bits=32, activation_bits=32)
+    out = predict_scheme("galaxy_hmp", cfg, load_device("this_machine_cpu"), link, 2, workload)
+    from workbench.cluster.predict import this_machine_cluster
+    direct = load_all()["galaxy_hmp"][1](cfg, this_machine_cluster(load_device("this_machine_cpu"), 2, link), workload)
+    assert out["latency_s"] == pytest.approx(direct.row()["latency_s"]) and device.name
+    slower = predict_scheme("galaxy_hmp", cfg, load_device("this_machine_cpu"),
+                            LinkModel("loopback", 1e-3, 0.0, 1e-9), 2, workload)
+    assert slower["comm_link_latency_s"] > out["comm_link_latency_s"]
+    with pytest.raises(WorkbenchError, match="scheme must be a registered scheme"):
+        predict_scheme("nope", cfg, load_device("this_machine_cpu"), link, 2, workload)
+    with pytest.raises(WorkbenchError, match="n_layers"):
+        layer_model("BERT-base", 0)

@@ -7,6 +7,8 @@ process's rows on process 0.
   hello        psum of (device index + 1) over the global mesh: a smoke test of the runtime
   collectives  median latency of psum / all_gather / psum_scatter / star over message sizes
   tpi_llm      TPI-LLM's tensor-parallel greedy decoder: tokens, time to first token, per-token latency
+  galaxy_stack Galaxy's partitioned block stack (HMP, Megatron TP, SP): one prefill, timed, checked
+  mcu_stack    the MCU paper's head-wise stack with its hierarchical reduce: one prefill, timed, checked
   sleep, crash test hooks for teardown (Ctrl-C, a process that dies)
 """
 
@@ -135,6 +137,22 @@ def tpi_llm(ctx, model: str = "tiny", prompt_len: int = 8, n_new: int = 4, seed:
                              allreduce=allreduce, repeats=repeats, reference=reference)
 
 
+def galaxy_stack(ctx, scheme: str = "galaxy_hmp", model: str = "BERT-base", n_layers: int = 1, seq_len: int = 128,
+                 reps: int = 10, seed: int = 0) -> list[dict]:
+    """Galaxy's partitioned block stack (one prefill) across the cluster (see `workbench.cluster.layer_runs`)."""
+    from workbench.cluster.layer_runs import run_galaxy_stack
+
+    return run_galaxy_stack(ctx, _global_mesh(), scheme, model, n_layers, seq_len, reps, seed)
+
+
+def mcu_stack(ctx, model: str = "TinyLlama-42M", n_layers: int = 1, seq_len: int = 16, reps: int = 10,
+              seed: int = 0) -> list[dict]:
+    """The MCU paper's head-wise block stack with its tree reduce (one prefill) across the cluster."""
+    from workbench.cluster.layer_runs import run_mcu_stack
+
+    return run_mcu_stack(ctx, _global_mesh(), model, n_layers, seq_len, reps, seed)
+
+
 def sleep(ctx, seconds: float = 60.0) -> list[dict]:
     """Idle for `seconds` (to test that Ctrl-C tears the cluster down)."""
     time.sleep(float(seconds))
@@ -150,6 +168,7 @@ def crash(ctx, process: int = 1, exit_code: int = 7) -> list[dict]:
 
 
 EXPERIMENTS: dict[str, Experiment] = {"hello": hello, "collectives": collectives, "tpi_llm": tpi_llm,
+                                      "galaxy_stack": galaxy_stack, "mcu_stack": mcu_stack,
                                       "sleep": sleep, "crash": crash}
 
 

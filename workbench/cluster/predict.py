@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from workbench.cluster.fit import LinkModel
 from workbench.cluster.microbench import shared_device
-from workbench.errors import require_int
+from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Link, Topology
@@ -66,3 +66,16 @@ def predict_generation(cfg: TransformerConfig, device: DeviceSpec, link: LinkMod
                      "other_s"):
             out[f"{key}_{part}"] = row[part]
     return out
+
+
+def predict_scheme(scheme: str, cfg: TransformerConfig, device: DeviceSpec, link: LinkModel, processes: int,
+                   workload: Workload) -> dict[str, float]:
+    """The arena's registered evaluator of `scheme` on `processes` shares of `device` joined by `link`:
+    its latency and breakdown (what the cluster notebook holds the measured kernels to)."""
+    schemes = SCHEMES if scheme in SCHEMES else load_all()
+    if scheme not in schemes:
+        raise WorkbenchError(f"scheme must be a registered scheme ({', '.join(sorted(schemes))}), got {scheme!r}")
+    row = schemes[scheme][1](cfg, this_machine_cluster(device, processes, link), workload).row()
+    parts = ("latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
+             "other_s")
+    return {part: float(row.get(part, 0.0)) for part in parts}

@@ -183,11 +183,43 @@ def star_ring_table(data_dir: Path = DATA_DIR, max_bytes: int = 2048, min_proces
     return star_vs_ring(measurements(data_dir), max_bytes, min_processes)
 
 
+def stack_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Galaxy's and the MCU paper's kernels measured across processes (`stacks.csv`) beside the arena's
+    registered scheme on this machine's preset: the median call against the stored link constants (fitted on
+    median calls), the fastest call against the same fit on the fastest calls (`fastest_call_comparison`)."""
+    from workbench.cluster.layer_runs import layer_model
+    from workbench.cluster.predict import predict_scheme
+    from workbench.schemes.base import Workload
+
+    runs = _read_csv("stacks.csv", data_dir)
+    device, data, hm = cpu_preset(data_dir), measurements(data_dir), host(data_dir)
+    typical, fastest = link_models(stored_fits(data_dir)), link_models(fit_all(data, hm, "min_s"))
+    rows = []
+    for r in runs.itertuples():
+        if r.link_class not in typical:
+            raise WorkbenchError(f"no fitted link class {r.link_class!r} for the stack runs")
+        cfg = layer_model(r.model, int(r.n_layers))
+        workload = Workload("prefill", seq_len=int(r.seq_len), weight_bits=32, activation_bits=32)
+        pred = predict_scheme(r.scheme, cfg, device, typical[r.link_class], int(r.processes), workload)
+        quick = predict_scheme(r.scheme, cfg, device, fastest[r.link_class], int(r.processes), workload)
+        rows.append({"scheme": r.scheme, "model": r.model, "seq_len": int(r.seq_len), "link_class": r.link_class,
+                     "processes": int(r.processes), "matches_reference": bool(r.matches_reference),
+                     "measured_median_s": float(r.median_s), "predicted_s": pred["latency_s"],
+                     "measured_min_s": float(r.min_s), "predicted_fastest_s": quick["latency_s"],
+                     "predicted_compute_s": pred["compute_s"], "predicted_comm_s":
+                         pred["comm_link_latency_s"] + pred["comm_bytes_s"]})
+    out = pd.DataFrame(rows)
+    out["median_over_predicted"] = out["measured_median_s"] / out["predicted_s"]
+    out["min_over_predicted_fastest"] = out["measured_min_s"] / out["predicted_fastest_s"]
+    return out
+
+
 def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """TPI-LLM on 4 processes: measured TTFT / per-token latency (median of repeats) beside the arena's
     evaluation of its TPI-LLM scheme on this machine's preset and the fitted link class."""
     runs = _read_csv("tpi_llm_e2e.csv", data_dir)
     links = link_models(stored_fits(data_dir))
+    fastest = link_models(fit_all(measurements(data_dir), host(data_dir), "min_s"))
     device = cpu_preset(data_dir)
     rows = []
     for (model, link, processes, prompt_len, n_new), group in runs.groupby(
@@ -196,6 +228,7 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
             raise WorkbenchError(f"no fitted link class {link!r} for the end-to-end runs")
         cfg = get_model(model) if model != "tiny-llama" else _tiny()
         pred = predict_generation(cfg, device, links[link], int(processes), int(prompt_len), int(n_new))
+        quick = predict_generation(cfg, device, fastest[link], int(processes), int(prompt_len), int(n_new))
         rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
                      "n_new": int(n_new), "repeats": len(group),
                      "tokens_match_reference": bool(group["matches_reference"].all()),
@@ -203,10 +236,15 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
                      "predicted_ttft_s": pred["ttft_s"],
                      "measured_per_token_s": float(group["per_token_s"].median()),
                      "predicted_per_token_s": pred["per_token_s"],
+                     "predicted_fastest_ttft_s": quick["ttft_s"], "predicted_fastest_per_token_s": quick["per_token_s"],
                      **{k: v for k, v in pred.items() if k not in ("ttft_s", "per_token_s")}})
     out = pd.DataFrame(rows)
     out["ttft_measured_over_predicted"] = out["measured_ttft_s"] / out["predicted_ttft_s"]
     out["per_token_measured_over_predicted"] = out["measured_per_token_s"] / out["predicted_per_token_s"]
+    for key in ("ttft", "per_token"):
+        low = np.minimum(out[f"predicted_{key}_s"], out[f"predicted_fastest_{key}_s"])
+        high = np.maximum(out[f"predicted_{key}_s"], out[f"predicted_fastest_{key}_s"])
+        out[f"{key}_between_fastest_and_typical"] = (out[f"measured_{key}_s"] >= low) & (out[f"measured_{key}_s"] <= high)
     return out
 
 
@@ -238,7 +276,8 @@ def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: di
 
 
 def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
-                e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None) -> pd.DataFrame:
+                e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None,
+                stacks: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the cluster notebook shows, as tidy result rows."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
@@ -257,11 +296,18 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
         _rows("tpi_llm end to end vs arena", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
                                                                       f"prompt={r.prompt_len},new={r.n_new}", axis=1),
               {"measured_ttft_s": "s", "predicted_ttft_s": "s", "measured_per_token_s": "s",
-               "predicted_per_token_s": "s"}, model=e2e["model"]),
+               "predicted_per_token_s": "s", "predicted_fastest_ttft_s": "s", "predicted_fastest_per_token_s": "s"},
+              model=e2e["model"]),
         _rows("per-layer roofline", accel, accel.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len}",
                                                        axis=1),
               {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
     ]
+    if stacks is not None:
+        parts.append(_rows("kernel stacks across processes vs arena", stacks,
+                           stacks.apply(lambda r: f"scheme={r.scheme},link={r.link_class},processes={r.processes},"
+                                                  f"seq={r.seq_len}", axis=1),
+                           {"measured_median_s": "s", "predicted_s": "s", "measured_min_s": "s",
+                            "predicted_fastest_s": "s"}, model=stacks["model"]))
     if before is not None:
         parts.append(_rows("validation before -> after", before,
                            before["campaign"] + ",statistic=" + before["statistic"] + ",model=" + before["model"],
