@@ -942,3 +942,15 @@ def test_stack_prediction_is_the_arenas_scheme_and_names_bad_input():
         predict_scheme("nope", cfg, load_device("this_machine_cpu"), link, 2, workload)
     with pytest.raises(WorkbenchError, match="n_layers"):
         layer_model("BERT-base", 0)
+
+
+def test_calibration_program_is_a_choice_the_fit_reports():
+    data = pd.concat([_synthetic(), _synthetic(50e-6, 8e-8, "tbf_100mbit", latency=300e-6)], ignore_index=True)
+    star = fit_all(data, HOST, "median_s", "star").set_index("link_class")
+    assert star.loc["loopback", "message_overhead_s"] == pytest.approx(50e-6, rel=1e-4)  # the model made the data
+    assert star.loc["tbf_100mbit", "latency_s"] == pytest.approx(300e-6, rel=1e-3)
+    table = predict(data, star.reset_index(), HOST, "median_s", "star")
+    assert set(table.loc[table.role == "calibration", "program"]) == {"star"}
+    assert (table.loc[table.role == "calibration", "processes"] == 2).all()
+    with pytest.raises(WorkbenchError, match="2-process ring_ppermute"):
+        fit_all(data[data.program != "ring_ppermute"], HOST, "median_s", "ring_ppermute")

@@ -125,9 +125,9 @@ def statistic(frame: pd.DataFrame) -> str:
     return DEFAULT_STATISTIC
 
 
-def is_calibration(frame: pd.DataFrame) -> pd.Series:
-    """Rows used to fit: the 2-process psum of each link class."""
-    return (frame["program"] == FIT_PROGRAM) & (frame["processes"] == FIT_PROCESSES)
+def is_calibration(frame: pd.DataFrame, program: str = FIT_PROGRAM) -> pd.Series:
+    """Rows used to fit: the 2-process `program` (the psum unless asked) of each link class."""
+    return (frame["program"] == program) & (frame["processes"] == FIT_PROCESSES)
 
 
 def program_cost(program: str, processes: int, message_bytes: float):
@@ -251,13 +251,14 @@ def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTI
     return float(message_overhead_s), float(first), float(beta), float(residual)
 
 
-def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None) -> pd.DataFrame:
+def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None,
+            program: str = FIT_PROGRAM) -> pd.DataFrame:
     """One fit per link class on its calibration rows: loopback first (o, beta), then the shaped classes
     (L, beta) with loopback's o; without loopback data every class fits its own o (L = 0)."""
     stat = stat or statistic(measured)
-    calib = measured[is_calibration(measured)]
+    calib = measured[is_calibration(measured, program)]
     if calib.empty:
-        raise WorkbenchError("no calibration rows (2-process psum) in the measurements")
+        raise WorkbenchError(f"no calibration rows (2-process {program}) in the measurements")
     links = sorted(set(calib["link_class"]), key=lambda k: (k != LOOPBACK, k))
     o_loop, beta_loop, rows = None, 0.0, []
     for link in links:
@@ -294,7 +295,8 @@ def link_models(fits: pd.DataFrame) -> dict[str, LinkModel]:
             for r in fits.itertuples()}
 
 
-def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: str | None = None) -> pd.DataFrame:
+def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: str | None = None,
+            program: str = FIT_PROGRAM) -> pd.DataFrame:
     """Measured points with the model's prediction and its parts, the core's ring / tree / star with the
     fitted link (per-message o, L, beta; no host terms) for comparison, the error and the role."""
     stat = stat or statistic(measured)
@@ -318,7 +320,7 @@ def predict(measured: pd.DataFrame, fits: pd.DataFrame, host: HostModel, stat: s
     out["statistic"] = stat
     out["measured_s"] = out[stat]
     out["rel_error"] = (out["pred_s"] - out["measured_s"]).abs() / out["measured_s"]
-    out["role"] = np.where(is_calibration(out), "calibration", "validation")
+    out["role"] = np.where(is_calibration(out, program), "calibration", "validation")
     return out
 
 

@@ -17,6 +17,7 @@ from workbench.accelerator import compare
 from workbench.cluster.fit import (
     HostModel,
     fit_all,
+    is_calibration,
     fits_from_constants,
     legacy_predict,
     link_models,
@@ -101,6 +102,31 @@ def fastest_call_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     refitted on the same calibration rows (`workbench.cluster.fit.SCHEDULER_FREE`)."""
     data, hm = measurements(data_dir), host(data_dir)
     return predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
+
+
+CALIBRATION_PROGRAMS = ("psum", "star")  # gloo's all-reduce (the stored fit) or the ppermute ping-pong
+
+
+def calibration_choices(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """The fit on each calibration program (2 processes) and statistic, and the validation error it gives over
+    the points both choices validate (link classes measured with both programs): how much the fitted o
+    depends on which program's tick mode it absorbs."""
+    data, hm = measurements(data_dir), host(data_dir)
+    both = [k for k, g in data[data.processes == 2].groupby("link_class")
+            if set(CALIBRATION_PROGRAMS) <= set(g["program"])]
+    data = data[data["link_class"].isin(both)]
+    rows = []
+    for program in CALIBRATION_PROGRAMS:
+        for stat in ("median_s", "mean_s", "min_s"):
+            fits = fit_all(data, hm, stat, program)
+            table = predict(data, fits, hm, stat, program)
+            shared = table[~is_calibration(table, "psum") & ~is_calibration(table, "star")]
+            summary = validation_summary(shared.assign(role="validation")).iloc[0]
+            rows.append({"calibration_program": program, "statistic": stat,
+                         "message_overhead_us": 1e6 * float(fits["message_overhead_s"].iloc[0]),
+                         "validation_points": int(summary.points), "median_rel_error": summary.median_rel_error,
+                         "within_20pct": summary.within_20pct})
+    return pd.DataFrame(rows)
 
 
 def before_after(data_dir: Path = DATA_DIR) -> pd.DataFrame:
@@ -277,7 +303,7 @@ def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: di
 
 def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
                 e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None,
-                stacks: pd.DataFrame | None = None) -> pd.DataFrame:
+                stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the cluster notebook shows, as tidy result rows."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
@@ -302,6 +328,10 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                                                        axis=1),
               {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
     ]
+    if choices is not None:
+        parts.append(_rows("calibration program and statistic", choices,
+                           "calibrate=" + choices["calibration_program"] + ",statistic=" + choices["statistic"],
+                           {"message_overhead_us": "us", "median_rel_error": "1", "within_20pct": "1"}))
     if stacks is not None:
         parts.append(_rows("kernel stacks across processes vs arena", stacks,
                            stacks.apply(lambda r: f"scheme={r.scheme},link={r.link_class},processes={r.processes},"
