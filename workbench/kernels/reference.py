@@ -105,13 +105,19 @@ def qkv_project(cfg: TransformerConfig, p: Params, x_se, positions_s):
     return q_shd, k_shd, v_shd
 
 
+def _decoder_norm(cfg: TransformerConfig, p: Params, x_se, rms_key: str, ln_keys: tuple[str, str]):
+    """The family's pre-norm of a decoder from `p`'s named weights: RMSNorm (Llama), LayerNorm (GPT),
+    identity (post-LN BERT, which has neither)."""
+    if cfg.family == "llama":
+        return rms_norm(x_se, p[rms_key])
+    if cfg.family == "gpt":
+        return layer_norm(x_se, p[ln_keys[0]], p[ln_keys[1]], norm_eps(cfg))
+    return x_se
+
+
 def pre_attention_norm(cfg: TransformerConfig, p: Params, x_se):
     """The norm applied before attention (identity for post-LN BERT)."""
-    if cfg.family == "llama":
-        return rms_norm(x_se, p["attn_norm"])
-    if cfg.family == "gpt":
-        return layer_norm(x_se, p["ln1_g"], p["ln1_b"], norm_eps(cfg))
-    return x_se
+    return _decoder_norm(cfg, p, x_se, "attn_norm", ("ln1_g", "ln1_b"))
 
 
 # ---- one block --------------------------------------------------------------------------------
@@ -203,11 +209,7 @@ def embed(cfg: TransformerConfig, params: Params, tokens_s, positions_s):
 
 def final_norm(cfg: TransformerConfig, params: Params, x_se):
     """Final norm of decoders (identity for BERT)."""
-    if cfg.family == "llama":
-        return rms_norm(x_se, params["final_norm_g"])
-    if cfg.family == "gpt":
-        return layer_norm(x_se, params["final_norm_g"], params["final_norm_b"], norm_eps(cfg))
-    return x_se
+    return _decoder_norm(cfg, params, x_se, "final_norm_g", ("final_norm_g", "final_norm_b"))
 
 
 def lm_logits(cfg: TransformerConfig, params: Params, h_se):
