@@ -71,7 +71,7 @@ REGISTRY = {"standin_tp": ("paper_a", standin_tp), "standin_single": ("paper_b",
 
 def make_cluster(n: int = 4, memory_gib: float = 16.0, bandwidth_mbps: float = 1000, latency_ms: float = 0.1,
                  kind: str = "switch") -> Cluster:
-    device = DeviceSpec("dev", {"fp16": 100e9}, 0.5, 0.5,
+    device = DeviceSpec("dev", {"fp32": 50e9, "fp16": 100e9}, 0.5, 0.5,
                         memory=(MemoryLevel("LLC", 2**21, 50e9), MemoryLevel("DRAM", memory_gib * GIB, 20e9)),
                         storage_read_bytes_per_s=200e6)
     return Cluster((device,) * n, Topology(kind, n, Link.from_mbps(bandwidth_mbps, latency_ms)))

@@ -64,3 +64,33 @@ def test_every_preset_loads_and_every_number_has_provenance(device_id):
     d = load_device(device_id)
     assert d.provenance, f"{device_id} has no provenance entries"
     assert all(c.source.strip() for c in d.provenance.values())
+
+
+def test_a_dtype_never_borrows_a_narrower_rate():
+    """Fail closed: a device listing only int8 (or fp16) has no fp32 rate; the error is one line naming it."""
+    int8_only = _device(peak_flops={"int8": 4e9})
+    assert int8_only.peak("int8") == 4e9 and int8_only.peak("int4") == 4e9  # int4 codes run as int8 dot products
+    for device, dtype in ((int8_only, "fp32"), (int8_only, "fp16"), (_device(peak_flops={"fp16": 2e9}), "fp32")):
+        with pytest.raises(WorkbenchError) as info:
+            device.peak(dtype)
+        assert "\n" not in str(info.value) and f"no rate for {dtype} work" in str(info.value)
+
+
+def test_rate_dtype_is_the_one_rule_behind_peak_and_compute_dtype():
+    from workbench.schemes import common
+
+    d = _device(peak_flops={"fp32": 1e9, "fp16": 2e9, "int8": 4e9})
+    assert [d.rate_dtype(t) for t in ("fp32", "tf32", "fp16", "bf16", "int8")] == \
+        ["fp32", "fp32", "fp16", "fp16", "int8"]
+    assert common.compute_dtype(d, 8, 8) == d.rate_dtype("int8") and d.peak("bf16") == 2e9
+
+
+@pytest.mark.parametrize("device_id", device_names())
+def test_every_preset_resolves_every_dtype_at_a_rate_at_least_as_wide(device_id):
+    """The papers' presets all list fp32, so every dtype a scheme may ask of them has a rate."""
+    from workbench.hardware import BITS, DTYPES
+
+    d = load_device(device_id)
+    for dtype in DTYPES:
+        rate = d.rate_dtype(dtype)
+        assert rate in d.peak_flops and BITS[rate] >= BITS[dtype] and d.peak(dtype) == d.peak_flops[rate]

@@ -375,3 +375,34 @@ def test_denormal_rates_are_refused_not_turned_into_inf(old, new, match):
 def test_a_folder_given_as_the_config_says_so(tmp_path):
     with pytest.raises(WorkbenchError, match="is a folder"):
         load_config(tmp_path)
+
+
+def test_a_device_without_a_wide_enough_rate_is_not_given_a_narrower_one():
+    """Fail closed: a board listing only an int8 peak has no fp32 or fp16 rate; STI (fp32 arithmetic) is n/a
+    with a one-line reason naming the device, instead of running at the int8 rate."""
+    from workbench.arena import arena_for_config
+
+    base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    old = "peak_gflops = { fp32 = 153.6, fp16 = 307.2, int8 = 614.4 }"
+    assert old in base
+    config = config_from_text(base.replace(old, "peak_gflops = { int8 = 614.4 }"), "t.toml")
+    entries = {e.scheme: e for e in arena_for_config(config, phases=("decode",)).entries}
+    sti = entries["single_device_streamed"]
+    assert sti.status == "n/a" and "has no rate for fp32 work" in sti.error and "\n" not in sti.error
+
+
+@pytest.mark.parametrize("key", ["name", "peak_gflops", "memory"])
+def test_a_device_missing_a_required_key_names_it(key):
+    table = example_table()
+    del table["devices"][0][key]
+    one_line_error(table, f"missing key devices[0].{key}")
+
+
+@pytest.mark.parametrize("keys", [(), ("capacity_gib", "capacity_mib")])
+def test_a_memory_level_needs_exactly_one_capacity_unit(keys):
+    table = example_table()
+    level = table["devices"][0]["memory"][1]
+    for unit in ("capacity_kib", "capacity_mib", "capacity_gib"):
+        level.pop(unit, None)
+    level.update({unit: 1 for unit in keys})
+    one_line_error(table, "devices[0].memory[1] needs exactly one of capacity_kib, capacity_mib, capacity_gib")

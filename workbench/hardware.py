@@ -18,44 +18,173 @@ Fixed costs (typed fields a preset or a user TOML sets; 0 = none): `kernel_launc
 kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join and DMA set-up), whatever
 its size, so splitting a kernel across devices does not split it; `layer_overhead_s` is paid once per
 layer (framework / interpreter time: PyTorch's per-module Python, a graph runtime's barriers).
+
+Every user-facing field is declared once, on the dataclass: ``declared(default, FieldSpec(...))`` gives its
+help, SI unit, allowed range, preset constant and deployment-TOML key(s) with their scale to SI. The
+range checks in ``__post_init__``, `device_from_table`, the deployment parser (`workbench.userconfig`)
+and the README's key table all derive from it, so a new field is one line here.
+
+Dtypes (fail closed): a device runs a dtype it does not list at the nearest wider dtype it lists
+(`WIDER`; a Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate), never at a narrower
+one; a dtype with no listed rate at or above it is a one-line error (`DeviceSpec.rate_dtype`).
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from workbench.constants import Constant, parse_constants
-from workbench.errors import (
-    WorkbenchError,
-    require_choice,
-    require_fraction,
-    require_non_negative,
-    require_positive,
-)
+from workbench.errors import WorkbenchError, require_choice
 from workbench.io import DATA_DIR
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "int8", "int4")
 KERNEL_KINDS = ("gemm", "gemv")
 BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
+# Where a device that does not list a dtype runs it: the listed dtypes tried in turn, each at least as
+# wide (int4 codes unpack to int8 dot products; integer work on a device without integer dot products is
+# dequantised to its half-precision or fp32 units). No narrower rate is ever borrowed: a dtype none of
+# these covers is an error.
+WIDER = {"fp32": (), "tf32": ("fp32",), "fp16": ("fp32",), "bf16": ("fp16", "fp32"),
+         "int8": ("bf16", "fp16", "fp32"), "int4": ("int8", "bf16", "fp16", "fp32")}
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+FIELD_KINDS = ("number", "integer", "text", "per_dtype", "levels")
+
+
+# ---- one declaration per user-facing field ------------------------------------------------------
+class TomlKey(NamedTuple):
+    """A deployment-TOML key for a field: its name, the factor to SI, and the unit it is written in."""
+
+    key: str
+    scale: float = 1.0
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A user-facing field declared once: help, SI unit, allowed range, preset constant, deployment-TOML keys.
+
+    [low, high] (or (low, high] when `low_open`) is the invariant every instance meets; a value read from a
+    hand-written file must also lie under `file_high` and reach `file_floor` (generous physical bounds that
+    catch unit slips, and keep 1e-320 from turning into "inf s"), both in SI."""
+
+    help: str
+    unit: str = ""
+    low: float = 0.0
+    high: float = math.inf
+    low_open: bool = False
+    file_high: float = math.inf
+    file_floor: float | None = None
+    kind: str = "number"
+    preset_key: str | None = None  # constant name in data/devices/*.toml (SI); a memory level's is a suffix
+    toml: tuple[TomlKey, ...] = ()  # deployment-TOML keys (alternatives when several; exactly one is given)
+
+    def __post_init__(self) -> None:
+        require_choice("field kind", self.kind, FIELD_KINDS)
+        if not self.low <= min(self.high, self.file_high):
+            raise WorkbenchError(f"field range must have low <= high, got [{self.low!r}, {self.high!r}]")
+
+    def bounds(self, from_file: bool = False) -> tuple[float, float, float | None]:
+        """(low, high, floor) in SI: the invariant, or with `from_file` the tighter bounds a file must meet."""
+        if from_file:
+            return self.low, min(self.high, self.file_high), self.file_floor
+        return self.low, self.high, None
+
+    def range_text(self, scale: float = 1.0, from_file: bool = False) -> str:
+        """The allowed range in one phrase, in units of SI / `scale` (a TOML key's units)."""
+        low, high, floor = self.bounds(from_file)
+        if self.kind == "integer":
+            return f"an integer in [{int(low)}, {int(high)}]" if math.isfinite(high) else f"an integer >= {int(low)}"
+        op = ">" if self.low_open else ">="
+        at_least = "" if floor is None else f" (at least {floor / scale:g})"
+        if not math.isfinite(high):
+            return f"a finite number {op} {low / scale:g}{at_least}"
+        return f"a number {op} {low / scale:g} and <= {high / scale:g}{at_least}"
+
+    def admits(self, si_value, from_file: bool = False) -> bool:
+        """Whether an SI value is of the right type and lies in the range."""
+        low, high, floor = self.bounds(from_file)
+        if self.kind == "integer":
+            is_int = isinstance(si_value, int | np.integer) and not isinstance(si_value, bool)
+            return is_int and low <= si_value <= high
+        if not _is_number(si_value) or not math.isfinite(si_value):
+            return False
+        above = si_value > low if self.low_open else si_value >= low
+        return above and si_value <= high and (floor is None or si_value >= floor)
+
+    def check(self, name: str, value, scale: float = 1.0, from_file: bool = False):
+        """`value` x `scale` (SI) if it is in range, else a one-line error naming `name` and the range (in the
+        units `value` is written in)."""
+        si = float(value) * scale if self.kind != "integer" and _is_number(value) else value
+        if not self.admits(si, from_file):
+            raise WorkbenchError(f"{name} must be {self.range_text(scale, from_file)}, got {value!r}")
+        return si
+
+
+def _is_number(value) -> bool:
+    """A real number (not a bool)."""
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_)
+
+
+def declared(spec: FieldSpec, default: Any = MISSING, **kw) -> Any:
+    """A dataclass field carrying its `FieldSpec` in metadata (the one declaration the rest derives from)."""
+    return field(default=default, metadata={"spec": spec}, **kw)
+
+
+def declared_fields(cls) -> tuple[tuple[Field, FieldSpec], ...]:
+    """(field, spec) of every declared field of a dataclass, in declaration order."""
+    return tuple((f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
+
+
+def check_declared(obj, prefix: str = "") -> None:
+    """Check every declared number of a dataclass instance against its range (None allowed when default)."""
+    for f, spec in declared_fields(type(obj)):
+        value = getattr(obj, f.name)
+        if spec.kind in ("number", "integer") and not (value is None and f.default is None):
+            spec.check(f"{prefix}{f.name}", value)
+
+
+def _number(help: str, unit: str, low: float, high: float, toml: TomlKey | None = None, preset: str | None = None,
+            **kw) -> FieldSpec:
+    """A numeric FieldSpec with at most one deployment-TOML key (the common case, one line per field)."""
+    return FieldSpec(help, unit, low, high, preset_key=preset, toml=() if toml is None else (toml,), **kw)
+
+
+def _rate(help: str, unit: str, file_high: float, file_floor: float | None, toml: TomlKey | None = None,
+          preset: str | None = None, **kw) -> FieldSpec:
+    """A positive rate or size: any finite value > 0, a file's also in [file_floor, file_high]."""
+    return _number(help, unit, 0.0, math.inf, toml, preset, low_open=True, file_high=file_high,
+                   file_floor=file_floor, **kw)
+
+
+def _fraction(help: str, key: str) -> FieldSpec:
+    """An achieved fraction in (0, 1], written under the same key in a preset and a deployment TOML."""
+    return _number(help, "1", 0.0, 1.0, TomlKey(key), key, low_open=True)
 
 
 @dataclass(frozen=True)
 class MemoryLevel:
     """One level of a device's memory: capacity, bandwidth to the compute side, energy per byte."""
 
-    name: str
-    capacity_bytes: float
-    bandwidth_bytes_per_s: float
-    energy_pj_per_byte: float = 0.0
+    name: str = declared(FieldSpec("level name, unique per device (e.g. LLC, DRAM)", kind="text",
+                                   toml=(TomlKey("name"),)))
+    capacity_bytes: float = declared(FieldSpec(
+        "capacity (exactly one of the three keys)", "B", 0.0, math.inf, low_open=True, file_high=2.0**40,
+        file_floor=1.0, preset_key="capacity", toml=(TomlKey("capacity_kib", KIB, "KiB"),
+                                                     TomlKey("capacity_mib", MIB, "MiB"),
+                                                     TomlKey("capacity_gib", GIB, "GiB"))))
+    bandwidth_bytes_per_s: float = declared(_rate("bandwidth to the compute side", "B/s", 1e14, 1e3,
+                                                  TomlKey("bandwidth_gb_per_s", 1e9, "GB/s"), "bandwidth"))
+    energy_pj_per_byte: float = declared(_number("energy per byte moved", "pJ/B", 0.0, math.inf, None, "energy"),
+                                         0.0)
 
     def __post_init__(self) -> None:
-        require_positive(f"{self.name} capacity_bytes", self.capacity_bytes)
-        require_positive(f"{self.name} bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
-        require_non_negative(f"{self.name} energy_pj_per_byte", self.energy_pj_per_byte)
+        check_declared(self, f"{self.name} ")
 
     def transfer_time(self, n_bytes):
         """Seconds to move `n_bytes` through this level (vectorised)."""
@@ -70,38 +199,45 @@ class MemoryLevel:
 class DeviceSpec:
     """A device as the cost models see it. Memory levels are ordered innermost (fastest) first."""
 
-    name: str
-    peak_flops: dict[str, float]
-    efficiency_gemm: float = 1.0
-    efficiency_gemv: float = 1.0
-    small_kernel_flops: float = 0.0  # kernel size at which efficiency is halved (0: no small-kernel loss)
-    memory: tuple[MemoryLevel, ...] = ()
-    power_w: float = 0.0
-    idle_power_w: float = 0.0
-    cores: int = 1
-    storage_read_bytes_per_s: float | None = None
-    kernel_launch_s: float = 0.0  # fixed seconds per kernel launched (launch / dispatch / set-up)
-    layer_overhead_s: float = 0.0  # fixed seconds per layer (framework time outside the kernels)
-    memory_efficiency: float = 1.0  # achieved fraction of each memory level's bandwidth when streaming
+    name: str = declared(FieldSpec("device name", kind="text", toml=(TomlKey("name"),)))
+    peak_flops: dict[str, float] = declared(_rate(
+        f"peak rate per dtype ({', '.join(DTYPES)}); a dtype not listed runs at the nearest wider one listed",
+        "op/s", 1e16, 1e3, TomlKey("peak_gflops", 1e9, "GFLOP/s"), "peak_flops_", kind="per_dtype"))
+    efficiency_gemm: float = declared(_fraction("achieved fraction of peak on GEMMs (several tokens: prefill)",
+                                                "efficiency_gemm"), 1.0)
+    efficiency_gemv: float = declared(_fraction("achieved fraction of peak on GEMVs (one token: decode)",
+                                                "efficiency_gemv"), 1.0)
+    small_kernel_flops: float = declared(_number(
+        "kernel size at which efficiency is halved (0: no small-kernel loss)", "FLOP", 0.0, math.inf,
+        TomlKey("small_kernel_mflop", 1e6, "MFLOP"), "small_kernel_flops", file_high=1e12), 0.0)
+    memory: tuple[MemoryLevel, ...] = declared(FieldSpec(
+        "memory levels, innermost first: [[devices.memory]] tables", kind="levels", toml=(TomlKey("memory"),)), ())
+    power_w: float = declared(_number("active power while computing", "W", 0.0, math.inf,
+                                      TomlKey("power_w", 1.0, "W"), "power_w", file_high=1e4), 0.0)
+    idle_power_w: float = declared(_number("power while waiting", "W", 0.0, math.inf, None, "idle_power_w"), 0.0)
+    cores: int = declared(_number("cores the device computes on", "cores", 1, math.inf, None, "cores", kind="integer"),
+                          1)
+    storage_read_bytes_per_s: float | None = declared(_rate(
+        "read rate of local storage, to stream weights that do not fit (absent: cannot stream)", "B/s", 1e12, 1e3,
+        TomlKey("storage_read_mb_per_s", 1e6, "MB/s"), "storage_read_bandwidth"), None)
+    kernel_launch_s: float = declared(_number(
+        "fixed time per kernel launched (launch, dispatch, set-up), whatever its size", "s", 0.0, math.inf,
+        TomlKey("kernel_launch_us", 1e-6, "µs"), "kernel_launch", file_high=1.0), 0.0)
+    layer_overhead_s: float = declared(_number(
+        "fixed time per layer (framework time outside the kernels)", "s", 0.0, math.inf,
+        TomlKey("layer_overhead_us", 1e-6, "µs"), "layer_overhead", file_high=10.0), 0.0)
+    memory_efficiency: float = declared(_fraction(
+        "achieved fraction of each memory level's bandwidth when streaming", "memory_efficiency"), 1.0)
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.peak_flops:
             raise WorkbenchError(f"device {self.name!r}: peak_flops needs at least one dtype")
+        spec = self.__dataclass_fields__["peak_flops"].metadata["spec"]
         for dtype, peak in self.peak_flops.items():
             require_choice("dtype", dtype, DTYPES)
-            require_positive(f"{self.name} peak_flops[{dtype}]", peak)
-        require_fraction("efficiency_gemm", self.efficiency_gemm)
-        require_fraction("efficiency_gemv", self.efficiency_gemv)
-        require_non_negative("small_kernel_flops", self.small_kernel_flops)
-        require_non_negative("power_w", self.power_w)
-        require_non_negative("idle_power_w", self.idle_power_w)
-        require_non_negative("kernel_launch_s", self.kernel_launch_s)
-        require_non_negative("layer_overhead_s", self.layer_overhead_s)
-        if not 0 < self.memory_efficiency <= 1:
-            raise WorkbenchError(f"memory_efficiency must be in (0, 1], got {self.memory_efficiency!r}")
-        if self.storage_read_bytes_per_s is not None:
-            require_positive("storage_read_bytes_per_s", self.storage_read_bytes_per_s)
+            spec.check(f"{self.name} peak_flops[{dtype}]", peak)
+        check_declared(self)
         for inner, outer in zip(self.memory, self.memory[1:]):
             if inner.capacity_bytes > outer.capacity_bytes:
                 raise WorkbenchError(
@@ -110,17 +246,20 @@ class DeviceSpec:
                 )
 
     # ---- compute ------------------------------------------------------------------------------
-    def peak(self, dtype: str) -> float:
-        """Peak op/s for `dtype`; falls back to the nearest wider dtype the device lists."""
+    def rate_dtype(self, dtype: str) -> str:
+        """The listed dtype whose peak runs `dtype` work: itself, else the nearest wider listed one (`WIDER`);
+        one line naming the device when it lists neither (fail closed: no narrower rate is borrowed)."""
         require_choice("dtype", dtype, DTYPES)
-        if dtype in self.peak_flops:
-            return self.peak_flops[dtype]
-        wider_dtypes = {"int8": ("bf16", "fp16", "fp32"), "int4": ("bf16", "fp16", "fp32"),
-                        "tf32": ("fp32",)}.get(dtype, ("fp16", "fp32"))
-        for wider in wider_dtypes:
-            if wider in self.peak_flops:
-                return self.peak_flops[wider]
-        return next(iter(self.peak_flops.values()))
+        for candidate in (dtype, *WIDER[dtype]):
+            if candidate in self.peak_flops:
+                return candidate
+        raise WorkbenchError(f"device {self.name!r} has no rate for {dtype} work: it lists "
+                             f"{', '.join(self.peak_flops)}, none of {', '.join((dtype, *WIDER[dtype]))}; "
+                             f"give it a {dtype} peak (peak_flops_{dtype} / peak_gflops.{dtype})")
+
+    def peak(self, dtype: str) -> float:
+        """Peak op/s for `dtype` work: the rate of `rate_dtype(dtype)`."""
+        return self.peak_flops[self.rate_dtype(dtype)]
 
     def efficiency(self, kind: str = "gemm", kernel_flops=None):
         """Achievable fraction of peak for a kernel of `kind` and size `kernel_flops` (vectorised)."""
@@ -186,36 +325,32 @@ class DeviceSpec:
 DEVICES_DIR = DATA_DIR / "devices"
 
 
+def _preset_values(cls, values: dict, prefix: str = "") -> dict:
+    """Constructor arguments of `cls` from a preset's constants: each declared number at prefix + its key."""
+    out = {}
+    for f, spec in declared_fields(cls):
+        if spec.kind in ("number", "integer") and spec.preset_key and prefix + spec.preset_key in values:
+            value = values[prefix + spec.preset_key]
+            out[f.name] = int(value) if spec.kind == "integer" else float(value)
+    return out
+
+
 def device_from_table(table: dict, where: str) -> DeviceSpec:
     """Build a DeviceSpec from a preset table (meta + provenance-carrying constants)."""
     table = dict(table)
     meta = table.pop("meta", {})
     consts = parse_constants(table, where)
     v = {k: c.value for k, c in consts.items()}
-    peaks = {k.removeprefix("peak_flops_"): float(val) for k, val in v.items() if k.startswith("peak_flops_")}
+    prefix = DeviceSpec.__dataclass_fields__["peak_flops"].metadata["spec"].preset_key
+    peaks = {k.removeprefix(prefix): float(val) for k, val in v.items() if k.startswith(prefix)}
     memory = []
     for level in meta.get("memory_levels", []):
-        try:
-            memory.append(MemoryLevel(level, float(v[f"mem_{level}_capacity"]), float(v[f"mem_{level}_bandwidth"]),
-                                      float(v.get(f"mem_{level}_energy", 0.0))))
-        except KeyError as exc:
-            raise WorkbenchError(f"{where}: memory level {level} needs {exc.args[0]}") from None
-    return DeviceSpec(
-        name=meta.get("name", Path(where).stem),
-        peak_flops=peaks,
-        efficiency_gemm=float(v.get("efficiency_gemm", 1.0)),
-        efficiency_gemv=float(v.get("efficiency_gemv", 1.0)),
-        small_kernel_flops=float(v.get("small_kernel_flops", 0.0)),
-        memory=tuple(memory),
-        power_w=float(v.get("power_w", 0.0)),
-        idle_power_w=float(v.get("idle_power_w", 0.0)),
-        cores=int(v.get("cores", 1)),
-        storage_read_bytes_per_s=float(v["storage_read_bandwidth"]) if "storage_read_bandwidth" in v else None,
-        kernel_launch_s=float(v.get("kernel_launch", 0.0)),
-        layer_overhead_s=float(v.get("layer_overhead", 0.0)),
-        memory_efficiency=float(v.get("memory_efficiency", 1.0)),
-        provenance=consts,
-    )
+        for f, spec in declared_fields(MemoryLevel):
+            if f.default is MISSING and spec.preset_key and f"mem_{level}_{spec.preset_key}" not in v:
+                raise WorkbenchError(f"{where}: memory level {level} needs mem_{level}_{spec.preset_key}")
+        memory.append(MemoryLevel(level, **_preset_values(MemoryLevel, v, f"mem_{level}_")))
+    return DeviceSpec(name=meta.get("name", Path(where).stem), peak_flops=peaks, memory=tuple(memory),
+                      provenance=consts, **_preset_values(DeviceSpec, v))
 
 
 def device_names() -> list[str]:

@@ -18,6 +18,11 @@ A file describes one deployment (see examples/*.toml)::
 Any table may carry a `[*.sources]` sub-table mapping its numeric keys to a citation or "assumed".
 Every error is one line naming the key (e.g. ``devices[1].memory[0].bandwidth_gb_per_s``) and the
 allowed range; a model that cannot fit anywhere is an `InfeasibleError`.
+
+Each key's unit, scale to SI, range and help is declared once, as a `FieldSpec`: the [[devices]] and
+[[devices.memory]] keys on their `DeviceSpec` / `MemoryLevel` field (`workbench.hardware`), the [network],
+[workload] and [model] numbers here (`NETWORK_FIELDS`, ...); the parser's accepted keys, its range checks
+and the README's key table (`config_keys_table`) derive from them.
 """
 
 from __future__ import annotations
@@ -25,16 +30,25 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, device_from_table, load_device
+from workbench.hardware import (
+    DTYPES,
+    GIB,
+    MIB,
+    DeviceSpec,
+    FieldSpec,
+    MemoryLevel,
+    TomlKey,
+    declared_fields,
+    device_from_table,
+    load_device,
+)
 from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
-
-KIB, MIB, GIB = 2**10, 2**20, 2**30
 
 # Bits per weight of common formats. Block formats store a scale (and a minimum) per block of 32:
 # q4_0 = 32 x 4 bit + fp16 scale = 18 B / 32 weights = 4.5 bit; q4_1 adds an fp16 minimum (5.0);
@@ -44,42 +58,73 @@ WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0":
                   "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
 
 TOP_KEYS = ("meta", "model", "workload", "network", "devices")
+# A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
+ENTRY_FIELDS = {
+    "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
+    "preset": FieldSpec("a data/devices id or a path to a device TOML (relative to this file) in place of the "
+                        "device's own keys", kind="text", toml=(TomlKey("preset"),)),
+}
+
+
+def _key(name: str, help: str, unit: str = "", low: float = 0.0, high: float = math.inf,
+         **kw) -> tuple[str, FieldSpec]:
+    """A section key declared in the units it is written in (its own dataclass, a Link / Workload /
+    TransformerConfig in another layer, converts it); the range is a generous physical one catching unit slips."""
+    return name, FieldSpec(help, unit, low, high, toml=(TomlKey(name, 1.0, unit),), **kw)
+
+
+NETWORK_FIELDS = dict([
+    _key("topology", f"one of {', '.join(TOPOLOGY_KINDS)}", kind="text"),
+    _key("bandwidth_mbps", "bandwidth of every link", "Mbit/s", 0.0, 1e7, low_open=True, file_floor=1e-3),
+    _key("latency_ms", "latency per hop", "ms", 0.0, 1e4),
+    _key("group_size", "devices per group (gateway_tree)", "devices", 2, 1024, kind="integer"),
+    _key("message_overhead_us", "software time per message at each endpoint (a fixed cost)", "µs", 0.0, 1e7),
+])
+WORKLOAD_FIELDS = dict([
+    _key("seq_len", "prompt length (and at most the model's max_positions)", "tokens", 1, 1 << 20, kind="integer"),
+    _key("kv_len", "tokens attended per decode step (default: seq_len)", "tokens", 1, 1 << 20, kind="integer"),
+])
+MODEL_FIELDS = dict([
+    _key("weight_bits", "bits per weight (or weight_format)", "bit", 1.0, 32.0),
+    _key("activation_bits", "bits per activation, in memory and on the wire (or activation_format)", "bit", 1.0, 32.0),
+    _key("kv_bits", "bits per KV-cache element (or kv_format; default: the activations')", "bit", 1.0, 32.0),
+    _key("n_layers", "layers", "", 1, 1000, kind="integer"),
+    _key("d_model", "hidden size", "", 1, 1 << 17, kind="integer"),
+    _key("n_heads", "attention heads", "", 1, 4096, kind="integer"),
+    _key("n_kv_heads", "key/value heads (grouped-query attention)", "", 1, 4096, kind="integer"),
+    _key("d_head", "head size", "", 1, 4096, kind="integer"),
+    _key("d_ff", "feed-forward size", "", 1, 1 << 19, kind="integer"),
+    _key("vocab_size", "vocabulary size", "", 1, 10_000_000, kind="integer"),
+    _key("max_positions", "longest sequence", "tokens", 1, 1 << 21, kind="integer"),
+])
+# Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
+KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS, "count": ENTRY_FIELDS["count"]}
+
 MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
               "max_positions", "tie_embeddings")
 MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
               "sources") + MODEL_DIMS
-DEVICE_KEYS = ("name", "count", "preset", "peak_gflops", "efficiency_gemm", "efficiency_gemv",
-               "small_kernel_mflop", "storage_read_mb_per_s", "power_w", "memory", "sources",
-               "memory_efficiency", "kernel_launch_us", "layer_overhead_us")
-MEMORY_KEYS = ("name", "capacity_kib", "capacity_mib", "capacity_gib", "bandwidth_gb_per_s", "sources")
-NETWORK_KEYS = ("topology", "bandwidth_mbps", "latency_ms", "group_size", "message_overhead_us", "sources")
-WORKLOAD_KEYS = ("seq_len", "kv_len", "sources")
-META_KEYS = ("name", "description", "sources")
-CAPACITY_UNITS = {"capacity_kib": KIB, "capacity_mib": MIB, "capacity_gib": GIB}
-# Keys a [[devices]] entry may set beside `preset` (a shared board file, tuned per deployment or by
-# `python -m workbench calibrate`): TOML key -> (DeviceSpec field, scale to SI).
-PRESET_OVERRIDES = {"efficiency_gemm": ("efficiency_gemm", 1.0), "efficiency_gemv": ("efficiency_gemv", 1.0),
-                    "memory_efficiency": ("memory_efficiency", 1.0), "kernel_launch_us": ("kernel_launch_s", 1e-6),
-                    "layer_overhead_us": ("layer_overhead_s", 1e-6), "small_kernel_mflop": ("small_kernel_flops", 1e6),
-                    "storage_read_mb_per_s": ("storage_read_bytes_per_s", 1e6), "power_w": ("power_w", 1.0)}
 
-# (low, high, low_inclusive) per numeric key: generous physical bounds that catch unit slips.
-RANGES = {
-    "peak_gflops": (0.0, 1e7, False), "efficiency_gemm": (0.0, 1.0, False), "efficiency_gemv": (0.0, 1.0, False),
-    "small_kernel_mflop": (0.0, 1e6, True), "storage_read_mb_per_s": (0.0, 1e6, False), "power_w": (0.0, 1e4, True),
-    "capacity_kib": (0.0, 2.0**30, False), "capacity_mib": (0.0, 2.0**20, False), "capacity_gib": (0.0, 1024.0, False),
-    "bandwidth_gb_per_s": (0.0, 1e5, False), "bandwidth_mbps": (0.0, 1e7, False), "latency_ms": (0.0, 1e4, True),
-    "weight_bits": (1.0, 32.0, True), "activation_bits": (1.0, 32.0, True),
-    "kv_bits": (1.0, 32.0, True), "memory_efficiency": (0.0, 1.0, False), "kernel_launch_us": (0.0, 1e6, True), "layer_overhead_us": (0.0, 1e7, True),
-    "message_overhead_us": (0.0, 1e7, True),
-}
-# Rates and sizes also have a physical floor (a kilobyte, a kFLOP/s), so 1e-320 cannot turn into "inf s".
-FLOORS = {"peak_gflops": 1e-6, "storage_read_mb_per_s": 1e-3, "capacity_kib": 1e-3, "capacity_mib": 1e-6,
-          "capacity_gib": 1e-9, "bandwidth_gb_per_s": 1e-6, "bandwidth_mbps": 1e-3}
-INT_RANGES = {"count": (1, 1024), "group_size": (2, 1024), "seq_len": (1, 1 << 20), "kv_len": (1, 1 << 20),
-              "n_layers": (1, 1000), "d_model": (1, 1 << 17), "n_heads": (1, 4096), "n_kv_heads": (1, 4096),
-              "d_head": (1, 4096), "d_ff": (1, 1 << 19), "vocab_size": (1, 10_000_000),
-              "max_positions": (1, 1 << 21)}
+
+def toml_keys(cls) -> tuple[str, ...]:
+    """The deployment-TOML keys of a dataclass's declared fields, in declaration order."""
+    return tuple(tk.key for _, spec in declared_fields(cls) for tk in spec.toml)
+
+
+def tunable_keys() -> dict[str, tuple[str, float]]:
+    """TOML key -> (DeviceSpec field, scale to SI) for every number a [[devices]] entry may set beside
+    `preset` (a shared board file, tuned per deployment or by `python -m workbench calibrate`)."""
+    return {tk.key: (f.name, tk.scale) for f, spec in declared_fields(DeviceSpec) if spec.kind == "number"
+            for tk in spec.toml}
+
+
+DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
+MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
+NETWORK_KEYS = (*NETWORK_FIELDS, "sources")
+WORKLOAD_KEYS = (*WORKLOAD_FIELDS, "sources")
+META_KEYS = ("name", "description", "sources")
+CAPACITY_UNITS = {tk.key: tk.scale for tk in MemoryLevel.__dataclass_fields__["capacity_bytes"].metadata["spec"].toml}
+PRESET_OVERRIDES = tunable_keys()
 
 
 @dataclass(frozen=True)
@@ -103,26 +148,14 @@ class UserConfig:
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
-def _number(where: str, key: str, value, range_key: str | None = None) -> float:
-    """A finite real in RANGES[range_key], else a one-line error naming `key` and the range."""
-    name = range_key or key.rsplit(".", 1)[-1]
-    low, high, inclusive = RANGES[name]
-    floor = FLOORS.get(name, low)
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (value >= low if inclusive else value > low) and value <= high and value >= floor
-    if not ok:
-        op = ">=" if inclusive else ">"
-        at_least = f" (at least {floor:g})" if name in FLOORS else ""
-        raise WorkbenchError(f"{where}: {key} must be a number {op} {low:g} and <= {high:g}{at_least}, got {value!r}")
-    return float(value)
+def _number(where: str, key: str, value, field_key: str | None = None) -> float:
+    """A finite real in KEY_FIELDS[field_key]'s range, else a one-line error naming `key` and the range."""
+    return KEY_FIELDS[field_key or key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value, from_file=True)
 
 
 def _integer(where: str, key: str, value) -> int:
-    """An int in INT_RANGES, else a one-line error naming `key` and the range."""
-    low, high = INT_RANGES[key.rsplit(".", 1)[-1]]
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise WorkbenchError(f"{where}: {key} must be an integer in [{low}, {high}], got {value!r}")
-    return value
+    """An int in its KEY_FIELDS range, else a one-line error naming `key` and the range."""
+    return KEY_FIELDS[key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value, from_file=True)
 
 
 def _text(where: str, key: str, value) -> str:
@@ -187,7 +220,7 @@ def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, floa
     if not isinstance(dims["family"], str) or dims["family"] not in FAMILIES:
         raise WorkbenchError(f"{where}: model.family must be one of {', '.join(FAMILIES)}, got {dims['family']!r}")
     for key, value in dims.items():
-        if key in INT_RANGES:
+        if key in MODEL_FIELDS:
             _integer(where, f"model.{key}", value)
     if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
         raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
@@ -205,7 +238,7 @@ def _changed_model(where: str, base: TransformerConfig, dims: dict) -> Transform
         raise WorkbenchError(f"{where}: model.family of {base.name} is {base.family!r}; a different family needs "
                              "all the dimensions and no registered name")
     for key, value in dims.items():
-        if key in INT_RANGES:
+        if key in MODEL_FIELDS:
             _integer(where, f"model.{key}", value)
     if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
         raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
@@ -217,15 +250,31 @@ def _changed_model(where: str, base: TransformerConfig, dims: dict) -> Transform
         raise WorkbenchError(f"{where}: model: {exc}") from None
 
 
+def required_keys(cls) -> tuple[str, ...]:
+    """TOML keys a table for `cls` must give: those of its fields without a default that have one key."""
+    return tuple(spec.toml[0].key for f, spec in declared_fields(cls) if f.default is MISSING and len(spec.toml) == 1)
+
+
+def declared_numbers(where: str, key: str, table: dict, cls) -> dict[str, float]:
+    """SI values of the declared number fields of `cls` that `table` sets, each checked against its field's
+    range in the TOML key's units; a field with alternative keys (capacity_kib | _mib | _gib) takes one."""
+    out = {}
+    for f, spec in declared_fields(cls):
+        if spec.kind not in ("number", "integer") or not spec.toml:
+            continue
+        given = [tk for tk in spec.toml if tk.key in table]
+        if len(spec.toml) > 1 and (len(given) > 1 or (not given and f.default is MISSING)):
+            raise WorkbenchError(f"{where}: {key} needs exactly one of {', '.join(tk.key for tk in spec.toml)}")
+        if given:
+            out[f.name] = spec.check(f"{where}: {key}.{given[0].key}", table[given[0].key], given[0].scale, True)
+    return out
+
+
 def parse_memory(where: str, key: str, table: dict) -> MemoryLevel:
-    """One [[devices.memory]] level: name, capacity in one unit, bandwidth in GB/s."""
-    table = _table(where, key, table, MEMORY_KEYS, ("name", "bandwidth_gb_per_s"))
-    units = [u for u in CAPACITY_UNITS if u in table]
-    if len(units) != 1:
-        raise WorkbenchError(f"{where}: {key} needs exactly one of capacity_kib, capacity_mib, capacity_gib")
-    capacity = _number(where, f"{key}.{units[0]}", table[units[0]]) * CAPACITY_UNITS[units[0]]
-    bandwidth = _number(where, f"{key}.bandwidth_gb_per_s", table["bandwidth_gb_per_s"]) * 1e9
-    return MemoryLevel(_text(where, f"{key}.name", table["name"]), capacity, bandwidth)
+    """One [[devices.memory]] level: its declared keys (name, capacity in one unit, bandwidth in GB/s)."""
+    table = _table(where, key, table, MEMORY_KEYS, required_keys(MemoryLevel))
+    numbers = declared_numbers(where, key, table, MemoryLevel)
+    return MemoryLevel(_text(where, f"{key}.name", table["name"]), **numbers)
 
 
 def load_preset(where: str, key: str, preset: str, base_dir: Path | None) -> DeviceSpec:
@@ -255,48 +304,76 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
             raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count, "
                                  f"{', '.join(PRESET_OVERRIDES)})")
         spec = load_preset(where, key, _text(where, f"{key}.preset", table["preset"]), base_dir)
-        changes = {field: _number(where, f"{key}.{name}", table[name]) * scale
-                   for name, (field, scale) in PRESET_OVERRIDES.items() if name in table}
+        changes = declared_numbers(where, key, table, DeviceSpec)
         if "name" in table:
             changes["name"] = _text(where, f"{key}.name", table["name"])
         try:
             return spec.with_changes(**changes), count
         except WorkbenchError as exc:
             raise WorkbenchError(f"{where}: {key}: {exc}") from None
-    for name in ("name", "peak_gflops", "memory"):
+    for name in (*required_keys(DeviceSpec), "memory"):  # a preset may list no memory; a file's device must
         if name not in table:
             raise WorkbenchError(f"{where}: missing key {key}.{name}")
-    peaks = table["peak_gflops"]
-    if not isinstance(peaks, dict) or not peaks:
-        raise WorkbenchError(f"{where}: {key}.peak_gflops must be a table of dtype = GFLOP/s ({', '.join(DTYPES)})")
-    for dtype in peaks:
-        if dtype not in DTYPES:  # TOML keys are always strings
-            raise WorkbenchError(f"{where}: unknown dtype {key}.peak_gflops.{dtype}; allowed: {', '.join(DTYPES)}")
-    peak_flops = {d: _number(where, f"{key}.peak_gflops.{d}", v, "peak_gflops") * 1e9 for d, v in peaks.items()}
+    peak_flops = parse_peaks(where, key, table)
     levels = table["memory"]
     if not isinstance(levels, list) or not levels:
         raise WorkbenchError(f"{where}: {key}.memory must be a list of [[devices.memory]] levels (innermost first)")
     memory = tuple(parse_memory(where, f"{key}.memory[{j}]", level) for j, level in enumerate(levels))
     if len({m.name for m in memory}) != len(memory):
         raise WorkbenchError(f"{where}: {key}.memory level names must be unique")
-    storage = table.get("storage_read_mb_per_s")
     fields = dict(  # every number checked here, so a DeviceSpec error below is a cross-field one
-        name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops,
-        efficiency_gemm=_number(where, f"{key}.efficiency_gemm", table.get("efficiency_gemm", 1.0)),
-        efficiency_gemv=_number(where, f"{key}.efficiency_gemv", table.get("efficiency_gemv", 1.0)),
-        small_kernel_flops=_number(where, f"{key}.small_kernel_mflop", table.get("small_kernel_mflop", 0.0)) * 1e6,
-        memory=memory, power_w=_number(where, f"{key}.power_w", table.get("power_w", 0.0)),
-        storage_read_bytes_per_s=None if storage is None else
-        _number(where, f"{key}.storage_read_mb_per_s", storage) * 1e6,
-        memory_efficiency=_number(where, f"{key}.memory_efficiency", table.get("memory_efficiency", 1.0)),
-        kernel_launch_s=_number(where, f"{key}.kernel_launch_us", table.get("kernel_launch_us", 0.0)) * 1e-6,
-        layer_overhead_s=_number(where, f"{key}.layer_overhead_us", table.get("layer_overhead_us", 0.0)) * 1e-6,
-    )
+        name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops, memory=memory,
+        **declared_numbers(where, key, table, DeviceSpec))
     try:
         spec = DeviceSpec(**fields)
     except WorkbenchError as exc:
         raise WorkbenchError(f"{where}: {key}: {exc}") from None
     return spec, count
+
+
+def parse_peaks(where: str, key: str, table: dict) -> dict[str, float]:
+    """A [[devices]] entry's peak table (dtype = rate in the declared unit) in op/s, each rate range-checked."""
+    spec = DeviceSpec.__dataclass_fields__["peak_flops"].metadata["spec"]
+    [(toml_key, scale, unit)] = spec.toml
+    peaks = table[toml_key]
+    if not isinstance(peaks, dict) or not peaks:
+        raise WorkbenchError(f"{where}: {key}.{toml_key} must be a table of dtype = {unit} ({', '.join(DTYPES)})")
+    for dtype in peaks:
+        if dtype not in DTYPES:  # TOML keys are always strings
+            raise WorkbenchError(f"{where}: unknown dtype {key}.{toml_key}.{dtype}; allowed: {', '.join(DTYPES)}")
+    return {d: spec.check(f"{where}: {key}.{toml_key}.{d}", v, scale, True) for d, v in peaks.items()}
+
+
+# ---- the README's key table, generated from the declarations ------------------------------------------
+def _allowed(spec: FieldSpec, scale: float) -> str:
+    """A key's allowed values for the docs table (a file's range, in the key's units)."""
+    if spec.kind in ("text", "levels"):
+        return "text" if spec.kind == "text" else "list of tables"
+    return spec.range_text(scale, from_file=True).removeprefix("a ").removeprefix("an ").removeprefix("finite ")
+
+
+def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> list[str]:
+    """Markdown rows of (table, key, unit, allowed, with preset, meaning) for FieldSpec declarations."""
+    rows = []
+    for spec in declarations:
+        for tk in spec.toml:
+            key = tk.key + (".<dtype>" if spec.kind == "per_dtype" else "")
+            rows.append(f"| `{section}` | `{key}` | {tk.unit} | {_allowed(spec, tk.scale)} | "
+                        f"{'yes' if tk.key in tunable else ''} | {spec.help} |")
+    return rows
+
+
+def config_keys_table() -> str:
+    """The [[devices]], [[devices.memory]], [network] and [workload] keys as a Markdown table, derived from
+    the field declarations (README.md carries a copy; tests/test_fields.py checks they agree)."""
+    tunable = {"name", "count", "preset", *PRESET_OVERRIDES}
+    rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
+    rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)
+    rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)
+    rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
+    rows += _key_rows("[network]", NETWORK_FIELDS.values())
+    rows += _key_rows("[workload]", WORKLOAD_FIELDS.values())
+    return "\n".join(rows) + "\n"
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
@@ -342,8 +419,9 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     for i, entry in enumerate(devices_table):
         spec, count = parse_device(where, i, entry, base_dir)
         devices += [spec] * count
-    if len(devices) > INT_RANGES["count"][1]:
-        raise WorkbenchError(f"{where}: at most {INT_RANGES['count'][1]} devices in total, got {len(devices)}")
+    most = int(ENTRY_FIELDS["count"].high)
+    if len(devices) > most:
+        raise WorkbenchError(f"{where}: at most {most} devices in total, got {len(devices)}")
     topology = parse_network(where, table["network"], len(devices))
     cluster = Cluster(tuple(devices), topology)
     workload = _table(where, "workload", table.get("workload", {}), WORKLOAD_KEYS)

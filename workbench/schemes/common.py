@@ -6,9 +6,10 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   operands' codes (a block format's scale share is not a code bit: q8_0 = 8.5 bits is int8 arithmetic):
   more than 16 bits -> fp32, more than 8 -> fp16, more than 4 -> int8, else int4. So W8A16 and
   q4_0 (4.5 bits) weights with fp16 activations compute in fp16, W8A8 in int8, fp32 activations in fp32.
-  A device without that arithmetic runs it at the nearest wider dtype it lists (`DeviceSpec.peak`): a
-  Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate. A paper that computes in another
-  precision says so through the operands it passes (Galaxy's CPU runs exchange fp32 activations,
+  A device without that arithmetic runs it at the nearest wider dtype it lists (`DeviceSpec.rate_dtype`,
+  the one rule): a Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate; a device that
+  lists no rate at or above the class is a one-line error, never a narrower rate. A paper that computes in
+  another precision says so through the operands it passes (Galaxy's CPU runs exchange fp32 activations,
   `activation_bits_cpu` in data/constants/galaxy.toml; STI dequantises its shards to fp32 before the GEMM).
 * **Kernel shape** (`kernel_kind`): one new token (decode) is a GEMV, more are a GEMM; the efficiency is
   the device's for that shape (`DeviceSpec.efficiency`), falling for small kernels of either shape.
@@ -56,9 +57,6 @@ CONNECTIVE_PASSES = 6
 KERNELS_PER_LAYER = 7
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
-# Where `DeviceSpec.peak` looks when a device does not list a dtype (kept in step with it).
-_WIDER = {"int4": ("int4", "bf16", "fp16", "fp32"), "int8": ("int8", "bf16", "fp16", "fp32"),
-          "fp16": ("fp16", "fp32"), "bf16": ("bf16", "fp16", "fp32"), "fp32": ("fp32",)}
 
 
 # ---- precision ------------------------------------------------------------------------------------
@@ -93,12 +91,9 @@ def operand_dtype(weight_bits: float, activation_bits: float) -> str:
 
 
 def compute_dtype(device: DeviceSpec, weight_bits: float, activation_bits: float) -> str:
-    """The dtype whose peak the device runs a matmul of these operands at (its nearest listed wider one)."""
-    wanted = operand_dtype(weight_bits, activation_bits)
-    for dtype in _WIDER[wanted]:
-        if dtype in device.peak_flops:
-            return dtype
-    return next(iter(device.peak_flops))
+    """The dtype whose peak the device runs a matmul of these operands at: `DeviceSpec.rate_dtype` of their
+    class (the nearest wider listed one; an error when the device lists none)."""
+    return device.rate_dtype(operand_dtype(weight_bits, activation_bits))
 
 
 def workload_dtype(device: DeviceSpec, workload: Workload) -> str:
