@@ -229,6 +229,9 @@ def test_milp_equals_brute_force_on_three_devices_six_layers(case):
     assert PP.plan_cost(coef, sol.plan).latency_s == pytest.approx(best_s, rel=1e-9)
     if case == "tight":
         assert sum(best_plan.offloaded) > 0 and sum(sol.plan.offloaded) > 0
+    program = PL.build_program(coef)  # named variables, laid out a, o, z, u, h (one per device), then w
+    assert [program.columns(v) for v in "aozuh"] == [slice(k * coef.n, (k + 1) * coef.n) for k in range(5)]
+    assert program.column("w") == 5 * coef.n == program.n_variables - 1 == sol.n_variables - 1
 
 
 def test_offloading_appears_only_when_memory_binds_and_grows_io():

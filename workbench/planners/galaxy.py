@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.errors import InfeasibleError, WorkbenchError, require_int
+from workbench.apportion import apportion, even_split
+from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes import galaxy as schemes
@@ -34,30 +35,11 @@ from workbench.schemes.galaxy import (
     budgets,
     capacity,
     connective_latency,
-    even_split,
     first_overflow,
     mha_latency,
     mlp_latency,
     tp_memory_bytes,
 )
-
-
-def apportion(total: int, weights, minimum: int = 0) -> np.ndarray:
-    """Split `total` integer units over `weights` in proportion (largest remainder, ties to the lower index)."""
-    require_int("total", total, low=0)
-    w = np.asarray(weights, dtype=float)
-    if w.ndim != 1 or w.size == 0 or np.any(~np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-        raise WorkbenchError(f"weights must be a non-empty 1-D array of finite numbers >= 0 with a positive sum, got {w}")
-    spare = total - minimum * w.size
-    if spare < 0:
-        raise WorkbenchError(f"cannot give {w.size} parts at least {minimum} of {total} units")
-    quota = spare * w / w.sum()
-    base = np.floor(quota + 1e-9).astype(int)
-    left = spare - int(base.sum())
-    if left > 0:
-        order = np.lexsort((np.arange(w.size), -(quota - base)))
-        base[order[:left]] += 1
-    return base + minimum
 
 
 @dataclass(frozen=True)
@@ -184,29 +166,24 @@ def exact_plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -
     n = cluster.n
     t_scale = float(costs.sec_per_group.max() * costs.n_groups + costs.sec_per_col.max() * costs.n_cols)
     b_scale = float(costs.budget.max())
-    size = 2 * n + 2  # variables: groups (n), cols (n), T_mha, T_mlp
-    rows, lo, hi = [], [], []
+    from workbench.planners.milp import MilpBuilder  # lazy: only the exact planner needs scipy
 
-    def add(coeffs: dict[int, float], low: float, high: float) -> None:
-        r = np.zeros(size)
-        for k, v in coeffs.items():
-            r[k] = v
-        rows.append(r), lo.append(low), hi.append(high)
-
+    m = MilpBuilder()
+    m.add_variable("groups", n, ub=costs.n_groups, integer=True)
+    m.add_variable("cols", n, ub=costs.n_cols, integer=True)
+    m.add_variable("t_mha")
+    m.add_variable("t_mlp")
+    m.add_cost("t_mha", 1.0)
+    m.add_cost("t_mlp", 1.0)
     for d in range(n):
-        add({d: costs.sec_per_group[d] / t_scale, 2 * n: -1.0}, -np.inf, 0.0)
-        add({n + d: costs.sec_per_col[d] / t_scale, 2 * n + 1: -1.0}, -np.inf, 0.0)
-        add({d: costs.bytes_per_group / b_scale, n + d: costs.bytes_per_col / b_scale}, -np.inf,
-            (costs.budget[d] - costs.base_bytes[d]) / b_scale)
-    add(dict.fromkeys(range(n), 1.0), costs.n_groups, costs.n_groups)
-    add(dict.fromkeys(range(n, 2 * n), 1.0), costs.n_cols, costs.n_cols)
-    upper = np.concatenate([np.full(n, costs.n_groups), np.full(n, costs.n_cols), [np.inf, np.inf]])
-    from scipy.optimize import Bounds, LinearConstraint, milp  # lazy: only the exact planner needs scipy
-
-    res = milp(np.r_[np.zeros(2 * n), 1.0, 1.0], constraints=LinearConstraint(np.array(rows), lo, hi),
-               integrality=np.r_[np.ones(2 * n), 0, 0], bounds=Bounds(np.zeros(size), upper),
-               options={"mip_rel_gap": 0.0})
-    if res.x is None:
+        m.add_constraint([(("groups", d), costs.sec_per_group[d] / t_scale), ("t_mha", -1.0)], high=0.0)
+        m.add_constraint([(("cols", d), costs.sec_per_col[d] / t_scale), ("t_mlp", -1.0)], high=0.0)
+        m.add_constraint([(("groups", d), costs.bytes_per_group / b_scale), (("cols", d), costs.bytes_per_col / b_scale)],
+                         high=(costs.budget[d] - costs.base_bytes[d]) / b_scale)
+    m.add_constraint(m.sum_of("groups"), costs.n_groups, costs.n_groups)
+    m.add_constraint(m.sum_of("cols"), costs.n_cols, costs.n_cols)
+    res = m.build().solve(mip_rel_gap=0.0)
+    if not res.found:
         spare = costs.budget - costs.base_bytes
         total = costs.n_groups * costs.bytes_per_group + costs.n_cols * costs.bytes_per_col
         d = int(np.argmin(spare))
@@ -214,8 +191,8 @@ def exact_plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -
             f"infeasible: no split of {model.name}'s {total:.4g} B of MHA/MLP weights fits the devices' "
             f"{max(spare.clip(0).sum(), 0):.4g} B of spare memory ({total - spare.clip(0).sum():.4g} B do not fit; "
             f"tightest: device {d} ({cluster.devices[d].name}) with {spare[d]:.4g} B spare)")
-    x = np.round(res.x).astype(int)
-    return Partition(tuple(int(g) * costs.group for g in x[:n]), tuple(int(v) for v in x[n:2 * n]),
+    groups, cols = np.round(res.value("groups")).astype(int), np.round(res.value("cols")).astype(int)
+    return Partition(tuple(int(g) * costs.group for g in groups), tuple(int(v) for v in cols),
                      even_split(workload.new_tokens, n))
 
 

@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix
 
+from workbench.apportion import largest_remainder
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
 from workbench.models import TransformerConfig
+from workbench.planners.milp import MilpBuilder, MilpProgram
 from workbench.schemes.base import Workload
 from workbench.schemes.hepti import (
     COMM_MODELS,
@@ -41,8 +41,8 @@ from workbench.schemes.hepti import (
     linear_latency,
     proportional_split,
 )
+from workbench.units import MIB
 
-MIB = 2**20
 DEFAULT_THRESHOLD = 16  # data/constants/hepti.toml: mode_threshold_devices (quoted, Sec. 4.2-4.3)
 
 
@@ -77,38 +77,12 @@ def _constant_latency(cost: LinearCost, profiles: list[DeviceProfile], comm_mode
 TIME_SCALE = 1e3  # the MILP works in milliseconds: coefficients near 1 keep HiGHS's tolerances meaningful
 
 
-@dataclass(frozen=True)
-class P2Program:
-    """P2 in HiGHS form: min c x s.t. lo <= A x <= hi, lb <= x <= ub; c x = T in ms (Eq. 7)."""
-
-    c: np.ndarray
-    A: csr_matrix
-    lo: np.ndarray
-    hi: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    integrality: np.ndarray
-    n_split: int  # a_{d,i} come first, dimension by dimension
-    heads_time: int | None  # column of the head stage's time t_b (time-indexed form), else None
-
-    def solve(self, mip_rel_gap: float = 1e-6, time_limit_s: float = 30.0, cost: np.ndarray | None = None):
-        """Run HiGHS (scipy.optimize.milp); `cost` overrides c (for bounds on parts of T)."""
-        return milp(self.c if cost is None else cost, integrality=self.integrality, bounds=Bounds(self.lb, self.ub),
-                    constraints=LinearConstraint(self.A, self.lo, self.hi),
-                    options={"mip_rel_gap": mip_rel_gap, "time_limit": time_limit_s})
-
-
 def _heads_stage(cost: LinearCost) -> int | None:
     """The step whose compute depends on head units only (its time is one of alpha_i x k at the optimum)."""
     for b, st in enumerate(cost.stages):
         if set(st.flops_per_unit) == {"heads"} and st.flops_const == 0:
             return b
     return None
-
-
-def t_heads_column(cost: LinearCost, n: int) -> int:
-    """Column of the head step's time t_b in `build_p2`'s variables."""
-    return n * len(cost.dims) + _heads_stage(cost)
 
 
 def head_breakpoints(cost: LinearCost, profiles: list[DeviceProfile]) -> np.ndarray:
@@ -118,105 +92,94 @@ def head_breakpoints(cost: LinearCost, profiles: list[DeviceProfile]) -> np.ndar
     return np.unique(np.outer(alpha, np.arange(1, cost.dims["heads"] + 1)).reshape(-1))
 
 
+def _p2_variables(m: MilpBuilder, cost: LinearCost, n: int, ring: bool, n_bp: int, integer_dims) -> None:
+    """P2's columns, in this order: a_{d,i} per dimension d (named d), t_b, X_b (ring), y_j (breakpoints), one."""
+    for d, total in cost.dims.items():
+        m.add_variable(d, n, ub=total, integer=d in integer_dims)
+    m.add_variable("t", len(cost.stages))
+    if ring:
+        m.add_variable("x", len(cost.stages))
+    if n_bp:
+        m.add_variable("y", n_bp, ub=1.0, integer=True)
+    m.add_variable("one", lb=1.0, ub=1.0)  # fixed at 1: carries T's constant part
+
+
+def _p2_objective(m: MilpBuilder, cost: LinearCost, profiles: list[DeviceProfile], comm_model: str, ring: bool,
+                  bw: np.ndarray) -> None:
+    """T in ms (Eq. 7): layers x (sum_b t_b + link time: X_b on a ring, bytes / BW on a shared medium) + constant."""
+    L = cost.layers
+    m.add_cost("t", L)
+    if ring:
+        m.add_cost("x", L)
+    elif len(profiles) > 1:
+        for st in cost.stages:
+            for d, coef in st.link_per_unit.items():
+                m.add_cost(d, L * coef / bw)
+    m.add_cost("one", _constant_latency(cost, profiles, comm_model) * TIME_SCALE)
+
+
+def _p2_stage_rows(m: MilpBuilder, cost: LinearCost, n: int, spf: np.ndarray, bw: np.ndarray, ring: bool) -> None:
+    """t_b >= Tc_bi (Eq. 5, 7) and, on a ring, X_b >= c_bi / BW_i (Eq. 6, the busiest link)."""
+    for b, st in enumerate(cost.stages):
+        for i in range(n):
+            m.add_constraint([(("t", b), 1.0)] + [((d, i), -coef * spf[i]) for d, coef in st.flops_per_unit.items()],
+                             st.flops_const * spf[i])
+        if ring:
+            for i in range(n):
+                m.add_constraint([(("x", b), 1.0)] + [((d, i), -coef / bw[i]) for d, coef in st.link_per_unit.items()],
+                                 st.link_const / bw[i])
+
+
+def _p2_memory_rows(m: MilpBuilder, cost: LinearCost, profiles: list[DeviceProfile]) -> None:
+    """Eq. 3-4 in MiB, then symmetry breaking: identical devices are interchangeable, so order them."""
+    for i, prof in enumerate(profiles):
+        fixed = cost.mem_const + (cost.primary_mem if i == 0 else 0.0)
+        m.add_constraint([((d, i), coef / MIB) for d, coef in cost.mem_per_unit.items()],
+                         high=(prof.free_memory_bytes - fixed) / MIB)
+    first = next(iter(cost.dims))
+    for i in range(1, len(profiles) - 1):
+        if _identical(profiles[i], profiles[i + 1]):
+            m.add_constraint([((first, i), 1.0), ((first, i + 1), -1.0)], 0)
+
+
+def _p2_breakpoint_rows(m: MilpBuilder, cost: LinearCost, spf: np.ndarray, breakpoints: np.ndarray) -> None:
+    """The time-indexed head step: one y_j picks tau_j, t_b >= tau_j, device i holds <= floor(tau_j / alpha_i) heads."""
+    b = _heads_stage(cost)
+    alpha = cost.stages[b].flops_per_unit["heads"] * spf
+    m.add_constraint(m.sum_of("y"), 1, 1)
+    m.add_constraint([(("t", b), 1.0)] + [(("y", j), -tau) for j, tau in enumerate(breakpoints)], 0)
+    for i in range(len(spf)):
+        m.add_constraint([(("heads", i), 1.0)] + [(("y", j), -np.floor(tau / alpha[i] + 1e-9))
+                                                  for j, tau in enumerate(breakpoints)], high=0)
+
+
 def build_p2(cost: LinearCost, profiles: list[DeviceProfile], deadline: float | None, comm_model: str,
-             integer_dims=(), breakpoints: np.ndarray | None = None) -> P2Program:
+             integer_dims=(), breakpoints: np.ndarray | None = None) -> MilpProgram:
     """P2 as a MILP: split sizes (Eq. 1-2), max over devices by epigraph variables (Eq. 5-7), memory (Eq. 3-4), T <= D.
 
-    With `breakpoints` the head step uses a time-indexed form: binaries y_j pick its time tau_j and cap
-    every device at floor(tau_j / alpha_i) head units. It is exact for integer heads (the step's time
-    is some alpha_i x k) and its LP relaxation is much tighter than t >= alpha_i h_i, which is what
-    lets HiGHS solve 64-256 devices in milliseconds instead of seconds.
+    The objective c x is T in ms (Eq. 7). With `breakpoints` the head step uses a time-indexed form:
+    binaries y_j pick its time tau_j and cap every device at floor(tau_j / alpha_i) head units. It is
+    exact for integer heads (the step's time is some alpha_i x k) and its LP relaxation is much tighter
+    than t >= alpha_i h_i, which is what lets HiGHS solve 64-256 devices in milliseconds instead of seconds.
     """
     require_choice("comm_model", comm_model, COMM_MODELS)
-    n, dims, stages, L = len(profiles), list(cost.dims), cost.stages, cost.layers
+    n = len(profiles)
     ring = comm_model == "ring" and n > 1
-    n_a, n_st = n * len(dims), len(stages)
-    t0, x0 = n_a, n_a + n_st  # t_b, then X_b (ring)
     n_bp = 0 if breakpoints is None else len(breakpoints)
-    y0 = x0 + (n_st if ring else 0)
-    one = y0 + n_bp  # a variable fixed at 1 that carries T's constant part
-    n_var = one + 1
-    col = {d: k * n for k, d in enumerate(dims)}
     spf = TIME_SCALE * np.array([p.seconds_per_flop for p in profiles])
     bw = np.array([p.bandwidth_bytes_per_s for p in profiles]) / TIME_SCALE
-    c = np.zeros(n_var)
-    c[t0:t0 + n_st] = L
-    if ring:
-        c[x0:x0 + n_st] = L
-    elif n > 1:
-        for st in stages:
-            for d, coef in st.link_per_unit.items():
-                c[col[d]:col[d] + n] += L * coef / bw
-    constant = _constant_latency(cost, profiles, comm_model)
-    c[one] = constant * TIME_SCALE
-    entries: list[tuple[int, int, float]] = []
-    lo, hi = [], []
-
-    def add(terms, low, high):
-        r = len(lo)
-        entries.extend((r, j, v) for j, v in terms if v != 0)
-        lo.append(low)
-        hi.append(high)
-
-    for d in dims:  # Eq. 1
-        add([(col[d] + i, 1.0) for i in range(n)], cost.dims[d], cost.dims[d])
-    for b, st in enumerate(stages):  # t_b >= Tc_bi (Eq. 5, 7)
-        for i in range(n):
-            add([(t0 + b, 1.0)] + [(col[d] + i, -coef * spf[i]) for d, coef in st.flops_per_unit.items()],
-                st.flops_const * spf[i], np.inf)
-        if ring:  # X_b >= c_bi / BW_i (Eq. 6, busiest link)
-            for i in range(n):
-                add([(x0 + b, 1.0)] + [(col[d] + i, -coef / bw[i]) for d, coef in st.link_per_unit.items()],
-                    st.link_const / bw[i], np.inf)
-    for i, prof in enumerate(profiles):  # Eq. 3-4, in MiB
-        fixed = cost.mem_const + (cost.primary_mem if i == 0 else 0.0)
-        add([(col[d] + i, coef / MIB) for d, coef in cost.mem_per_unit.items()], -np.inf,
-            (prof.free_memory_bytes - fixed) / MIB)
-    for i in range(1, n - 1):  # identical devices are interchangeable: order them (symmetry breaking)
-        if _identical(profiles[i], profiles[i + 1]):
-            add([(col[dims[0]] + i, 1.0), (col[dims[0]] + i + 1, -1.0)], 0, np.inf)
-    heads_time = None
+    m = MilpBuilder()
+    _p2_variables(m, cost, n, ring, n_bp, integer_dims)
+    _p2_objective(m, cost, profiles, comm_model, ring, bw)
+    for d, total in cost.dims.items():  # Eq. 1
+        m.add_constraint(m.sum_of(d), total, total)
+    _p2_stage_rows(m, cost, n, spf, bw, ring)
+    _p2_memory_rows(m, cost, profiles)
     if n_bp:
-        b = _heads_stage(cost)
-        heads_time = t0 + b
-        alpha = stages[b].flops_per_unit["heads"] * spf
-        add([(y0 + j, 1.0) for j in range(n_bp)], 1, 1)
-        add([(heads_time, 1.0)] + [(y0 + j, -tau) for j, tau in enumerate(breakpoints)], 0, np.inf)
-        for i in range(n):
-            add([(col["heads"] + i, 1.0)] + [(y0 + j, -np.floor(tau / alpha[i] + 1e-9)) for j, tau in enumerate(breakpoints)],
-                -np.inf, 0)
+        _p2_breakpoint_rows(m, cost, spf, breakpoints)
     if deadline is not None:  # T <= D
-        add([(j, v) for j, v in enumerate(c)], -np.inf, deadline * TIME_SCALE)
-    r, j, v = zip(*entries)
-    A = csr_matrix((v, (r, j)), shape=(len(lo), n_var))
-    ub = np.full(n_var, np.inf)
-    ub[:n_a] = np.repeat([cost.dims[d] for d in dims], n)
-    ub[y0:one + 1] = 1.0
-    lb = np.zeros(n_var)
-    lb[one] = 1.0
-    integrality = np.zeros(n_var)
-    for d in integer_dims:
-        integrality[col[d]:col[d] + n] = 1
-    integrality[y0:one] = 1
-    return P2Program(c, A, np.array(lo, float), np.array(hi, float), lb, ub, integrality, n_a, heads_time)
-
-
-def round_split(values, total: int) -> np.ndarray:
-    """Nearest integers that still sum to `total` (largest remainder), for the relaxed solution."""
-    v = np.maximum(np.asarray(values, dtype=float), 0.0)
-    base = np.floor(v + 1e-9).astype(int)
-    short = int(total - base.sum())
-    order = np.argsort(-(v - base), kind="stable")
-    if short > 0:
-        base[order[:short]] += 1
-    elif short < 0:
-        for i in np.argsort(v - base, kind="stable"):
-            take = min(base[i], -short)
-            base[i] -= take
-            short += take
-            if short == 0:
-                break
-    return base
+        m.add_constraint(m.objective_terms(), high=deadline * TIME_SCALE)
+    return m.build()
 
 
 INTEGRALITY = ("heads", "all", "none")
@@ -243,14 +206,14 @@ def _solve_time_indexed(cost, budgeted, deadline, comm_model, integer, mip_rel_g
     t_prop = float((np.array(proportional_split(cost.dims["heads"], 1.0 / spf)) * alpha).max())
     first = build_p2(cost, budgeted, deadline, comm_model, integer, every[every <= t_prop * (1 + 1e-9)])
     res = first.solve(mip_rel_gap, time_limit_s)
-    if res.x is None:
+    if not res.found:
         final = build_p2(cost, budgeted, deadline, comm_model, integer, every)
         return final, final.solve(mip_rel_gap, time_limit_s)
     plain = build_p2(cost, budgeted, deadline, comm_model)  # LP relaxation of the full problem
     rest_cost = plain.c.copy()
-    rest_cost[t_heads_column(cost, len(budgeted))] = 0.0
-    rest = plain.solve(cost=rest_cost)
-    limit = (res.fun - (rest.fun if rest.x is not None else 0.0)) / cost.layers
+    rest_cost[plain.column("t", _heads_stage(cost))] = 0.0
+    rest = plain.solve(1e-6, 30.0, cost=rest_cost)
+    limit = (res.objective - (rest.objective if rest.found else 0.0)) / cost.layers
     final = build_p2(cost, budgeted, deadline, comm_model, integer, every[every <= limit * (1 + 1e-9) + 1e-9])
     return final, final.solve(mip_rel_gap, time_limit_s)
 
@@ -280,13 +243,12 @@ def solve_p2(cost: LinearCost, profiles: list[DeviceProfile], deadline: float | 
         program = build_p2(cost, budgeted, deadline, comm_model, integer)
         res = program.solve(mip_rel_gap, time_limit_s)
     elapsed = time.perf_counter() - start
-    if res.x is None:
+    if not res.found:
         raise _diagnose(cost, budgeted, deadline, comm_model, integrality)
-    n, dims = len(profiles), list(cost.dims)
-    alloc = {d: round_split(res.x[k * n:(k + 1) * n], cost.dims[d]) for k, d in enumerate(dims)}
+    alloc = {d: largest_remainder(np.maximum(res.value(d), 0.0), total) for d, total in cost.dims.items()}
     latency = float(linear_latency(cost, profiles, alloc, comm_model)["latency"])
-    nodes = int(getattr(res, "mip_node_count", 0) or 0)
-    return P2Solution(alloc, latency, float(res.fun) / TIME_SCALE, elapsed, nodes, len(program.c), program.A.shape[0])
+    return P2Solution(alloc, latency, res.objective / TIME_SCALE, elapsed, res.nodes, program.n_variables,
+                      program.n_constraints)
 
 
 def _diagnose(cost: LinearCost, profiles: list[DeviceProfile], deadline, comm_model, integrality) -> InfeasibleError:

@@ -24,11 +24,10 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_positive
 from workbench.models import TransformerConfig
+from workbench.planners.milp import MilpBuilder, MilpProgram
 from workbench.schemes.base import Cluster, SchemeResult, Workload
 from workbench.schemes.pipeline import (
     PipelinePlan,
@@ -38,84 +37,63 @@ from workbench.schemes.pipeline import (
     evaluate_pipeline,
     plan_cost,
 )
+from workbench.units import MIB
 
 TIME_SCALE = 1e3  # the MILP works in milliseconds and MiB: coefficients near 1 keep HiGHS's tolerances meaningful
-MIB = 2.0**20
 
 
-@dataclass(frozen=True)
-class PipelineProgram:
-    """The MILP in HiGHS form: min c x s.t. lo <= A x <= hi, lb <= x <= ub; x = [a, o, z, u, h, w]."""
-
-    c: np.ndarray
-    A: csr_matrix
-    lo: np.ndarray
-    hi: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    integrality: np.ndarray
-    n: int
-    constant_s: float  # the objective's part no variable carries (the head), in seconds
-
-    def columns(self, name: str) -> slice:
-        """The columns of variable group `name` (a, o, z, u, h; w is the last column)."""
-        k = "aozuh".index(name)
-        return slice(k * self.n, (k + 1) * self.n)
+def _variables(m: MilpBuilder, coef: StageCoefficients) -> None:
+    """a, o, z, u (integers), h (continuous), w (binary) with their bounds: the columns, in this order."""
+    n, L, ms = coef.n, coef.n_layers, TIME_SCALE
+    m.add_variable("a", n, ub=L, integer=True)
+    m.add_variable("o", n, ub=[L if rate is not None else 0 for rate in coef.read_s], integer=True)
+    m.add_variable("z", n, ub=[1 if rate is not None else 0 for rate in coef.read_s], integer=True)
+    m.add_variable("u", n, ub=[0] + [1] * (n - 1), integer=True)  # u_0: the master is always in the ring
+    m.add_variable("h", n, ub=[(rate or 0.0) * ms if n > 1 else 0.0 for rate in coef.read_s])
+    m.add_variable("w", ub=1 if n > 1 else 0, integer=True)
 
 
-def build_program(coef: StageCoefficients) -> PipelineProgram:
-    """The pipeline MILP for these coefficients (see the module docstring)."""
-    n, L = coef.n, coef.n_layers
-    A_, O_, Z_, U_, H_ = (k * n for k in range(5))
-    W_ = 5 * n
-    n_var = W_ + 1
-    c = np.zeros(n_var)
-    ms = TIME_SCALE
-    c[A_:A_ + n] = np.array(coef.compute_s) * ms
-    c[O_:O_ + n] = np.array([r or 0.0 for r in coef.read_s]) * ms
-    c[H_:H_ + n] = -1.0
-    c[U_ + 1:U_ + n] = coef.handoff_s * ms
-    c[W_] = coef.handoff_s * ms
-    rows: list[tuple[int, int, float]] = []
-    lo: list[float] = []
-    hi: list[float] = []
+def _objective(m: MilpBuilder, coef: StageCoefficients) -> None:
+    """sum_i (c_i a_i + r_i o_i - h_i) + p (sum_{i>0} u_i + w), in ms (the head is added after the solve)."""
+    n, ms = coef.n, TIME_SCALE
+    m.add_cost("a", np.array(coef.compute_s) * ms)
+    m.add_cost("o", np.array([r or 0.0 for r in coef.read_s]) * ms)
+    m.add_cost("h", -1.0)
+    m.add_cost("u", [0.0] + [coef.handoff_s * ms] * (n - 1))
+    m.add_cost("w", coef.handoff_s * ms)
 
-    def add(terms, low, high):
-        r = len(lo)
-        rows.extend((r, j, v) for j, v in terms if v != 0)
-        lo.append(low)
-        hi.append(high)
 
-    add([(A_ + i, 1.0) for i in range(n)], L, L)
+def _device_rows(m: MilpBuilder, coef: StageCoefficients, i: int) -> None:
+    """Device i's offload, memory, prefetch and ring-membership constraints (see the module docstring)."""
+    n, L, ms = coef.n, coef.n_layers, TIME_SCALE
     B, K = coef.layer_bytes / MIB, coef.kv_bytes / MIB
-    for i in range(n):
-        add([(O_ + i, 1.0), (A_ + i, -1.0)], -np.inf, 0)  # o_i <= a_i
-        add([(O_ + i, 1.0), (Z_ + i, -float(L))], -np.inf, 0)  # o_i <= L z_i
-        add([(Z_ + i, 1.0), (O_ + i, -1.0)], -np.inf, 0)  # z_i <= o_i
-        add([(A_ + i, B + K), (O_ + i, -B), (Z_ + i, B)], -np.inf, (coef.budget_bytes[i] - coef.fixed_bytes[i]) / MIB)
-        if coef.read_s[i] is not None:
-            add([(H_ + i, 1.0), (Z_ + i, -coef.read_s[i] * ms)], -np.inf, 0)  # h_i <= r_i z_i
-        p = coef.prev(i)
-        if n > 1:
-            add([(H_ + i, 1.0), (A_ + p, -coef.compute_s[p] * ms)], -np.inf, 0)  # h_i <= c_prev a_prev
-        if i > 0:
-            add([(A_ + i, 1.0), (U_ + i, -float(L))], -np.inf, 0)  # a_i <= L u_i
-            add([(U_ + i, 1.0), (A_ + i, -1.0)], -np.inf, 0)  # u_i <= a_i
-            add([(U_ + i, 1.0), (W_, -1.0)], -np.inf, 0)  # u_i <= w
+    a, o, z, u, h = (("a", i), ("o", i), ("z", i), ("u", i), ("h", i))
+    m.add_constraint([(o, 1.0), (a, -1.0)], high=0)  # o_i <= a_i
+    m.add_constraint([(o, 1.0), (z, -float(L))], high=0)  # o_i <= L z_i
+    m.add_constraint([(z, 1.0), (o, -1.0)], high=0)  # z_i <= o_i
+    m.add_constraint([(a, B + K), (o, -B), (z, B)], high=(coef.budget_bytes[i] - coef.fixed_bytes[i]) / MIB)
+    if coef.read_s[i] is not None:
+        m.add_constraint([(h, 1.0), (z, -coef.read_s[i] * ms)], high=0)  # h_i <= r_i z_i
+    p = coef.prev(i)
     if n > 1:
-        add([(W_, 1.0)] + [(U_ + i, -1.0) for i in range(1, n)], -np.inf, 0)  # w <= sum u
-    r, j, v = zip(*rows)
-    A = csr_matrix((v, (r, j)), shape=(len(lo), n_var))
-    lb, ub = np.zeros(n_var), np.zeros(n_var)
-    ub[A_:A_ + n] = L
-    ub[O_:O_ + n] = [L if rate is not None else 0 for rate in coef.read_s]
-    ub[Z_:Z_ + n] = [1 if rate is not None else 0 for rate in coef.read_s]
-    ub[U_ + 1:U_ + n] = 1
-    ub[H_:H_ + n] = [(rate or 0.0) * ms if n > 1 else 0.0 for rate in coef.read_s]
-    ub[W_] = 1 if n > 1 else 0
-    integrality = np.ones(n_var)
-    integrality[H_:H_ + n] = 0
-    return PipelineProgram(c, A, np.array(lo), np.array(hi), lb, ub, integrality, n, coef.head_s)
+        m.add_constraint([(h, 1.0), (("a", p), -coef.compute_s[p] * ms)], high=0)  # h_i <= c_prev a_prev
+    if i > 0:
+        m.add_constraint([(a, 1.0), (u, -float(L))], high=0)  # a_i <= L u_i
+        m.add_constraint([(u, 1.0), (a, -1.0)], high=0)  # u_i <= a_i
+        m.add_constraint([(u, 1.0), ("w", -1.0)], high=0)  # u_i <= w
+
+
+def build_program(coef: StageCoefficients) -> MilpProgram:
+    """The pipeline MILP for these coefficients (see the module docstring); columns a, o, z, u, h, w."""
+    m = MilpBuilder()
+    _variables(m, coef)
+    _objective(m, coef)
+    m.add_constraint(m.sum_of("a"), coef.n_layers, coef.n_layers)
+    for i in range(coef.n):
+        _device_rows(m, coef, i)
+    if coef.n > 1:
+        m.add_constraint([("w", 1.0)] + m.sum_of("u", -1.0, range(1, coef.n)), high=0)  # w <= sum u
+    return m.build()
 
 
 @dataclass(frozen=True)
@@ -129,13 +107,6 @@ class PipelineSolution:
     n_constraints: int
 
 
-def solve_program(program: PipelineProgram, mip_rel_gap: float = 1e-9, time_limit_s: float = 30.0):
-    """Run HiGHS on the program; the scipy result."""
-    return milp(program.c, integrality=program.integrality, bounds=Bounds(program.lb, program.ub),
-                constraints=LinearConstraint(program.A, program.lo, program.hi),
-                options={"mip_rel_gap": mip_rel_gap, "time_limit": time_limit_s})
-
-
 def plan_from_coefficients(coef: StageCoefficients, mip_rel_gap: float = 1e-9, time_limit_s: float = 30.0,
                            model_name: str = "the model") -> PipelineSolution:
     """Solve the pipeline MILP on precomputed coefficients; InfeasibleError names the binding constraint."""
@@ -144,16 +115,15 @@ def plan_from_coefficients(coef: StageCoefficients, mip_rel_gap: float = 1e-9, t
     check_capacity(coef, model_name)
     program = build_program(coef)
     start = time.perf_counter()
-    res = solve_program(program, mip_rel_gap, time_limit_s)
+    res = program.solve(mip_rel_gap, time_limit_s)
     elapsed = time.perf_counter() - start
-    if res.x is None:  # check_capacity passed, so only a solver limit gets here
+    if not res.found:  # check_capacity passed, so only a solver limit gets here
         raise InfeasibleError(f"infeasible: HiGHS found no plan within time_limit_s = {time_limit_s:g} s "
                               f"({res.message})")
-    x = np.rint(res.x).astype(int)
-    plan = PipelinePlan(tuple(int(v) for v in x[program.columns("a")]),
-                        tuple(int(v) for v in x[program.columns("o")]))
-    return PipelineSolution(plan, float(res.fun) / TIME_SCALE + program.constant_s, elapsed,
-                            len(program.c), program.A.shape[0])
+    plan = PipelinePlan(tuple(int(v) for v in np.rint(res.value("a")).astype(int)),
+                        tuple(int(v) for v in np.rint(res.value("o")).astype(int)))
+    return PipelineSolution(plan, res.objective / TIME_SCALE + coef.head_s, elapsed,
+                            program.n_variables, program.n_constraints)
 
 
 def plan_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload, mip_rel_gap: float = 1e-9,

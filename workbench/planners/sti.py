@@ -53,9 +53,9 @@ from workbench.schemes.sti import (
     first_layer_preload_bytes,
     pipeline_makespan,
 )
+from workbench.units import MIB
 
 Layers = tuple[tuple[tuple[int, int], ...], ...]  # per layer: ((shard, bits), ...) sorted by shard
-MIB = 2**20
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.apportion import apportion as shared_apportion
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -22,9 +23,10 @@ from workbench.schemes.tpi_llm import capability, check_devices
 
 
 def apportion(total: int, weights: Sequence[float], minimum: int = 1) -> tuple[int, ...]:
-    """Split `total` items over len(weights) parts in proportion to `weights` (largest remainder).
+    """Split `total` items over len(weights) devices in proportion to `weights` (> 0), at least `minimum` each.
 
-    Every part gets at least `minimum`; ties go to the earlier part, so the result is deterministic.
+    TPI-LLM's rounding, the "clamp" rule of `workbench.apportion.apportion`: floors raised to `minimum`,
+    then trimmed / topped up by largest remainder; ties go to the earlier part, so the result is deterministic.
     """
     require_int("total", total, low=0)
     w = np.asarray(list(weights), dtype=float)
@@ -32,18 +34,10 @@ def apportion(total: int, weights: Sequence[float], minimum: int = 1) -> tuple[i
         raise WorkbenchError("weights must be a non-empty 1-D sequence")
     if np.any(~np.isfinite(w)) or np.any(w <= 0):
         raise WorkbenchError(f"weights must be finite and > 0, got {list(weights)}")
-    n = w.size
-    if total < minimum * n:
-        raise WorkbenchError(f"cannot give {n} devices at least {minimum} of {total} items each; "
+    if total < minimum * w.size:
+        raise WorkbenchError(f"cannot give {w.size} devices at least {minimum} of {total} items each; "
                              f"use at most {total // max(minimum, 1)} devices")
-    quota = total * w / w.sum()
-    parts = np.maximum(np.floor(quota).astype(int), minimum)
-    while parts.sum() > total:  # the minimum pushed us over: take from the most over-served part
-        over = np.where(parts > minimum, parts - quota, -np.inf)
-        parts[int(np.argmax(over))] -= 1
-    while parts.sum() < total:  # hand out the rest by largest remainder (ties: earlier part)
-        parts[int(np.argmax(quota - parts))] += 1
-    return tuple(int(p) for p in parts)
+    return tuple(int(p) for p in shared_apportion(total, w, minimum, rule="clamp"))
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from workbench.apportion import apportion
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -110,23 +111,9 @@ class Partition:
         return tuple(int(sum(self.heads[i * c:(i + 1) * c])) for i in range(r))
 
 
-def even_split(total: int, n: int) -> tuple[int, ...]:
-    """`total` units over `n` parts as evenly as possible (the first parts get the remainder)."""
-    require_int("parts", n, low=1)
-    base, extra = divmod(int(total), n)
-    return tuple(base + (1 if i < extra else 0) for i in range(n))
-
-
 def proportional_split(total: int, weights) -> tuple[int, ...]:
-    """`total` units in proportion to `weights`, rounded by largest remainder (sums exactly)."""
-    w = np.asarray(weights, dtype=float)
-    if w.ndim != 1 or len(w) == 0 or np.any(w < 0) or not np.isfinite(w).all() or w.sum() <= 0:
-        raise WorkbenchError(f"split weights must be finite, >= 0 and not all zero, got {weights}")
-    exact = total * w / w.sum()
-    base = np.floor(exact + 1e-9).astype(int)
-    order = np.argsort(-(exact - base), kind="stable")
-    base[order[: total - base.sum()]] += 1
-    return tuple(int(v) for v in base)
+    """`total` units in proportion to `weights`, rounded by largest remainder (sums exactly; ties: lower index)."""
+    return tuple(int(v) for v in apportion(total, weights))
 
 
 # ---- device profiles (the paper's Table (a): f_i, rho_i, s_i, BW) ------------------------------

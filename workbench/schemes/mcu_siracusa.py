@@ -45,12 +45,12 @@ from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.simulate import Timeline, pipeline
+from workbench.units import MIB
 
 PAPER = "mcu_siracusa"
 SCHEME = "mcu_headwise_tp"
 CASES = ("all_on_chip", "double_buffered", "streamed")
 L1_TILE_FRACTION = 0.5  # half of L1 holds the tiles being computed, half the next ones (double buffer)
-MIB = 2**20
 
 
 # ---- kernels of one block on one chip --------------------------------------------------------------

@@ -37,16 +37,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.apportion import apportion_capped
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import collective_latency
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.units import MIB
 
 SCHEME = "pipeline_offload"
 PAPER = "prima.cpp"
-MIB = 2.0**20
 
 
 # ---- the plan -----------------------------------------------------------------------------------------
@@ -334,33 +335,6 @@ def pipeline_cost(model: TransformerConfig, cluster: Cluster, workload: Workload
 
 
 # ---- the default plan: llama.cpp's split by memory ------------------------------------------------------
-def proportional_counts(total: int, weights, caps) -> tuple[int, ...]:
-    """`total` split in proportion to `weights` (largest remainder), no entry above its cap; the excess goes to
-    devices with room, again in proportion. Raises WorkbenchError when the caps hold less than `total`."""
-    w = np.maximum(np.asarray(weights, dtype=float), 0.0)
-    caps = np.asarray(caps, dtype=int)
-    if caps.sum() < total:
-        raise WorkbenchError(f"total must be <= the sum of caps ({int(caps.sum())}), got {total}")
-    out = np.zeros(len(w), dtype=int)
-    while out.sum() < total:
-        room = caps - out
-        share = np.where(room > 0, w, 0.0)
-        if share.sum() <= 0:
-            share = (room > 0).astype(float)
-        left = total - int(out.sum())
-        ideal = left * share / share.sum()
-        add = np.minimum(np.floor(ideal).astype(int), room)
-        short = left - int(add.sum())
-        for i in np.argsort(-(ideal - np.floor(ideal)), kind="stable"):
-            if short == 0:
-                break
-            if room[i] - add[i] > 0:
-                add[i] += 1
-                short -= 1
-        out += add
-    return tuple(int(v) for v in out)
-
-
 def default_plan(model: TransformerConfig, cluster: Cluster, workload: Workload) -> PipelinePlan:
     """llama.cpp's default split (layers in proportion to each device's free memory, here its budget less
     its fixed part), capped at what each device can host; a device offloads the fewest layers it must."""
@@ -368,7 +342,7 @@ def default_plan(model: TransformerConfig, cluster: Cluster, workload: Workload)
     check_capacity(coef, model.name)
     caps = [max(coef.max_layers(i), 0) for i in range(coef.n)]
     room = [max(b - f, 0.0) for b, f in zip(coef.budget_bytes, coef.fixed_bytes)]
-    layers = proportional_counts(model.n_layers, room, caps)
+    layers = apportion_capped(model.n_layers, room, caps)
     offloaded = [coef.min_offloaded(i, a) for i, a in enumerate(layers)]
     if None in offloaded:  # cannot happen below the caps; say so rather than return an OOM plan
         i = offloaded.index(None)
