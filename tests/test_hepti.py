@@ -220,6 +220,8 @@ def test_time_indexed_heads_equal_plain_milp(mode):
     profiles = wb.random_profiles(s, 12, seed=3)
     cost = linear_cost(s.cfg, s.workload, mode)
     program = build_p2(cost, profiles, None, "ring", integer_dims=("heads",))
+    assert program.columns("heads") == slice(0, len(profiles)) and program.integrality[program.columns("heads")].all()
+    assert not program.integrality[program.columns("rows")].any() and program.column("one") == program.n_variables - 1
     plain = milp(program.c, integrality=program.integrality, bounds=Bounds(program.lb, program.ub),
                  constraints=LinearConstraint(program.A, program.lo, program.hi), options={"mip_rel_gap": 1e-9})
     fast = solve_p2(cost, profiles, comm_model="ring", integrality="heads", mip_rel_gap=1e-9)
@@ -333,3 +335,28 @@ def test_arena_hepti_charges_each_step_a_launch_and_the_head_as_serial():
     assert launched.latency_s - bare.latency_s == pytest.approx(model.n_layers * steps * 1e-4)
     assert launched.fixed_s == pytest.approx(model.n_layers * steps * 1e-4)
     assert bare.serial_s > 0 and bare.parts_s == pytest.approx(bare.latency_s)
+
+
+# ---- issue 20: the runtime on workbench.simulate.Scheduler, no assumed storage rate ------------------------------
+def test_storage_rate_is_the_device_presets_never_an_assumed_one():
+    assert wb.HeptiSetting.from_constants().storage_bytes_per_s == 45e6  # data/devices/hepti_rpi4.toml
+    s = wb.HeptiSetting.from_constants(device="a100")  # a preset without storage_read_bandwidth
+    with pytest.raises(WorkbenchError, match="storage_read_bandwidth"):
+        _ = s.storage_bytes_per_s
+    with pytest.raises(WorkbenchError, match="storage_read_bandwidth"):
+        wb.run_trace(s, wb.load_trace(), "static")
+
+
+def test_runtime_blocks_are_the_timelines_tasks_through_ooms_and_switches():
+    trace = wb.generate_trace(seed=3, n_secondaries=3, duration_s=60, free_memory_mib=1500)
+    s = wb.HeptiSetting.from_constants(free_memory_mib=1500, deadline_s=2.0)
+    run = wb.run_trace(s, trace, "dynamic")
+    summary = run.summary()
+    assert summary["oom_events"] > 0 and summary["mode_switches"] > 0 and summary["solves"] > 0
+    frame = run.timeline.frame.set_index("name")
+    for r in run.layers.drop_duplicates(["request", "layer"]).itertuples():
+        task = frame.loc[f"r{r.request}.b{r.layer}"]
+        assert (task.start, task.end) == (r.start_s, r.end_s)
+    for r in run.requests[run.requests.oom].itertuples():  # an OOM ends the request with the reload
+        assert frame.loc[f"r{r.request}.restart", "end"] == r.end_s
+    assert frame[frame.resource.str.startswith("storage")].shape[0] > 0  # switches load slices from storage

@@ -3,7 +3,7 @@
 import pytest
 
 from workbench.errors import WorkbenchError
-from workbench.simulate import Task, pipeline, schedule
+from workbench.simulate import Scheduler, Task, pipeline, schedule
 
 
 def test_resource_serialises_and_deps_wait():
@@ -42,3 +42,25 @@ def test_errors():
 def test_gantt_chart_builds():
     chart = pipeline([1, 1], [1, 1]).gantt("demo")
     assert chart.to_dict()["mark"]["type"] == "bar"
+
+
+def test_scheduler_places_one_task_at_a_time_as_schedule_does():
+    tasks = [Task("a", "cpu", 2), Task("b", "link", 1, ("a",), kind="communication"),
+             Task("c", "cpu", 3), Task("d", "cpu", 1, ("b",))]
+    sched = Scheduler()
+    assert sched.free_at("cpu") == 0.0
+    starts = [sched.add(t) for t in tasks]
+    assert starts == [0, 2, 2, 5] and sched.end_of("b") == 3 and sched.free_at("cpu") == 6
+    assert sched.timeline().frame.equals(schedule(tasks).frame)
+
+
+def test_scheduler_errors():
+    sched = Scheduler()
+    sched.add(Task("a", "cpu", 1))
+    with pytest.raises(WorkbenchError, match="duplicate"):
+        sched.add(Task("a", "cpu", 1))
+    with pytest.raises(WorkbenchError, match="not an earlier task"):
+        sched.add(Task("b", "cpu", 1, ("zzz",)))
+    with pytest.raises(WorkbenchError, match="no task named"):
+        sched.end_of("zzz")
+    assert sched.timeline().makespan == 1  # a rejected task leaves no trace

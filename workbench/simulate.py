@@ -86,25 +86,52 @@ class Timeline:
         )
 
 
-def schedule(tasks: Iterable[Task]) -> Timeline:
-    """Place tasks in list order: each starts when its resource is free and its deps are done."""
-    end: dict[str, float] = {}
-    free: dict[str, float] = {}
-    rows = []
-    for task in tasks:
-        if task.name in end:
+class Scheduler:
+    """Places tasks one at a time by the recurrence above, for callers whose next task depends on when
+    earlier ones end (Hepti's runtime re-plans at the start of each block); `schedule` is its batch form."""
+
+    def __init__(self) -> None:
+        self._end: dict[str, float] = {}
+        self._free: dict[str, float] = {}
+        self._rows: list[tuple] = []
+
+    def add(self, task: Task) -> float:
+        """Place `task` after the tasks added so far; return its start."""
+        if task.name in self._end:
             raise WorkbenchError(f"duplicate task name {task.name!r}")
         try:
-            ready = max((end[d] for d in task.deps), default=0.0)
+            ready = max((self._end[d] for d in task.deps), default=0.0)
         except KeyError as exc:
             raise WorkbenchError(f"task {task.name!r} depends on {exc.args[0]!r}, which is not an earlier task") from None
-        start = max(ready, free.get(task.resource, 0.0))
+        start = max(ready, self._free.get(task.resource, 0.0))
         finish = start + float(task.duration)
-        end[task.name] = finish
-        free[task.resource] = finish
-        rows.append((task.name, task.resource, task.kind, task.device, start, finish, float(task.duration)))
-    frame = pd.DataFrame(rows, columns=["name", "resource", "kind", "device", "start", "end", "duration"])
-    return Timeline(frame)
+        self._end[task.name] = finish
+        self._free[task.resource] = finish
+        self._rows.append((task.name, task.resource, task.kind, task.device, start, finish, float(task.duration)))
+        return start
+
+    def end_of(self, name: str) -> float:
+        """When the added task `name` ends."""
+        if name not in self._end:
+            raise WorkbenchError(f"no task named {name!r}")
+        return self._end[name]
+
+    def free_at(self, resource: str) -> float:
+        """When `resource` finishes the tasks added so far (0 if it has none)."""
+        return self._free.get(resource, 0.0)
+
+    def timeline(self) -> Timeline:
+        """The tasks added so far as a Timeline (one row per task, in the order added)."""
+        frame = pd.DataFrame(self._rows, columns=["name", "resource", "kind", "device", "start", "end", "duration"])
+        return Timeline(frame)
+
+
+def schedule(tasks: Iterable[Task]) -> Timeline:
+    """Place tasks in list order: each starts when its resource is free and its deps are done."""
+    scheduler = Scheduler()
+    for task in tasks:
+        scheduler.add(task)
+    return scheduler.timeline()
 
 
 def pipeline(loads: list[float], computes: list[float], buffer_slots: int | None = None,

@@ -31,6 +31,7 @@ from workbench.schemes.hepti import (
     profile_from_device,
     weight_slices,
 )
+from workbench.simulate import Scheduler, Task
 
 MIB = 2**20
 TRACE_PATH = DATA_DIR / "traces" / "hepti_trace.csv"
@@ -116,8 +117,12 @@ class HeptiSetting:
 
     @property
     def storage_bytes_per_s(self) -> float:
-        """Local storage read rate (weights of a new partition are loaded from the device's own copy)."""
-        return float(load_device(self.device).storage_read_bytes_per_s or 45e6)
+        """Local storage read rate (weights of a new partition are loaded from the device's own copy); a preset
+        without one is an error, never an assumed rate."""
+        rate = load_device(self.device).storage_read_bytes_per_s
+        if rate is None:
+            raise WorkbenchError(f"device {self.device!r} has no storage_read_bandwidth: re-partitions load weights from it")
+        return float(rate)
 
 
 def _row(paper, artifact, model, setting, quantity, value, unit) -> dict:
@@ -320,32 +325,6 @@ class TraceState:
 
 
 # ---- the dynamic run ------------------------------------------------------------------------------
-class _Schedule:
-    """Tasks placed exactly as `workbench.simulate.schedule` places them, one at a time, because the
-    runtime's decisions (re-plan, OOM) depend on when each layer starts."""
-
-    def __init__(self) -> None:
-        from workbench.simulate import Task
-
-        self.Task = Task
-        self.tasks: list = []
-        self.end: dict[str, float] = {}
-        self.free: dict[str, float] = {}
-
-    def add(self, name, resource, duration, deps=(), kind="compute", device="") -> float:
-        task = self.Task(name, resource, float(duration), tuple(deps), kind, device)
-        start = max([self.free.get(resource, 0.0)] + [self.end[d] for d in deps])
-        self.end[name] = self.free[resource] = start + task.duration
-        self.tasks.append(task)
-        return start
-
-    def timeline(self):
-        """The same tasks through `workbench.simulate.schedule` (a Timeline with a Gantt chart)."""
-        from workbench.simulate import schedule
-
-        return schedule(self.tasks)
-
-
 @dataclass(frozen=True)
 class RunResult:
     """One policy over a trace: one row per request, one row per (layer, device), and the timeline."""
@@ -415,6 +394,136 @@ def _holdings(s: HeptiSetting, pl: Plan, n: int) -> list[dict | None]:
     return out
 
 
+class _Runtime:
+    """One policy's run in progress: the plan, the primary's estimates, who holds which weights, and the
+    tasks placed so far (`workbench.simulate.Scheduler`, one at a time: every decision depends on when
+    the block it is taken at starts)."""
+
+    def __init__(self, s: HeptiSetting, state: TraceState, policy: str) -> None:
+        self.s, self.state, self.dynamic = s, state, policy == "dynamic"
+        self.policy, self.n_dev, self.n_layers = policy, s.n_devices, s.cfg.n_layers
+        self.head_s = BlockShape.of(s.cfg, s.workload).primary_flops() * s.base_profile().seconds_per_flop
+        self.storage = s.storage_bytes_per_s
+        self.sched = Scheduler()
+        self.estimates = self.basis = _profiles_at(s, state, 0.0)
+        self.current = _plan(s, self.estimates)
+        self.held = _holdings(s, self.current, self.n_dev)
+        self.pending: dict[int, list[str]] = {}  # block -> load tasks it must wait for
+        self.last: str | None = None  # the primary's latest task: the next one runs after it
+
+    def _after(self, *names: str) -> tuple[str, ...]:
+        return tuple(x for x in ((self.last,) + names) if x)
+
+    def _chain(self, name: str, duration: float, kind: str, device: str, *deps: str) -> float:
+        """Add a task on the primary after its latest one (and `deps`); return its start."""
+        start = self.sched.add(Task(name, "primary", float(duration), self._after(*deps), kind, device))
+        self.last = name
+        return start
+
+    def serve(self, k: int, t: float) -> tuple[dict, list[dict]]:
+        """Request k arriving at t: its row and its (block, device) rows."""
+        switches, solves, oom, modes, layer_rows = 0, 0, False, [], []
+        if self.dynamic:
+            self.estimates = _profiles_at(self.s, self.state, t)  # profiling when the request arrives (Sec. 4.1)
+        for layer in range(self.n_layers):
+            if self.dynamic:  # the primary holds the whole tensor: re-plan here (Sec. 4.3)
+                solved, switched = self.replan(k, layer)
+                solves, switches = solves + solved, switches + switched
+            rows = self.run_block(k, layer)
+            modes.append(self.current.mode)
+            layer_rows += rows
+            crashed = [i for i, r in enumerate(rows) if r["over"]]
+            if crashed:  # out of memory: the request dies, the device reloads its weights
+                oom = True
+                self.restart(k, crashed)
+                break
+            if self.dynamic:
+                self.observe(rows[0]["end_s"])
+        if not oom and self.head_s > 0:
+            self._chain(f"r{k}.head", self.head_s, "compute", "primary")
+        end = self.sched.free_at("primary")
+        return _request_row(self.policy, k, t, end, modes, switches, solves, oom, self.s.deadline_s), layer_rows
+
+    def replan(self, k: int, layer: int) -> tuple[int, int]:
+        """(solves, switches) at block `layer`: re-solve P2 when the plan no longer fits the budgets or an
+        estimate moved; switch when it must (memory) or when the saving pays for loading the new slices."""
+        s, n = self.s, self.n_dev
+        budget = np.array([p.free_memory_bytes for p in _budget(s, self.estimates)])
+        pressure = bool(np.any(self.current.memory_by_device(n) > budget))
+        if not (pressure or _changed(self.estimates, self.basis, s.replan_threshold)):
+            return 0, 0
+        self._chain(f"r{k}.b{layer}.plan", s.replan_overhead_s, "other", "primary")
+        self.basis = self.estimates
+        try:
+            candidate = _plan(s, self.estimates)
+        except InfeasibleError:
+            candidate = self.current
+        if (candidate.devices, candidate.partition) == (self.current.devices, self.current.partition):
+            return 1, 0
+        new_held = _holdings(s, candidate, n)
+        load_s = np.array([new_slice_bytes(s.cfg, s.workload, self.held[i], new_held[i]) / self.storage
+                           if new_held[i] else 0.0 for i in range(n)])
+        gain = _layer_time(s, self.current, self.estimates) - _layer_time(s, candidate, self.estimates)
+        L = self.n_layers
+        if not (pressure or gain * L * s.amortize_inferences > load_s.max() * L):
+            return 1, 0
+        self.load(k, layer, load_s)
+        self.current, self.held = candidate, new_held
+        return 1, 1
+
+    def load(self, k: int, layer: int, load_s: np.ndarray) -> None:
+        """Each device reads its new slices from its own storage, block by block in the order they run."""
+        L = self.n_layers
+        for i in np.nonzero(load_s)[0]:
+            for j in [*range(layer, L), *range(layer)]:
+                name = f"r{k}.b{layer}.load.d{i}.b{j}"
+                self.sched.add(Task(name, f"storage{i}", float(load_s[i]), self._after(), "io", f"d{i}"))
+                self.pending.setdefault(j, []).append(name)
+
+    def run_block(self, k: int, layer: int) -> list[dict]:
+        """Block `layer` of request k under the current plan with the devices as they really are."""
+        s = self.s
+        truth = _profiles_at(s, self.state, self.sched.free_at("primary"))
+        name = f"r{k}.b{layer}"
+        begin = self._chain(name, _layer_time(s, self.current, truth), "compute", self.current.mode,
+                            *self.pending.pop(layer, []))
+        return _block_rows(s, self.state, self.policy, k, layer, begin, self.sched.end_of(name), self.current)
+
+    def restart(self, k: int, crashed: list[int]) -> None:
+        """After an OOM the crashed devices reload their slices before the next request."""
+        s = self.s
+        reload = max(self.n_layers * new_slice_bytes(s.cfg, s.workload, None, self.held[i]) for i in crashed)
+        self._chain(f"r{k}.restart", reload / self.storage, "io", "restart")
+        self.pending.clear()
+
+    def observe(self, end: float) -> None:
+        """What a block's results tell the primary: the participants' state when the block ended."""
+        seen = _profiles_at(self.s, self.state, end)
+        self.estimates = [seen[i] if (i == 0 or i in self.current.devices) else self.estimates[i]
+                          for i in range(self.n_dev)]
+
+
+def _block_rows(s: HeptiSetting, state: TraceState, policy: str, k: int, layer: int, begin: float, end: float,
+                current: Plan) -> list[dict]:
+    """One row per device: the block's planned memory against the least free memory during it."""
+    need = current.memory_by_device(s.n_devices)
+    rows = []
+    for i in range(s.n_devices):
+        free = s.free_memory_mib if i == 0 else state.min_memory(state.devices[i - 1], begin, end)
+        rows.append({"policy": policy, "request": k, "layer": layer, "start_s": begin, "end_s": end,
+                     "mode": current.mode, "device": "primary" if i == 0 else state.devices[i - 1],
+                     "planned_mib": need[i] / MIB, "free_mib": free, "over": bool(need[i] > free * MIB)})
+    return rows
+
+
+def _request_row(policy: str, k: int, start: float, end: float, modes: list[str], switches: int, solves: int,
+                 oom: bool, deadline_s: float) -> dict:
+    """One request's latency, its blocks' modes, and whether it missed the deadline."""
+    return {"policy": policy, "request": k, "start_s": start, "end_s": end, "latency_s": end - start,
+            "mode": max(set(modes), key=modes.count), "modes": "/".join(dict.fromkeys(modes)),
+            "switches": switches, "solves": solves, "oom": oom, "missed": bool(oom or end - start > deadline_s)}
+
+
 def run_trace(s: HeptiSetting, trace: pd.DataFrame, policy: str = "dynamic") -> RunResult:
     """Serve requests back to back over `trace` with a static partition or Hepti's dynamic re-partitioning.
 
@@ -432,89 +541,17 @@ def run_trace(s: HeptiSetting, trace: pd.DataFrame, policy: str = "dynamic") -> 
     """
     require_choice("policy", policy, ("dynamic", "static"))
     state = TraceState(trace)
-    n_dev = len(state.devices) + 1
-    if n_dev != s.n_devices:
-        s = replace(s, n_devices=n_dev)
-    cfg, L = s.cfg, s.cfg.n_layers
-    head_s = BlockShape.of(cfg, s.workload).primary_flops() * s.base_profile().seconds_per_flop
-    sched = _Schedule()
-    estimates = _profiles_at(s, state, 0.0)
-    current = _plan(s, estimates)
-    basis = estimates
-    held = _holdings(s, current, n_dev)
-    pending: dict[int, list[str]] = {}  # block -> load tasks it must wait for
-    storage = s.storage_bytes_per_s
+    if len(state.devices) + 1 != s.n_devices:
+        s = replace(s, n_devices=len(state.devices) + 1)
+    runtime = _Runtime(s, state, policy)
     request_rows, layer_rows = [], []
-    last, t, k = None, 0.0, 0
-
-    def after(*names):
-        return [x for x in ((last,) + names) if x]
-
+    t, k = 0.0, 0
     while t < state.duration_s:
-        start, switches, solves, oom, modes = t, 0, 0, False, []
-        if policy == "dynamic":
-            estimates = _profiles_at(s, state, t)  # profiling when the request arrives (Sec. 4.1)
-        for layer in range(L):
-            if policy == "dynamic":  # the primary holds the whole tensor: re-plan here (Sec. 4.3)
-                budget = np.array([p.free_memory_bytes for p in _budget(s, estimates)])
-                pressure = bool(np.any(current.memory_by_device(n_dev) > budget))
-                if pressure or _changed(estimates, basis, s.replan_threshold):
-                    name = f"r{k}.b{layer}.plan"
-                    sched.add(name, "primary", s.replan_overhead_s, after(), "other", "primary")
-                    last, solves, basis = name, solves + 1, estimates
-                    try:
-                        candidate = _plan(s, estimates)
-                    except InfeasibleError:
-                        candidate = current
-                    if (candidate.devices, candidate.partition) != (current.devices, current.partition):
-                        new_held = _holdings(s, candidate, n_dev)
-                        load_s = np.array([new_slice_bytes(cfg, s.workload, held[i], new_held[i]) / storage
-                                           if new_held[i] else 0.0 for i in range(n_dev)])
-                        gain = _layer_time(s, current, estimates) - _layer_time(s, candidate, estimates)
-                        if pressure or gain * L * s.amortize_inferences > load_s.max() * L:
-                            for i in np.nonzero(load_s)[0]:
-                                for j in [*range(layer, L), *range(layer)]:  # the blocks in the order they run
-                                    lname = f"r{k}.b{layer}.load.d{i}.b{j}"
-                                    sched.add(lname, f"storage{i}", load_s[i], after(), "io", f"d{i}")
-                                    pending.setdefault(j, []).append(lname)
-                            current, held, switches = candidate, new_held, switches + 1
-            truth = _profiles_at(s, state, sched.free.get("primary", t))
-            name = f"r{k}.b{layer}"
-            begin = sched.add(name, "primary", _layer_time(s, current, truth), after(*pending.pop(layer, [])),
-                              "compute", current.mode)
-            end, last = sched.end[name], name
-            modes.append(current.mode)
-            need = current.memory_by_device(n_dev)
-            rows = []
-            for i in range(n_dev):
-                free = s.free_memory_mib if i == 0 else state.min_memory(state.devices[i - 1], begin, end)
-                rows.append({"policy": policy, "request": k, "layer": layer, "start_s": begin, "end_s": end,
-                             "mode": current.mode, "device": "primary" if i == 0 else state.devices[i - 1],
-                             "planned_mib": need[i] / MIB, "free_mib": free, "over": bool(need[i] > free * MIB)})
-            layer_rows += rows
-            crashed = [i for i, r in enumerate(rows) if r["over"]]
-            if crashed:  # out of memory: the request dies, the device reloads its weights
-                oom = True
-                reload = max(L * new_slice_bytes(cfg, s.workload, None, held[i]) for i in crashed) / storage
-                name = f"r{k}.restart"
-                sched.add(name, "primary", reload, after(), "io", "restart")
-                last = name
-                pending.clear()
-                break
-            if policy == "dynamic":  # what the block's results tell the primary
-                seen = _profiles_at(s, state, end)
-                estimates = [seen[i] if (i == 0 or i in current.devices) else estimates[i] for i in range(n_dev)]
-        if not oom and head_s > 0:
-            name = f"r{k}.head"
-            sched.add(name, "primary", head_s, after(), "compute", "primary")
-            last = name
-        t = sched.free["primary"]
-        request_rows.append({"policy": policy, "request": k, "start_s": start, "end_s": t, "latency_s": t - start,
-                             "mode": max(set(modes), key=modes.count), "modes": "/".join(dict.fromkeys(modes)),
-                             "switches": switches, "solves": solves, "oom": oom,
-                             "missed": bool(oom or t - start > s.deadline_s)})
-        k += 1
-    return RunResult(policy, pd.DataFrame(request_rows), pd.DataFrame(layer_rows), sched.timeline())
+        row, rows = runtime.serve(k, t)
+        request_rows.append(row)
+        layer_rows += rows
+        t, k = row["end_s"], k + 1
+    return RunResult(policy, pd.DataFrame(request_rows), pd.DataFrame(layer_rows), runtime.sched.timeline())
 
 
 # ---- tidy results for the notebook ----------------------------------------------------------------

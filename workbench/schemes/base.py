@@ -145,10 +145,14 @@ def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
 # Planner modules that register an evaluator that plans (planners sit above schemes, so such an evaluator lives
 # there); named one by one so the registry never imports a planner it does not need (Hepti's MILP pulls in scipy).
 PLANNING_EVALUATOR_MODULES = ("workbench.planners.galaxy", "workbench.planners.sti")
+# Scheme modules no one paper owns (generic baselines): imported after the papers' scheme modules, so the registry
+# lists every paper's schemes first and the baselines after them (their order when tpi_llm.py registered them).
+BASELINE_MODULES = ("workbench.schemes.baselines",)
 
 
 def load_all() -> dict[str, tuple[str, Evaluator]]:
-    """Import every scheme module and the planner modules that register evaluators; return the registry.
+    """Import every scheme module (the baselines last) and the planner modules that register evaluators; return
+    the registry.
 
     The planners are imported by name when a layer above (arena, regimes, explore) asks for the registry.
     """
@@ -158,8 +162,8 @@ def load_all() -> dict[str, tuple[str, Evaluator]]:
     import workbench.schemes as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name != "base":
+        if info.name != "base" and f"workbench.schemes.{info.name}" not in BASELINE_MODULES:
             importlib.import_module(f"workbench.schemes.{info.name}")
-    for module in PLANNING_EVALUATOR_MODULES:
+    for module in BASELINE_MODULES + PLANNING_EVALUATOR_MODULES:
         importlib.import_module(module)
     return SCHEMES

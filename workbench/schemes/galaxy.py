@@ -609,6 +609,97 @@ def _ring_steps(cluster: Cluster, chunk_bytes: np.ndarray) -> np.ndarray:
     return np.array([seen[b] for b in chunk_bytes.tolist()], dtype=float)
 
 
+@dataclass(frozen=True)
+class _RingSteps:
+    """One layer's AG/RS rings as [step, device] arrays: each fused GEMM's tile seconds and each step's send
+    seconds (`prev` = the device each one receives from)."""
+
+    gemm: dict[str, np.ndarray]
+    send_ag: np.ndarray
+    send_rs: np.ndarray
+    prev: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.prev)
+        if any(a.shape != (n, n) for a in (self.send_ag, self.send_rs, *self.gemm.values())):
+            raise WorkbenchError(f"ring steps must be ({n}, {n}) arrays (steps x devices)")
+
+
+def _ring_step_arrays(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
+                      stack_s_per_byte) -> tuple[_RingSteps, list[np.ndarray]]:
+    """The rings' [step, device] arrays, and every duration they are gathered from (or, with the stack
+    what-if, summed into), for the NaN / negative check."""
+    n = cluster.n
+    mats, rows, cols = tile_classes(model, cluster, workload, part)
+    chunk_bytes = np.array([float(s * model.d_model * _act_bytes(workload)) for s in part.seq])
+    stack = _stack(cluster, stack_s_per_byte)
+    ring = _ring_steps(cluster, chunk_bytes)
+    ar = np.arange(n)
+    steps = ar[:, None]
+    # AG at step k, device i: chunk j = i - k; sends while k < n - 1 (stolen: the stack's share of that send
+    # and of the receive of chunk j - 1)
+    j_ag = (ar[None, :] - steps) % n
+    # RS at step k, device i: chunk r = i - 1 - k, the chunk of the step before r + 1 (no stolen at k = 0)
+    r_rs = (ar[None, :] - 1 - steps) % n
+    width = mats["qkv"].shape[1]
+    flat_ag, flat_rs = rows[None, :] * width + cols[j_ag], rows[None, :] * width + cols[r_rs]
+    dur = {k: np.ascontiguousarray(m).ravel().take(flat_ag if k in ("qkv", "ffn1") else flat_rs)
+           for k, m in mats.items()}
+    durations = list(mats.values()) + [ring]
+    if np.any(stack != 0):  # (x + 0.0 is x: without the what-if there is nothing to add)
+        stolen_ag = stack[None, :] * np.maximum(chunk_bytes[j_ag], chunk_bytes[(j_ag - 1) % n])
+        stolen_ag[n - 1] = 0.0
+        stolen_rs = stack[None, :] * np.maximum(chunk_bytes[(r_rs + 1) % n], chunk_bytes[r_rs])
+        stolen_rs[0] = 0.0
+        dur = {k: v + (stolen_ag if k in ("qkv", "ffn1") else stolen_rs) for k, v in dur.items()}
+        durations += list(dur.values())
+    return _RingSteps(dur, ring[j_ag], ring[r_rs], (ar - 1) % n), durations
+
+
+def _allgather(gemm: np.ndarray, ring: _RingSteps, ready: np.ndarray, cpu: np.ndarray, link: np.ndarray):
+    """One AG-overlapped GEMM, step by step: (cpu, link) free times after it."""
+    n, sent = len(ring.prev), None
+    for k in range(n):
+        deps = ready if k == 0 else sent.take(ring.prev)
+        if k < n - 1:
+            sent = np.maximum(deps, link) + ring.send_ag[k]
+            link = sent
+        cpu = np.maximum(deps, cpu) + gemm[k]
+    return cpu, link
+
+
+def _reduce_scatter(gemm: np.ndarray, ring: _RingSteps, cpu: np.ndarray, link: np.ndarray):
+    """One RS-overlapped GEMM, step by step: (when each device's reduced chunk is done, cpu, link)."""
+    n, sent = len(ring.prev), None
+    for k in range(n):
+        cpu = cpu + gemm[k]
+        if k < n - 1:
+            deps = cpu if k == 0 else np.maximum(cpu, sent.take(ring.prev))
+            sent = np.maximum(deps, link) + ring.send_rs[k]
+            link = sent
+    done = cpu if n == 1 else np.maximum(cpu, sent[ring.prev])
+    return done, cpu, link
+
+
+def _layer_makespans(t: dict, ring: _RingSteps, n_layers: int) -> list[float]:
+    """The makespan after each of `n_layers` layers (the latest free time over all resources: each only grows)."""
+    n = len(ring.prev)
+    cpu, link, ready = np.zeros(n), np.zeros(n), np.zeros(n)
+    out = []
+    for _ in range(n_layers):
+        cpu = cpu + t["overhead"]
+        cpu, link = _allgather(ring.gemm["qkv"], ring, ready, cpu, link)
+        cpu = cpu + t["attn"]
+        done, cpu, link = _reduce_scatter(ring.gemm["out"], ring, cpu, link)
+        cpu = np.maximum(done, cpu) + t["con"]
+        cpu, link = _allgather(ring.gemm["ffn1"], ring, cpu, cpu, link)
+        done, cpu, link = _reduce_scatter(ring.gemm["ffn2"], ring, cpu, link)
+        cpu = np.maximum(done, cpu) + t["con"]
+        ready = cpu
+        out.append(float(max(np.max(cpu), np.max(link))))
+    return out
+
+
 def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
                       n_layers: int = SIMULATED_LAYERS, stack_s_per_byte=None) -> list[float]:
     """`overlap_timeline(..., layers).makespan` for layers = 1 .. `n_layers`, without building the tasks.
@@ -619,77 +710,16 @@ def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Work
     the step before, so this is the list order's schedule, with the same additions and maxima on the same
     floats (bit-equal; `tests/test_scale.py` holds it to the task timeline). The makespan after a layer is
     the latest free time over all resources (each resource's free time only grows)."""
-    n = cluster.n
     t = hmp_block_times(model, cluster, workload, part)
-    mats, rows, cols = tile_classes(model, cluster, workload, part)
-    chunk_bytes = np.array([float(s * model.d_model * _act_bytes(workload)) for s in part.seq])
-    stack = _stack(cluster, stack_s_per_byte)
-    ring = _ring_steps(cluster, chunk_bytes)
-    ar = np.arange(n)
-    steps = ar[:, None]
-    prev_dev = (ar - 1) % n
-    # AG at step k, device i: chunk j = i - k; sends while k < n - 1 (stolen: the stack's share of that send
-    # and of the receive of chunk j - 1)
-    j_ag = (ar[None, :] - steps) % n
-    send_ag = ring[j_ag]
-    # RS at step k, device i: chunk r = i - 1 - k, the chunk of the step before r + 1 (no stolen at k = 0)
-    r_rs = (ar[None, :] - 1 - steps) % n
-    send_rs = ring[r_rs]
-    width = mats["qkv"].shape[1]
-    flat_ag, flat_rs = rows[None, :] * width + cols[j_ag], rows[None, :] * width + cols[r_rs]
-    dur = {k: np.ascontiguousarray(m).ravel().take(flat_ag if k in ("qkv", "ffn1") else flat_rs)
-           for k, m in mats.items()}
-    if np.any(stack != 0):  # (x + 0.0 is x: without the what-if there is nothing to add)
-        stolen_ag = stack[None, :] * np.maximum(chunk_bytes[j_ag], chunk_bytes[(j_ag - 1) % n])
-        stolen_ag[n - 1] = 0.0
-        stolen_rs = stack[None, :] * np.maximum(chunk_bytes[(r_rs + 1) % n], chunk_bytes[r_rs])
-        stolen_rs[0] = 0.0
-        dur = {k: v + (stolen_ag if k in ("qkv", "ffn1") else stolen_rs) for k, v in dur.items()}
+    ring, gathered = _ring_step_arrays(model, cluster, workload, part, stack_s_per_byte)
     # every duration is one of these values (gathered) or, with the what-if, a sum of them
-    durations = [t[k] for k in ("overhead", "attn", "con")] + list(mats.values()) + [ring]
-    if np.any(stack != 0):
-        durations += list(dur.values())
+    durations = [t[k] for k in ("overhead", "attn", "con")] + gathered
     if any(np.any(np.isnan(x)) or np.any(x < 0) for x in durations):
         # NaN (Python's max and np.maximum treat it differently) or negative (simulate.Task rejects it): the
         # task timeline itself (inf adds and compares alike in both, so it stays on the fast path)
         return [overlap_timeline(model, cluster, workload, part, k, stack_s_per_byte).makespan
                 for k in range(1, n_layers + 1)]
-
-    def ag(gemm: np.ndarray, ready: np.ndarray, cpu: np.ndarray, link: np.ndarray):
-        sent = None
-        for k in range(n):
-            deps = ready if k == 0 else sent.take(prev_dev)
-            if k < n - 1:
-                sent = np.maximum(deps, link) + send_ag[k]
-                link = sent
-            cpu = np.maximum(deps, cpu) + gemm[k]
-        return cpu, link
-
-    def rs(gemm: np.ndarray, cpu: np.ndarray, link: np.ndarray):
-        sent = None
-        for k in range(n):
-            cpu = cpu + gemm[k]
-            if k < n - 1:
-                deps = cpu if k == 0 else np.maximum(cpu, sent.take(prev_dev))
-                sent = np.maximum(deps, link) + send_rs[k]
-                link = sent
-        done = cpu if n == 1 else np.maximum(cpu, sent[prev_dev])
-        return done, cpu, link
-
-    cpu, link, ready = np.zeros(n), np.zeros(n), np.zeros(n)
-    out = []
-    for _ in range(n_layers):
-        cpu = cpu + t["overhead"]
-        cpu, link = ag(dur["qkv"], ready, cpu, link)
-        cpu = cpu + t["attn"]
-        done, cpu, link = rs(dur["out"], cpu, link)
-        cpu = np.maximum(done, cpu) + t["con"]
-        cpu, link = ag(dur["ffn1"], cpu, cpu, link)
-        done, cpu, link = rs(dur["ffn2"], cpu, link)
-        cpu = np.maximum(done, cpu) + t["con"]
-        ready = cpu
-        out.append(float(max(np.max(cpu), np.max(link))))
-    return out
+    return _layer_makespans(t, ring, n_layers)
 
 
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,

@@ -14,15 +14,13 @@ Peak memory = gamma x (largest set of block weights resident at once, read off t
 + runtime overhead + KV cache with the scheduler (Prop. 5); resident weights + overhead + KV without.
 A device runs out of memory when its peak exceeds DRAM + swap.
 
-Registered evaluators: ``tpi_star_tp`` (TPI-LLM), and the baselines of Sec. 4.3-4.4:
-``single_device_resident`` (Standalone / Transformers, swapping when weights exceed memory),
-``disk_offload_blocking`` (Accelerate), ``layerwise_mp`` (model parallelism, layer-sequential) and
-``tp_ring_allreduce`` (Galaxy-style tensor parallelism with ring collectives, no scheduler).
+Registered evaluators: ``tpi_star_tp`` (TPI-LLM), ``tpi_star_tp_resident`` (its scheduler off) and
+``tp_ring_allreduce`` (Sec. 4.3's Galaxy baseline: this timeline with ring collectives, no scheduler). The
+single-device and layer-sequential baselines of Sec. 4.3-4.4 (``single_device_resident``,
+``disk_offload_blocking``, ``layerwise_mp``) are no one paper's: `workbench.schemes.baselines`.
 
 Compute follows `workbench.schemes.common`: the timeline's Table-4 blocks (TPI-LLM's scheduling units)
-take one roofline each at the shared compute dtype and kernel shape; the single-device and
-layer-sequential baselines compute the shared single-device step (`common.step_time`: every layer's
-kernels + the decoder's next-token logits), so Standalone and Galaxy's Local agree on the layers.
+take one roofline each at the shared compute dtype and kernel shape.
 """
 
 from __future__ import annotations
@@ -281,7 +279,7 @@ def device_shares(cluster: Cluster, split: str = "capability") -> np.ndarray:
     return w / w.sum()
 
 
-def _access_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
+def access_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
     """Per-device (bandwidth B/s, one-way latency s) to the router when every preset gives them (Table 7)."""
     devs = cluster.devices
     if cluster.n > 1 and all("link_bandwidth" in d.provenance and "link_latency" in d.provenance for d in devs):
@@ -300,7 +298,7 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
     """
     if cluster.n == 1 or message_bytes == 0:
         return 0.0, 0.0
-    links = _access_links(cluster)
+    links = access_links(cluster)
     if links is None:
         link_s, bytes_s = on_topology(cluster.topology, algorithm, collective, message_bytes, depth=depth, breakdown=True)
         return float(link_s), float(bytes_s)
@@ -321,7 +319,7 @@ def p2p_time(cluster: Cluster, src: int, dst: int, message_bytes: float) -> floa
     """Seconds to send one message from device src to dst (model parallelism's hand-off)."""
     if src == dst or cluster.n == 1:
         return 0.0
-    links = _access_links(cluster)
+    links = access_links(cluster)
     if links is None:
         topo = cluster.topology
         return float(collective_latency("star", "broadcast", 2, message_bytes, topo.link.bandwidth_bytes_per_s,
@@ -613,8 +611,9 @@ def _steady_block_times(frame, last_token: int) -> dict[str, float]:
             "tau_ffn": mean(names.str.startswith("load:" + tok + "d0.ffn"))}
 
 
-def _result(scheme: str, paper: str, workload: Workload, latency: float, breakdown: dict, peaks, limits,
-            oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None) -> SchemeResult:
+def scheme_result(scheme: str, paper: str, workload: Workload, latency: float, breakdown: dict, peaks, limits,
+                  oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None) -> SchemeResult:
+    """A SchemeResult from a breakdown dict (wait_s is IO stall, or other time when `io_is_wait` is False)."""
     wait = breakdown.get("wait_s", 0.0)
     return SchemeResult(scheme, paper, workload.phase, float(latency), compute_s=breakdown.get("compute_s", 0.0),
                         comm_link_latency_s=breakdown.get("comm_link_latency_s", 0.0),
@@ -634,7 +633,7 @@ def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload,
     key = "ttft" if workload.phase == "prefill" else "token"
     latency = run.ttft_s if key == "ttft" else run.token_latency_s
     note = f"{options.allreduce} all-reduce, " + (f"scheduler w={options.window}" if options.scheduler else "no scheduler")
-    return _result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
+    return scheme_result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
                    run.memory_limit_bytes, run.oom, note,
                    io_is_wait=options.scheduler or (options.first_token_loads and key == "ttft"),
                    extra={"run": run, "block_times": run.block_times})
@@ -663,86 +662,15 @@ def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workl
                         scheme="tp_ring_allreduce", paper="baseline")
 
 
-# ---- single-device and model-parallel baselines ------------------------------------------------------
-# Their compute is the shared single-device step (`common.step_time`): every layer's kernels on the
-# device plus the decoder's next-token logits, the same number Galaxy's `local` gives for the layers.
-def _phase_tokens(workload: Workload) -> tuple[int, int]:
-    return (workload.seq_len, workload.seq_len) if workload.phase == "prefill" else (1, workload.kv_len)
+# The generic baselines moved to workbench.schemes.baselines (issue 20); these names still resolve here, lazily
+# (baselines imports this module), until papers/tpi_llm.py and tests/test_schemes_common.py import them from there.
+_MOVED_TO_BASELINES = ("evaluate_single_device", "evaluate_disk_offload", "evaluate_layerwise_mp", "mp_layer_ranges")
 
 
-@register("single_device_resident", "baseline")
-def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Standalone / Transformers on device 0: all weights resident, swapped when they exceed DRAM.
+def __getattr__(name: str):
+    """The baselines' evaluators under their old home's names (PEP 562)."""
+    if name in _MOVED_TO_BASELINES:
+        from workbench.schemes import baselines
 
-    Each pass touches every weight in the same order, so once they exceed DRAM the OS's LRU evicts
-    every page before its reuse: every pass pages all weights in from swap. The first pass also
-    writes them out (they are dirty anonymous pages until swapped once), so it moves twice the bytes.
-    """
-    opts = default_options()
-    dev, bits = cluster.devices[0], workload.weight_bits
-    blocks = device_blocks(model, 1.0, True)
-    weights = sum(b.params for b in blocks) * bits / 8
-    peak = weights + opts.runtime_overhead_bytes + kv_bytes(model, 1.0, opts.context_tokens, bits)
-    compute = common.step_time(model, dev, workload)
-    swapping = peak > dev.memory_bytes
-    passes = 2.0 if workload.phase == "prefill" else 1.0
-    swap = passes * weights / storage_rate(dev, "swap_bandwidth", "swapping its weights") if swapping else 0.0
-    return _result("single_device_resident", "baseline", workload, compute + swap,
-                   {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
-                   "swaps every weight each pass" if swapping else "fits in DRAM")
-
-
-@register("disk_offload_blocking", "baseline")
-def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Accelerate-style disk offload on device 0: every block is read (blocking) before it is computed.
-
-    Accelerate first loads the full weights to split them, so it is OOM when they exceed DRAM + swap.
-    """
-    opts = default_options()
-    dev, bits = cluster.devices[0], workload.weight_bits
-    blocks = device_blocks(model, 1.0, True)
-    weights = sum(b.params for b in blocks) * bits / 8
-    load_peak = weights + opts.runtime_overhead_bytes
-    compute = common.step_time(model, dev, workload)
-    io = weights / storage_rate(dev, "offload_read_bandwidth", "reading every block from storage")
-    running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
-    return _result("disk_offload_blocking", "baseline", workload, compute + io,
-                   {"compute_s": compute, "wait_s": io, "fixed_s": common.step_fixed_time(model, dev, workload)},
-                   (max(load_peak, running),), (memory_limit(dev),), load_peak > memory_limit(dev),
-                   "blocking reads of every block")
-
-
-def mp_layer_ranges(n_layers: int, n_devices: int) -> list[tuple[int, int]]:
-    """Contiguous layer ranges per device for model parallelism (as even as possible, earlier get more)."""
-    base, extra = divmod(n_layers, n_devices)
-    edges = np.cumsum([0] + [base + (1 if i < extra else 0) for i in range(n_devices)])
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
-
-
-@register("layerwise_mp", "baseline")
-def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Model parallelism (pipeline degraded to one request): devices run their layers one after another."""
-    opts = default_options()
-    bits, act = workload.weight_bits, workload.activation_bits / 8
-    tokens, _ = _phase_tokens(workload)
-    size = table4_block_params(model, 1.0)
-    compute, comm, fixed, peaks, limits = 0.0, 0.0, 0.0, [], []
-    ranges = mp_layer_ranges(model.n_layers, cluster.n)
-    # one link class for every hop (no per-device access links): one hand-off costs the same everywhere
-    hop = p2p_time(cluster, 0, 1 % cluster.n, tokens * model.d_model * act) if _access_links(cluster) is None \
-        and cluster.n > 1 else None
-    for i, (dev, (a, b)) in enumerate(zip(cluster.devices, ranges)):
-        blocks = [Block(f"{k}{layer}", k, layer, size[k]) for layer in range(a + 1, b + 1) for k in ("attn", "ffn")]
-        if i == 0:
-            blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
-        compute += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
-        fixed += common.step_fixed_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
-        comm += hop if hop is not None else p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
-        weights = sum(blk.params for blk in blocks) * bits / 8
-        kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
-        peaks.append(weights + opts.runtime_overhead_bytes + kv)
-        limits.append(memory_limit(dev))
-    oom = any(p > lim for p, lim in zip(peaks, limits))
-    return _result("layerwise_mp", "baseline", workload, compute + comm,
-                   {"compute_s": compute, "comm_link_latency_s": comm, "fixed_s": fixed}, peaks, limits, oom,
-                   "layer-sequential")
+        return getattr(baselines, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
