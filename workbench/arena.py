@@ -19,8 +19,8 @@ import pandas as pd
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice
 from workbench.models import TransformerConfig
 from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Workload, load_all
+from workbench.units import GIB, MIB
 
-GIB = 2**30
 METRIC = {"prefill": "TTFT", "decode": "time per token"}
 COMPONENTS = {"compute_s": "compute", "fixed_s": "fixed (launches, per-layer)", "serial_s": "serial (one device)",
               "comm_link_latency_s": "communication: per-message (hops, endpoints)",
@@ -172,7 +172,7 @@ class Arena:
 
 def format_bytes(n_bytes: float) -> str:
     """'1.50 GiB', '12.0 MiB' or '512 KiB'."""
-    for unit, size in (("GiB", GIB), ("MiB", 2**20)):
+    for unit, size in (("GiB", GIB), ("MiB", MIB)):
         if n_bytes >= size:
             return f"{n_bytes / size:.3g} {unit}"
     return f"{n_bytes / 2**10:.3g} KiB"

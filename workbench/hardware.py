@@ -42,6 +42,7 @@ import numpy as np
 from workbench.constants import Constant, parse_constants
 from workbench.errors import WorkbenchError, require_choice
 from workbench.io import DATA_DIR
+from workbench.units import GIB, KIB, MIB
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "int8", "int4")
 KERNEL_KINDS = ("gemm", "gemv")
@@ -52,7 +53,6 @@ BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
 # these covers is an error.
 WIDER = {"fp32": (), "tf32": ("fp32",), "fp16": ("fp32",), "bf16": ("fp16", "fp32"),
          "int8": ("bf16", "fp16", "fp32"), "int4": ("int8", "bf16", "fp16", "fp32")}
-KIB, MIB, GIB = 2**10, 2**20, 2**30
 FIELD_KINDS = ("number", "integer", "text", "per_dtype", "levels")
 
 

@@ -36,8 +36,6 @@ from pathlib import Path
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import (
     DTYPES,
-    GIB,
-    MIB,
     DeviceSpec,
     FieldSpec,
     MemoryLevel,
@@ -49,6 +47,7 @@ from workbench.hardware import (
 from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
+from workbench.units import GIB, MIB
 
 # Bits per weight of common formats. Block formats store a scale (and a minimum) per block of 32:
 # q4_0 = 32 x 4 bit + fp16 scale = 18 B / 32 weights = 4.5 bit; q4_1 adds an fp16 minimum (5.0);

@@ -32,8 +32,8 @@ from workbench.schemes.hepti import (
     weight_slices,
 )
 from workbench.simulate import Scheduler, Task
+from workbench.units import MIB
 
-MIB = 2**20
 TRACE_PATH = DATA_DIR / "traces" / "hepti_trace.csv"
 TRACE_COLUMNS = ["time_s", "device", "free_memory_mib", "cycles_per_flop", "bandwidth_mbps"]
 

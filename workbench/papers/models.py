@@ -6,8 +6,7 @@ import pandas as pd
 
 from workbench.models import MODELS, get_model
 from workbench.results import RESULT_COLUMNS
-
-MIB, GIB = 2**20, 2**30
+from workbench.units import GIB, MIB
 
 
 def model_table(seq_len: int = 128, kv_len: int = 128) -> pd.DataFrame:

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.apportion import even_split
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -110,14 +111,6 @@ class Partition:
         if any(a % group for a in self.heads):
             raise WorkbenchError(f"partition heads must be multiples of the GQA group size {group}, got {self.heads}")
         return self
-
-
-def even_split(total: int, n: int) -> tuple[int, ...]:
-    """`total` items over `n` parts as evenly as possible (the first `total % n` parts get one more)."""
-    if n < 1:
-        raise WorkbenchError(f"n must be >= 1, got {n}")
-    base, extra = divmod(int(total), n)
-    return tuple(base + (1 if i < extra else 0) for i in range(n))
 
 
 def uniform_partition(model: TransformerConfig, n: int, seq_len: int) -> Partition:

@@ -38,8 +38,8 @@ from workbench.network import ALGORITHMS, collective_latency, on_topology, trave
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.simulate import Task, Timeline, schedule
+from workbench.units import GIB
 
-GIB = 2.0**30
 PAPER = "tpi_llm"
 SPLITS = ("capability", "equal")
 
