@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.apportion import even_split
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
@@ -75,8 +76,7 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
 
 def mp_layer_ranges(n_layers: int, n_devices: int) -> list[tuple[int, int]]:
     """Contiguous layer ranges per device for model parallelism (as even as possible, earlier get more)."""
-    base, extra = divmod(n_layers, n_devices)
-    edges = np.cumsum([0] + [base + (1 if i < extra else 0) for i in range(n_devices)])
+    edges = np.cumsum((0, *even_split(n_layers, n_devices)))
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
