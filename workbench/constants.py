@@ -16,8 +16,11 @@ over every file).
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 
 from workbench.errors import WorkbenchError
 from workbench.io import DATA_DIR
@@ -72,9 +75,21 @@ def load_constants(path: str | Path) -> dict[str, Constant]:
     return parse_constants(table, path.name)
 
 
-def values(constants: dict[str, Constant]) -> dict[str, float]:
+def values(constants: Mapping[str, Constant]) -> dict[str, float]:
     """Just the values, for arithmetic."""
     return {k: c.value for k, c in constants.items()}
+
+
+@cache
+def paper_constants(paper: str) -> Mapping[str, Constant]:
+    """data/constants/<paper>.toml with provenance, read once per process (read-only: every caller shares it)."""
+    return MappingProxyType(load_constants(f"constants/{paper}.toml"))
+
+
+@cache
+def paper_values(paper: str) -> Mapping[str, float | str | list]:
+    """The values of `paper_constants(paper)`, for arithmetic (one cached, read-only mapping per paper)."""
+    return MappingProxyType(values(paper_constants(paper)))
 
 
 def check_provenance(data_dir: Path = DATA_DIR) -> list[str]:

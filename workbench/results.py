@@ -29,12 +29,23 @@ KEY_COLUMNS = ["paper", "artifact", "model", "setting", "quantity"]
 PARAMETERS_FILE = "parameters.json"
 
 
+def result_row(paper: str, artifact: str, model: str, setting: str, quantity: str, value: float, unit: str) -> dict:
+    """One tidy result row (value as float), for the numbers an experiment computes one at a time."""
+    return dict(zip(RESULT_COLUMNS, (paper, artifact, model, setting, quantity, float(value), unit), strict=True))
+
+
+def rows_frame(rows: list[dict]) -> pd.DataFrame:
+    """`result_row`s as a frame with exactly the RESULT_COLUMNS (an empty list gives an empty frame)."""
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
 def result_rows(paper: str, artifact: str, frame: pd.DataFrame, quantities: dict[str, str],
-                model: str | pd.Series = "", setting: str | pd.Series = "") -> pd.DataFrame:
+                model: str | pd.Series = "", setting: str | pd.Series = "", dropna: bool = False) -> pd.DataFrame:
     """Melt a wide frame into tidy result rows.
 
     `quantities` maps column -> unit; `model` and `setting` are a constant or a per-row Series
-    (e.g. ``df.apply(lambda r: f"chips={r.chips}", axis=1)``).
+    (e.g. ``df.apply(lambda r: f"chips={r.chips}", axis=1)``); `dropna` leaves out rows without a value
+    (an OOM cell has no latency).
     """
     missing = [c for c in quantities if c not in frame.columns]
     if missing:
@@ -46,7 +57,7 @@ def result_rows(paper: str, artifact: str, frame: pd.DataFrame, quantities: dict
         part["quantity"] = column
         part["value"] = frame[column].astype(float)
         part["unit"] = unit
-        parts.append(part)
+        parts.append(part.dropna(subset=["value"]) if dropna else part)
     out = pd.concat(parts, ignore_index=True)
     out["paper"], out["artifact"] = paper, artifact
     return out[RESULT_COLUMNS]

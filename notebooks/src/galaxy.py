@@ -12,13 +12,13 @@
 # tile-based ring overlap written with `ppermute`, are in `workbench.kernels.galaxy` and are tested against the
 # reference forward pass and against this cost model's collective bytes (`tests/test_galaxy.py`).
 #
-# **Fitted vs validation.** Three constants are fitted: the Nano CPU's GEMM efficiency on Table I's BERT-L
-# Nano-M latency (2.43 s); the A100's per-layer overhead on Table I's BERT-L A100 latency (20 ms; beside a quoted
-# 20 us per kernel launch); and the A100's
-# arithmetic precision, a choice between fp16 tensor cores and fp32 made on Table I's OPT-L / OPT-XL A100 rows
-# (27 / 38 ms): with fp16 the modelled per-layer time is flat (overhead-bound) and both come out 22 % low, while
-# the paper's per-layer times grow with layer size (0.83 ms for BERT-L, 1.19 ms for OPT-XL) as fp32 GEMMs on
-# CUDA cores do. Every other reported number - DistilBERT and GPT2-L on both devices, all of Table IV, the
+# **Fitted vs validation.** Three constants are fitted, each on reported rows the first table below quotes
+# from `data/reported/galaxy.csv` (every paper number in this notebook is read from there): the Nano CPU's GEMM
+# efficiency on Table I's BERT-L Nano-M latency; the A100's per-layer overhead on Table I's BERT-L A100 latency
+# (beside a quoted 20 us per kernel launch); and the A100's arithmetic precision, a choice between fp16 tensor
+# cores and fp32 made on Table I's OPT-L / OPT-XL A100 rows: with fp16 the modelled per-layer time is flat
+# (overhead-bound) and both come out 22 % low, while the paper's per-layer times grow with layer size (from
+# BERT-L to OPT-XL) as fp32 GEMMs on CUDA cores do. Every other reported number - DistilBERT and GPT2-L on both devices, all of Table IV, the
 # ranges of Figs. 8 and 9, Fig. 10's weak-scaling efficiencies - is validation. No network constant is fitted:
 # links run at the paper's nominal bandwidths (with an assumed 0.1 ms per switch hop and an assumed 0.2 ms of
 # endpoint software per message).
@@ -43,31 +43,37 @@ processor = "cpu"  # cpu (Sec. IV-A) | gpu (Sec. IV-E: Nano GPUs at 460 MHz, hom
 
 # %%
 import altair as alt
-import numpy as np
 import pandas as pd
 
-from workbench.fidelity import load_reported, scoreboard
+from workbench.fidelity import scoreboard
 from workbench.hardware import load_device
-from workbench.papers import galaxy as G
+from workbench.papers import base, charts
+from workbench.papers import galaxy as wb
 from workbench.results import Recorder
 
-rec = Recorder("galaxy", figures_dir)
-reported = load_reported().query("paper == 'galaxy'")
+rec = Recorder(wb.PAPER, figures_dir)
+reported = wb.reported()
+setting = wb.Setting.from_constants()
+table1_ms = {m: wb.reported_value("Table I", m, "A100 S=30", "latency") * 1e3 for m in ("BERT-L", "OPT-L", "OPT-XL")}
+fig10_paper = {m: wb.reported_value("Fig. 10", m, f"env=C,{setting.scaling_mbps:g}Mbps,{setting.tokens_per_device} "
+                                    "tokens/device,4 devices", "weak_scaling_efficiency") for m in ("GPT2-L", "OPT-XL")}
 fits = pd.DataFrame({
     "constant": ["Nano CPU efficiency_gemm", "A100 layer_overhead (s)", "A100 activation bits (fp32 GEMMs)"],
-    "fitted now": [G.fit_nano_cpu_efficiency(), G.fit_a100_layer_overhead(), G.const("activation_bits_a100")],
-    "stored (data/)": [G.nano_cpu("M").efficiency_gemm, load_device("a100").provenance["layer_overhead"].value,
-                       G.const("activation_bits_a100")],
+    "fitted now": [wb.fit_nano_cpu_efficiency(), wb.fit_a100_layer_overhead(), wb.constants()["activation_bits_a100"]],
+    "stored (data/)": [wb.nano_cpu("M").efficiency_gemm, load_device("a100").provenance["layer_overhead"].value,
+                       wb.constants()["activation_bits_a100"]],
     "before the fixed costs": [0.2844, 0.0007675, 32],
-    "fitted on": ["Table I BERT-L Nano-M 2.43 s", "Table I BERT-L A100 20 ms", "Table I OPT-L/XL A100 27/38 ms"],
+    "fitted on": [f"Table I BERT-L Nano-M {wb.reported_value('Table I', 'BERT-L', 'Nano-M S=30', 'latency'):g} s",
+                  f"Table I BERT-L A100 {table1_ms['BERT-L']:g} ms",
+                  f"Table I OPT-L/XL A100 {table1_ms['OPT-L']:g}/{table1_ms['OPT-XL']:g} ms"],
 })
 rec.add(pd.DataFrame({"paper": "galaxy", "artifact": "fitted constants", "model": "",
                       "setting": ["jetson_nano_cpu_m.efficiency_gemm", "a100.layer_overhead"], "quantity": "fitted_value",
                       "value": fits["fitted now"].iloc[:2].astype(float).values, "unit": ["1", "s"]}))
 fixed = pd.DataFrame([
     {"device / link": name, "constant": key, "value": c.value, "unit": c.unit, "kind": c.kind}
-    for name, consts in (("Nano-M CPU", G.nano_cpu("M").provenance), ("Nano GPU", G.nano_gpu().provenance),
-                         ("A100", load_device("a100").provenance), ("Galaxy link", G.constants()))
+    for name, consts in (("Nano-M CPU", wb.nano_cpu("M").provenance), ("Nano GPU", wb.nano_gpu().provenance),
+                         ("A100", load_device("a100").provenance), ("Galaxy link", base.paper_constants(wb.PAPER)))
     for key, c in consts.items() if key in ("kernel_launch", "layer_overhead", "link_message_overhead")])
 display(fits)
 fixed
@@ -79,7 +85,7 @@ fixed
 # A scheme that does not fit its devices' memory budgets is marked `oom`.
 
 # %%
-headline = G.compare(model, environment, bandwidth_mbps, seq_len, processor, devices)
+headline = wb.compare(model, environment, bandwidth_mbps, seq_len, processor, devices)
 parts = headline.melt(id_vars=["scheme", "oom"], value_vars=["compute_s", "fixed_s", "serial_s", "comm_link_latency_s",
                                                            "comm_bytes_s"], var_name="part", value_name="seconds")
 breakdown = alt.Chart(parts).mark_bar().encode(
@@ -91,7 +97,7 @@ headline[["scheme", "latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_
           "peak_memory_bytes", "oom", "galaxy_speedup"]]
 
 # %%
-layer = G.timeline(model, environment, bandwidth_mbps, seq_len, processor, devices)
+layer = wb.timeline(model, environment, bandwidth_mbps, seq_len, processor, devices)
 gantt = layer.gantt(f"One Galaxy layer: GEMM tiles (cpu) overlapped with ring steps (link), {model}")
 rec.chart(gantt.properties(width=560), "headline_timeline", data=layer.frame)
 
@@ -102,8 +108,8 @@ rec.chart(gantt.properties(width=560), "headline_timeline", data=layer.frame)
 # `models` notebook.
 
 # %%
-t1 = G.table1()
-rec.add(G.table1_rows(t1))
+t1 = wb.table1()
+rec.add(wb.table1_rows(t1))
 t1_chart = alt.Chart(t1[~t1.oom]).mark_bar().encode(
     x=alt.X("latency_s:Q", scale=alt.Scale(type="log"), title="latency (s)"), y="model:N", color="device:N",
     yOffset="device:N", tooltip=["model", "device", "latency_s"],
@@ -120,26 +126,14 @@ t1
 # because the connective block it parallelises is < 1 % of a layer on these CPUs.
 
 # %%
-t4 = G.table4(bandwidth_mbps, seq_len)
-rec.add(G.speedup_rows("Table IV", t4))
-t4_long = t4.melt(id_vars=["model", "environment"], value_vars=["speedup_over_mlm", "speedup_over_sp"],
-                  var_name="baseline", value_name="speedup")
-t4_paper = reported[(reported.paper == "galaxy") & (reported.artifact == "Table IV")
-                    & reported.setting.str.endswith(f"{bandwidth_mbps:g}Mbps,S={seq_len}")]
-t4_paper = t4_paper.assign(environment=t4_paper.setting.str.extract(r"env=([A-Z])")[0], baseline=t4_paper.quantity)
-t4_long = t4_long.merge(t4_paper[["model", "environment", "baseline", "value"]].rename(columns={"value": "paper"}),
-                        on=["model", "environment", "baseline"], how="left")
-t4_long["empty"] = t4_long.speedup.isna().map({True: "no value (OOM)", False: ""})
-t4_base = alt.Chart().encode(y=alt.Y("model:N", sort=list(G.MODELS)), yOffset="baseline:N")
-t4_chart = alt.layer(
-    t4_base.mark_bar().encode(x=alt.X("speedup:Q", title="Galaxy speedup (x): bars modelled, black ticks the paper"),
-                              color="baseline:N", tooltip=["model", "environment", "baseline", "speedup", "paper"]),
-    t4_base.mark_tick(color="black", thickness=2, size=9).encode(x="paper:Q"),
-    t4_base.mark_text(align="left", dx=3, fontSize=9, color="grey").encode(x=alt.datum(1.0), text="empty:N"),
-    alt.Chart().mark_rule(strokeDash=[4, 3], color="grey").encode(x=alt.datum(1.0)),
-    data=t4_long,
-).properties(width=380).facet(row="environment:N", title=f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len}): "
-                              "modelled bars, paper ticks, 1.0 dashed")
+t4 = wb.table4(bandwidth_mbps, seq_len)
+rec.add(wb.speedup_rows("Table IV", t4))
+t4_paper = reported[(reported.artifact == "Table IV") & reported.setting.str.endswith(f"{bandwidth_mbps:g}Mbps,S={seq_len}")]
+t4_paper = pd.DataFrame({"model": t4_paper.model, "environment": t4_paper.setting.str.extract(r"env=([A-Z])")[0],
+                         "baseline": t4_paper.quantity, "paper": t4_paper.value})
+t4_chart = charts.speedup_chart(t4, ["model", "environment"], "model", f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len}): "
+                                "modelled bars, paper ticks, 1.0 dashed", facet="environment", sort=wb.MODELS,
+                                paper=t4_paper, width=260)
 rec.chart(t4_chart, "table4_speedup", data=t4)
 t4[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "oom_vs_mlm", "oom_vs_sp"]]
 
@@ -149,22 +143,14 @@ t4[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "oom_vs_mlm",
 # The recorded range is the smallest and largest speedup over any baseline that fits.
 
 # %%
-sweep_bws = [125, 1000] if quick else G.const("bandwidth_sweep")
-fig8 = G.bandwidth_sweep(sweep_bws, seq_len=seq_len)
-rec.add(G.range_rows("Fig. 8", G.sweep_setting(sweep_bws), fig8))
-fig8_long = fig8.melt(id_vars=["model", "environment", "bandwidth_mbps"],
-                      value_vars=["speedup_over_mlm", "speedup_over_sp"], var_name="baseline",
-                      value_name="speedup").dropna()
-fig8_long["cell"] = fig8_long.model + " / " + fig8_long.environment
-fig8_chart = alt.Chart(fig8_long).mark_line(point=True).encode(
-    x=alt.X("bandwidth_mbps:Q", scale=alt.Scale(type="log"), title="bandwidth (Mbps)"),
-    y=alt.Y("speedup:Q", title="Galaxy speedup (x)", scale=alt.Scale(zero=False)), color="cell:N",
-    strokeDash=alt.StrokeDash("baseline:N", legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2)),
-    shape="baseline:N",
-    tooltip=["cell", "baseline", "bandwidth_mbps", "speedup"],
-).properties(title="Fig. 8: speedup vs bandwidth", width=460)
+sweep_bws = [125, 1000] if quick else setting.sweep_mbps
+fig8 = wb.bandwidth_sweep(sweep_bws, seq_len=seq_len)
+rec.add(wb.range_rows("Fig. 8", wb.sweep_setting(sweep_bws), fig8))
+fig8_chart = charts.speedup_chart(fig8.assign(cell=fig8.model + " / " + fig8.environment), ["cell", "bandwidth_mbps"],
+                                  "bandwidth_mbps", "Fig. 8: speedup vs bandwidth", color="cell", line=True, log_x=True,
+                                  x_title="bandwidth (Mbps)", width=460)
 rec.chart(fig8_chart, "fig8_bandwidth", data=fig8)
-G.speedup_range(fig8)
+wb.speedup_range(fig8)
 
 # %% [markdown]
 # ## Fig. 9: heterogeneous environments D, E, F (125 Mbps)
@@ -172,16 +158,11 @@ G.speedup_range(fig8)
 # Algorithm 1 splits by capacity (Eq. 6) and moves work off devices over budget.
 
 # %%
-fig9 = G.heterogeneous(bandwidth_mbps=bandwidth_mbps, seq_len=seq_len)
-rec.add(G.range_rows("Fig. 9", G.hetero_setting(bandwidth_mbps), fig9))
-rec.add(G.speedup_rows("Fig. 9", fig9))
-fig9_long = fig9.melt(id_vars=["model", "environment"], value_vars=["speedup_over_mlm", "speedup_over_sp"],
-                      var_name="baseline", value_name="speedup").dropna()
-fig9_chart = alt.Chart(fig9_long).mark_bar().encode(
-    x=alt.X("model:N", sort=list(G.MODELS)), y=alt.Y("speedup:Q", title="Galaxy speedup (x)"),
-    color="baseline:N", xOffset="baseline:N", column="environment:N",
-    tooltip=["model", "environment", "baseline", "speedup"],
-).properties(title="Fig. 9: heterogeneous environments", width=200)
+fig9 = wb.heterogeneous(bandwidth_mbps=bandwidth_mbps, seq_len=seq_len)
+rec.add(wb.range_rows("Fig. 9", wb.hetero_setting(bandwidth_mbps), fig9))
+rec.add(wb.speedup_rows("Fig. 9", fig9))
+fig9_chart = charts.speedup_chart(fig9, ["model", "environment"], "model", "Fig. 9: heterogeneous environments",
+                                  facet="environment", sort=wb.MODELS, width=200)
 rec.chart(fig9_chart, "fig9_heterogeneous", data=fig9)
 fig9[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "galaxy_oom", "mlm_oom", "sp_oom"]]
 
@@ -189,20 +170,20 @@ fig9[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "galaxy_oom
 # ## Figs. 10 and 11: weak and strong scaling (environment C, 1000 Mbps, one layer)
 
 # %%
-scaling_bw = G.const("bandwidth_scaling")
-fig10 = G.weak_scaling(max_devices=4)
-rec.add(G.weak_rows(fig10, scaling_bw))
+scaling_bw = setting.scaling_mbps
+fig10 = wb.weak_scaling(max_devices=4)
+rec.add(wb.weak_rows(fig10, scaling_bw))
 fig10_chart = alt.Chart(fig10).mark_line(point=True).encode(
     x=alt.X("devices:O"), y=alt.Y("system_flops:Q", title="system FLOP/s"), color="model:N",
     tooltip=["model", "devices", "system_flops", "scaling_efficiency"],
-).properties(title="Fig. 10: weak scaling (96 tokens per device)", width=360)
+).properties(title=f"Fig. 10: weak scaling ({setting.tokens_per_device} tokens per device)", width=360)
 rec.chart(fig10_chart, "fig10_weak_scaling", data=fig10)
-fig11 = G.strong_scaling(max_devices=4)
-rec.add(G.strong_rows(fig11, scaling_bw))
+fig11 = wb.strong_scaling(max_devices=4)
+rec.add(wb.strong_rows(fig11, scaling_bw))
 fig11_chart = alt.Chart(fig11).mark_line(point=True).encode(
     x=alt.X("devices:O"), y=alt.Y("latency_s:Q", title="latency per layer (s)"), color="scheme:N",
     column="model:N", tooltip=["model", "devices", "scheme", "latency_s", "reduction_vs_local"],
-).properties(title="Fig. 11: strong scaling (S=384)", width=260)
+).properties(title=f"Fig. 11: strong scaling (S={setting.strong_seq_len})", width=260)
 rec.chart(fig11_chart, "fig11_strong_scaling", data=fig11)
 fig10
 
@@ -214,22 +195,20 @@ fig10
 # pays its framework time. The per-op dispatch, the layer time and the per-message cost are assumed (no Nano
 # figure is published), so the table scales all three together: 0 = before issue 17, 1 = the model. Even at
 # 30x (1.1 ms per op, 30 ms per layer, 6 ms per message) Fig. 10's efficiencies stay >= 98 % / 99 %:
-# fixed costs cannot explain the paper's 81 % / 86 %. Table I's BERT-L row absorbs them through the refitted
+# fixed costs cannot explain the paper's (the chart's title quotes them). Table I's BERT-L row absorbs them through the refitted
 # GEMM efficiency (0.2844 -> 0.2876 at scale 1).
 
 # %%
 fixed_scales = (0.0, 1.0) if quick else (0.0, 1.0, 3.0, 10.0, 30.0)
-fixed_sens = G.fixed_cost_sensitivity(fixed_scales)
-rec.add(fixed_sens.melt(id_vars=["fixed_scale"], var_name="quantity", value_name="value").assign(
-    paper="galaxy", artifact="Sec. IV fixed costs", model="",
-    setting=lambda d: "assumed fixed costs x" + d.fixed_scale.map("{:g}".format),
-    unit=lambda d: np.where(d.quantity.str.contains("efficiency"), "1", np.where(d.quantity.str.endswith("_s"), "s", "x"))))
+fixed_sens = wb.fixed_cost_sensitivity(fixed_scales)
+rec.add(wb.fixed_cost_rows(fixed_sens))
 fixed_chart = alt.Chart(fixed_sens.melt(id_vars=["fixed_scale"], value_vars=[c for c in fixed_sens if c.startswith("fig10")],
                                         var_name="model", value_name="efficiency")).mark_line(point=True).encode(
     x=alt.X("fixed_scale:Q", title="assumed fixed costs x (1 = the model)"),
     y=alt.Y("efficiency:Q", title="Fig. 10 weak-scaling efficiency, 4 devices", scale=alt.Scale(domain=[0.75, 1.0])),
     color="model:N", tooltip=["fixed_scale", "model", "efficiency"],
-).properties(title="Fig. 10 vs the fixed costs (paper: GPT2-L 0.81, OPT-XL 0.86)", width=360)
+).properties(title=f"Fig. 10 vs the fixed costs (paper: GPT2-L {fig10_paper['GPT2-L']:g}, "
+                   f"OPT-XL {fig10_paper['OPT-XL']:g})", width=360)
 rec.chart(fixed_chart, "fixed_cost_sensitivity", data=fixed_sens)
 fixed_sens
 
@@ -247,15 +226,9 @@ fixed_sens
 
 # %%
 stack_grid = (0, 8) if quick else (0, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 32, 40)
-stack_sens = G.stack_sensitivity(stack_grid)
-windows = G.stack_windows(sensitivity=stack_sens)
-rec.add(stack_sens.assign(paper="galaxy", quantity=stack_sens.quantity + "_relative_error",
-                          setting=stack_sens.setting + ",stack " + stack_sens.cycles_per_byte.map("{:g}".format)
-                          + " cycles/B", value=stack_sens.relative_error, unit="1"))
-rec.add(windows.melt(id_vars=["artifact", "model", "setting", "quantity"], value_vars=["lowest_ok", "highest_ok"],
-                     var_name="end", value_name="value").dropna(subset=["value"]).assign(  # no window in the grid
-    paper="galaxy", setting=lambda d: d.setting + ",stack window", quantity=lambda d: d.quantity + "_" + d.end,
-    unit="cycle/B"))
+stack_sens = wb.stack_sensitivity(stack_grid)
+windows = wb.stack_windows(sensitivity=stack_sens)
+rec.add(wb.stack_rows(stack_sens, windows))
 stack_chart = alt.Chart(stack_sens.assign(row=stack_sens.artifact + " " + stack_sens.model + " " +
                                           stack_sens.setting.str.slice(0, 14) + " " + stack_sens.quantity)
                         ).mark_line(point=True).encode(
@@ -271,14 +244,12 @@ windows
 # %% [markdown]
 # ## The text's scaling claims as pattern checks (Sec. IV-B, Figs. 10-11)
 # Fig. 11's reductions over Local are held out; only the text's qualitative claims are checked. Fig. 10's order
-# (GPT2-L scales less well than OPT-XL) holds, but only by 0.05 points of launches, not the paper's 5 points.
+# (GPT2-L scales less well than OPT-XL) holds, but only by 0.05 points of launches, not the paper's (printed below).
 
 # %%
-patterns = G.pattern_checks()
-rec.add(pd.DataFrame({"paper": "galaxy", "artifact": "Sec. IV claims", "model": "", "setting": patterns["claim"],
-                      "quantity": "modelled", "value": patterns["modelled"].astype(float), "unit": ""}))
-rec.add(pd.DataFrame({"paper": "galaxy", "artifact": "Sec. IV claims", "model": "", "setting": patterns["claim"],
-                      "quantity": "holds", "value": patterns["holds"].astype(float), "unit": "1"}))
+print(f"paper: OPT-XL - GPT2-L = {100 * (fig10_paper['OPT-XL'] - fig10_paper['GPT2-L']):.0f} points")
+patterns = wb.pattern_checks()
+rec.add(wb.pattern_rows(patterns))
 patterns
 
 # %% [markdown]
@@ -290,7 +261,7 @@ patterns
 # additional overhead") - so the model scales at about 100 %. The table bounds what these mechanisms can cost:
 # with *every* ring step exposed (plain HMP) and FLOPs counted without attention (`time_efficiency`), the
 # efficiency is still about 88 % (GPT2-L) and 94 % (OPT-XL). Wire time and attention cannot explain the
-# paper's 81 % / 86 %. Fixed costs (the section above) cannot either: 99.93 % / 99.98 % at the assumed values,
+# paper's efficiencies (quoted in the fixed-cost chart's title). Fixed costs (the section above) cannot either: 99.93 % / 99.98 % at the assumed values,
 # >= 98 % at 30x. The network stack's CPU time on the GEMM cores would need 12-22 / 16-32 cycles per byte, which
 # Table IV's speedups rule out (<= 4); what is left (synchronisation jitter, memory-bandwidth contention between
 # the copies and the GEMMs, thermal throttling) has no number to use.
@@ -302,26 +273,15 @@ patterns
 # clock, so x could only be fitted on Fig. 9 itself - the model keeps x = 0 and the lower end stays a miss.
 
 # %%
-fig10_bounds = G.weak_scaling_bounds()
-rec.add(pd.DataFrame([
-    {"paper": "galaxy", "artifact": "Fig. 10", "model": r.model,
-     "setting": f"env=C,{scaling_bw:g}Mbps,96 tokens/device,{r.devices} devices,{r.scheme}",
-     "quantity": q, "value": getattr(r, q), "unit": "1"}
-    for r in fig10_bounds.itertuples() for q in ("scaling_efficiency", "time_efficiency")]))
+fig10_bounds = wb.weak_scaling_bounds()
+rec.add(wb.bounds_rows(fig10_bounds, scaling_bw))
 shares = (0.0, 0.15) if quick else (0.0, 0.1, 0.15, 0.2, 0.3)
-fig9_sensitivity = G.clock_share_sensitivity(shares, models=("DistilBERT", "BERT-L") if quick else G.MODELS)
-rec.add(pd.DataFrame([
-    {"paper": "galaxy", "artifact": "Fig. 9", "model": "",
-     "setting": f"{G.hetero_setting(bandwidth_mbps)},clock-independent share {r.clock_independent_share:g}",
-     "quantity": q, "value": getattr(r, q), "unit": "x"}
-    for r in fig9_sensitivity.itertuples() for q in ("speedup_min", "speedup_max")]))
-fig9_sensitivity_chart = alt.Chart(fig9_sensitivity.melt(
-    id_vars=["clock_independent_share"], value_vars=["speedup_min", "speedup_max"], var_name="end",
-    value_name="speedup")).mark_line(point=True).encode(
-    x=alt.X("clock_independent_share:Q", title="share of Nano-M GEMM time not scaling with the clock"),
-    y=alt.Y("speedup:Q", title="Fig. 9 speedup range (x)"), color="end:N",
-    tooltip=["clock_independent_share", "end", "speedup"],
-).properties(title="Fig. 9 what-if (the model uses share 0)", width=360)
+fig9_sensitivity = wb.clock_share_sensitivity(shares, models=("DistilBERT", "BERT-L") if quick else wb.MODELS)
+rec.add(wb.clock_share_rows(fig9_sensitivity, bandwidth_mbps))
+fig9_sensitivity_chart = charts.speedup_chart(
+    fig9_sensitivity, ["clock_independent_share"], "clock_independent_share", "Fig. 9 what-if (the model uses share 0)",
+    series=("speedup_min", "speedup_max"), series_name="end", line=True,
+    x_title="share of Nano-M GEMM time not scaling with the clock", y_title="Fig. 9 speedup range (x)")
 rec.chart(fig9_sensitivity_chart, "fig9_clock_share_sensitivity", data=fig9_sensitivity)
 display(fig10_bounds)
 fig9_sensitivity
@@ -331,14 +291,10 @@ fig9_sensitivity
 # Table V's numbers are held out, so these are model outputs only (GPU efficiency and budget are assumed).
 
 # %%
-gpu = G.gpu_environment(seq_len=seq_len)
-rec.add(G.speedup_rows("Sec. IV-E", gpu, processor="gpu"))
-gpu_long = gpu.melt(id_vars=["model"], value_vars=["speedup_over_mlm", "speedup_over_sp"], var_name="baseline",
-                    value_name="speedup").dropna()
-gpu_chart = alt.Chart(gpu_long).mark_bar().encode(
-    x=alt.X("model:N", sort=list(G.MODELS)), y=alt.Y("speedup:Q", title="Galaxy speedup (x)"), color="baseline:N",
-    xOffset="baseline:N", tooltip=["model", "baseline", "speedup"],
-).properties(title="GPU environment (2 Nano GPUs @ 460 MHz, 500 Mbps)", width=360)
+gpu = wb.gpu_environment(seq_len=seq_len)
+rec.add(wb.speedup_rows("Sec. IV-E", gpu, processor="gpu"))
+gpu_chart = charts.speedup_chart(gpu, ["model"], "model",
+                                 f"GPU environment (2 Nano GPUs @ 460 MHz, {setting.gpu_mbps:g} Mbps)", sort=wb.MODELS)
 rec.chart(gpu_chart, "gpu_environment", data=gpu)
 gpu[["model", "speedup_over_mlm", "speedup_over_sp", "galaxy_oom", "sp_oom", "galaxy_latency_s"]]
 
@@ -348,7 +304,7 @@ gpu[["model", "speedup_over_mlm", "speedup_over_sp", "galaxy_oom", "sp_oom", "ga
 # optimum is a MILP over integer heads and columns (HiGHS), checked against exhaustive enumeration in the tests.
 
 # %%
-gaps = G.planner_gap_study(6 if quick else 60, seed=0)
+gaps = wb.planner_gap_study(6 if quick else 60, seed=0)
 summary = pd.DataFrame([
     {"quantity": "mean_gap", "value": gaps.gap.mean()}, {"quantity": "max_gap", "value": gaps.gap.max()},
     {"quantity": "instances_feasible", "value": float(gaps.exact_feasible.sum())},
@@ -361,14 +317,14 @@ summary
 # %% [markdown]
 # ## Fidelity
 # Every reported number with the modelled one. Known misses, and why:
-# * **Fig. 9's lower end** (1.3x): the model's smallest heterogeneous speedup is about 1.48x (environment D,
+# * **Fig. 9's lower end** (`speedup_min` below): the model's smallest heterogeneous speedup is about 1.48x (environment D,
 #   over SP; the range spans both baselines - Sec. IV-C compares Galaxy with M-LM and SP, both splitting evenly
 #   with the slowest device as straggler). The model takes CPU throughput proportional to clock frequency
 #   (Nano-L = 1.78x Nano-M). A smaller real ratio (a clock-independent share of 10-15 % of the GEMM time) would
 #   bring both ends within tolerance (the what-if above), but the paper has no number at a second clock to
 #   fit it on without using Fig. 9 itself. The fixed costs leave it at 1.48x; a network-stack CPU cost of >= 8
 #   cycles/B would reach it, but Table IV allows <= 4.
-# * **Fig. 10** (81 % / 86 %): the model scales at 99.93 % / 99.98 % (100.00 % before issue 17's fixed costs).
+# * **Fig. 10** (`weak_scaling_efficiency` below): the model scales at 99.93 % / 99.98 % (100.00 % before issue 17's fixed costs).
 #   Even with every ring step exposed and attention not counted as work, it would scale at 88 % / 94 % (the
 #   bounds above), so the paper's loss is not wire time or attention growth; nor fixed costs (>= 98 % at 30x the
 #   assumed ones); nor, on its own, the network stack's CPU time (it would need >= 12 / >= 16 cycles per byte,
@@ -391,18 +347,18 @@ board[["artifact", "model", "setting", "quantity", "reported", "modelled", "rela
 if interactive:
     import ipywidgets as W
 
-    env_w = W.Dropdown(options=list(G.ENVIRONMENTS), value=environment, description="env")
+    env_w = W.Dropdown(options=list(wb.ENVIRONMENTS), value=environment, description="env")
     bw_w = W.FloatLogSlider(value=bandwidth_mbps, base=10, min=1, max=4, description="Mbps")
     seq_w = W.IntSlider(value=seq_len, min=16, max=1024, step=4, description="tokens")
-    model_w = W.Dropdown(options=list(G.MODELS), value=model, description="model")
+    model_w = W.Dropdown(options=list(wb.MODELS), value=model, description="model")
     chart = alt.Chart(headline).mark_bar().encode(
         x=alt.X("latency_s:Q", title="latency (s)"), y=alt.Y("scheme:N", sort=None), color="oom:N",
         tooltip=["scheme", "latency_s", "oom", "galaxy_speedup"])
     view = alt.JupyterChart(chart.properties(width=460))
 
     def update(*_):
-        proc = processor if env_w.value in G.HOMOGENEOUS else "cpu"
-        frame = G.compare(model_w.value, env_w.value, bw_w.value, seq_w.value, proc)
+        proc = processor if env_w.value in wb.HOMOGENEOUS else "cpu"
+        frame = wb.compare(model_w.value, env_w.value, bw_w.value, seq_w.value, proc)
         view.chart = chart.properties(data=frame, width=460,
                                       title=f"{model_w.value}, env {env_w.value}, {bw_w.value:.0f} Mbps, S={seq_w.value}")
 

@@ -28,7 +28,8 @@
 # reads every block once, without a window ("the full weights are loaded into the memory at once", Sec. 4.1).
 # So the master's first blocks (with the scheduler off: all of them) are read inside the first token, while the
 # workers' first w blocks are resident when it arrives. This reproduces the paper's pattern that TTFT is about
-# the same with and without the scheduler (2.3/2.0, 3.1/3.0, 5.1/5.8, 4.5/4.5 s) without fitting a prompt length.
+# the same with and without the scheduler (Table 1's `ttft` rows, in the scoreboard at the end) without fitting a
+# prompt length.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
@@ -48,18 +49,18 @@ laptops = ["Mac Pro", "Mac Air", "Dell", "Dell"]  # Table 7; the first one is th
 import altair as alt
 import pandas as pd
 
-from workbench.fidelity import load_reported, scoreboard
+from workbench.fidelity import scoreboard
 from workbench.models import get_model
-from workbench.papers import tpi_llm as T
+from workbench.papers import tpi_llm as wb
 from workbench.results import Recorder
 
-rec = Recorder("tpi_llm", figures_dir)
+rec = Recorder(wb.PAPER, figures_dir)
 get_model(model)
-models = ("Llama 2-7B", "Llama 2-70B") if quick else T.MODELS
-laptop_models = ("Llama 2-7B",) if quick else T.TABLE3_MODELS
-emu = T.emulated_cluster(devices, bandwidth_mbps, link_latency_ms, cores)
-emu_suffix = T.emulated_suffix(devices, bandwidth_mbps, link_latency_ms, cores)
-lap_suffix = T.laptop_suffix(laptops, laptop_window)
+models = ("Llama 2-7B", "Llama 2-70B") if quick else wb.MODELS
+laptop_models = ("Llama 2-7B",) if quick else wb.TABLE3_MODELS
+emu = wb.emulated_cluster(devices, bandwidth_mbps, link_latency_ms, cores)
+emu_suffix = wb.emulated_suffix(devices, bandwidth_mbps, link_latency_ms, cores)
+lap_suffix = wb.laptop_suffix(laptops, laptop_window)
 print(f"emulated: {emu.n} x {emu.devices[0].name}; laptops: {laptops}")
 
 # %% [markdown]
@@ -69,8 +70,8 @@ print(f"emulated: {emu.n} x {emu.devices[0].name}; laptops: {laptops}")
 # the task head from disk each token.
 
 # %%
-t1 = T.table1(models, emu, window)
-rec.add(T.table1_rows(t1, emu_suffix))
+t1 = wb.table1(models, emu, window)
+rec.add(wb.table1_rows(t1, emu_suffix))
 long1 = t1.melt(id_vars=["model", "setting", "oom"], value_vars=["ttft", "token_latency"], var_name="metric")
 rec.chart(alt.Chart(long1[long1.oom == 0]).mark_bar().encode(
     x=alt.X("setting:N", title=None), y=alt.Y("value:Q", title="seconds"), color="setting:N",
@@ -85,8 +86,8 @@ t1.round(3)
 
 # %%
 n_list = (2, 8) if quick else (2, 4, 6, 8)
-t2 = T.table2(models, n_list, window, bandwidth_mbps, link_latency_ms)
-rec.add(T.table2_rows(t2, T.emulated_suffix(8, bandwidth_mbps, link_latency_ms, 8)))
+t2 = wb.table2(models, n_list, window, bandwidth_mbps, link_latency_ms)
+rec.add(wb.table2_rows(t2, wb.emulated_suffix(8, bandwidth_mbps, link_latency_ms, 8)))
 rec.chart(alt.Chart(t2).mark_line(point=True).encode(
     x=alt.X("devices:O"), y=alt.Y("peak_memory:Q", scale=alt.Scale(type="log"), title="peak memory per device (GiB)"),
     color="model:N", strokeDash="scheduler:N",
@@ -104,8 +105,8 @@ t2.pivot(index="model", columns="setting", values="peak_memory").round(2)
 # only grows where the master's disk keeps up.
 
 # %%
-wm = T.window_memory_check(models[:3] if quick else models, (2,) if quick else (2, 8), (2, 4))
-rec.add(T.window_memory_rows(wm))
+wm = wb.window_memory_check(models[:3] if quick else models, (2,) if quick else (2, 8), (2, 4))
+rec.add(wb.window_memory_rows(wm))
 rec.chart(alt.Chart(wm).mark_bar().encode(
     x=alt.X("window:O"), y=alt.Y("simulated_peak_gib:Q", title="simulated peak (GiB)"),
     color="device:N", xOffset="device:N", column=alt.Column("model:N"),
@@ -122,8 +123,8 @@ wm.round(3)
 # broadcast's n-1 sends per token).
 
 # %%
-sens_fc = T.fixed_cost_sensitivity(("Llama 2-7B",) if quick else ("Llama 2-7B", "Llama 2-70B"))
-rec.add(T.fixed_cost_sensitivity_rows(sens_fc))
+sens_fc = wb.fixed_cost_sensitivity(("Llama 2-7B",) if quick else ("Llama 2-7B", "Llama 2-70B"))
+rec.add(wb.fixed_cost_sensitivity_rows(sens_fc))
 rec.chart(alt.Chart(sens_fc[sens_fc.kernel_launch_us == sens_fc.kernel_launch_us.max()]).mark_line(point=True).encode(
     x=alt.X("message_overhead_ms:Q", title="per-message endpoint time (ms)"),
     y=alt.Y("relative_to_stored:Q", title="token latency / stored model"),
@@ -136,8 +137,8 @@ rec.chart(alt.Chart(sens_fc[sens_fc.kernel_launch_us == sens_fc.kernel_launch_us
 # The three single-device systems run on the master laptop; TPI-LLM splits heads equally (p_i = 0.25, Sec. 3.3).
 
 # %%
-t3 = T.table3(laptop_models, laptops, laptop_window)
-rec.add(T.table3_rows(t3, lap_suffix))
+t3 = wb.table3(laptop_models, laptops, laptop_window)
+rec.add(wb.table3_rows(t3, lap_suffix))
 rec.chart(alt.Chart(t3.dropna(subset=["token_latency"])).mark_bar().encode(
     x=alt.X("setting:N", title=None, sort=["Transformers", "Accelerate", "Transformers+MS", "TPI-LLM"]),
     y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"), color="setting:N",
@@ -149,8 +150,8 @@ t3.pivot(index="model", columns="setting", values="token_latency").round(2)
 # ## Sec. 3.3: block times on the laptops and the steady-state conditions (Prop. 3, 4)
 
 # %%
-p4 = T.prop4_example(laptops, laptop_window)
-rec.add(T.prop4_rows(p4) if lap_suffix == "" else T.prop4_rows(p4).assign(setting=lambda d: d.setting + lap_suffix))
+p4 = wb.prop4_example(laptops, laptop_window)
+rec.add(wb.prop4_rows(p4) if lap_suffix == "" else wb.prop4_rows(p4).assign(setting=lambda d: d.setting + lap_suffix))
 p4.round(2)
 
 # %% [markdown]
@@ -159,10 +160,10 @@ p4.round(2)
 # (c) memory per device vs tensor-parallel nodes without the scheduler: parameters / N vs the footprint.
 
 # %%
-f1 = T.fig1ab(laptops=laptops)
-rec.add(T.fig1_rows(f1) if lap_suffix == "" else T.fig1_rows(f1).assign(setting=lambda d: d.setting + lap_suffix))
-f1c = T.fig1c()
-rec.add(T.tidy_rows("Fig. 1(c)", f1c.assign(model="Llama 3.1-8B", setting="nodes=" + f1c.nodes.astype(str)),
+f1 = wb.fig1ab(laptops=laptops)
+rec.add(wb.fig1_rows(f1) if lap_suffix == "" else wb.fig1_rows(f1).assign(setting=lambda d: d.setting + lap_suffix))
+f1c = wb.fig1c()
+rec.add(wb.tidy_rows("Fig. 1(c)", f1c.assign(model="Llama 3.1-8B", setting="nodes=" + f1c.nodes.astype(str)),
                 {"master_gib": "GiB", "theoretical_gib": "GiB"}))
 fig1c_long = f1c.melt(id_vars="nodes", value_vars=["theoretical_gib", "master_gib", "worker_gib"], var_name="curve")
 rec.chart(alt.Chart(fig1c_long).mark_line(point=True).encode(
@@ -176,20 +177,20 @@ f1.round(3)
 # `t_data` is computed as the paper defines it (Prop. 1's proof): 2 x the sum over the links of one device's
 # path to the master of 32|H| / B, i.e. per path, store-and-forward, no contention at the master. On the star
 # path of Appendix A.7 (4 links at 300 Mbps) that is 7.0 ms for Llama 2-70B (14.0 ms on the depth-2 tree path
-# of the paper's 16-tau example); the quoted 3.4 ms equals the formula over 2 links only, so it stays a miss.
+# of the paper's 16-tau example); the quoted `t_data` equals the formula over 2 links only, so it stays a miss.
 # The cost model's own star bytes term (12.2 ms: 7 workers' messages share the master's link, in and out) is
 # recorded beside it as `star_bytes_term`.
 
 # %%
-f3 = T.fig3((1, 5) if quick else (1, 2, 4, 6, 8, 10))
-rec.add(T.sec32_rows())
-rec.add(T.tidy_rows("Fig. 3", f3.assign(model="", setting=f3.algorithm + ",tau=" + f3.tau_ms.map("{:g}ms".format)),
+f3 = wb.fig3((1, 5) if quick else (1, 2, 4, 6, 8, 10))
+rec.add(wb.sec32_rows())
+rec.add(wb.tidy_rows("Fig. 3", f3.assign(model="", setting=f3.algorithm + ",tau=" + f3.tau_ms.map("{:g}ms".format)),
                 {"latency_ms": "ms"}))
 rec.chart(alt.Chart(f3).mark_line(point=True).encode(
     x=alt.X("tau_ms:Q", title="per-link latency tau (ms)"), y=alt.Y("latency_ms:Q", title="all-reduce latency (ms)"),
     color="algorithm:N",
 ).properties(width=320, height=220, title="Fig. 3: 4-byte all-reduce, 8 devices"), "fig3", data=f3)
-T.link_latency_hops()
+wb.link_latency_hops()
 
 # %% [markdown]
 # ## Fig. 5: token latency of Llama 2-70B vs devices, cores and bandwidth
@@ -198,10 +199,10 @@ T.link_latency_hops()
 # reports that more cores help; in this model they do not, because compute is hidden behind disk reads.
 
 # %%
-f5 = T.fig5(model, (4, 8) if quick else (2, 4, 6, 8), (4, 8) if quick else (2, 4, 6, 8),
+f5 = wb.fig5(model, (4, 8) if quick else (2, 4, 6, 8), (4, 8) if quick else (2, 4, 6, 8),
             (300, 1000) if quick else (100, 300, 500, 1000), window, link_latency_ms)
-sens = T.bandwidth_sensitivity(model, 300, 1000)
-rec.add(T.fig5_rows(f5, sens).assign(model=model))
+sens = wb.bandwidth_sensitivity(model, 300, 1000)
+rec.add(wb.fig5_rows(f5, sens).assign(model=model))
 rec.chart(alt.Chart(f5).mark_line(point=True).encode(
     x=alt.X("value:Q", title=None), y=alt.Y("token_latency:Q", title="s/token"),
     column=alt.Column("knob:N", header=alt.Header(title=None)),
@@ -217,8 +218,8 @@ print(f"token latency change 300 -> 1000 Mbps: {sens:.1%}")
 # in this model - the paper's figure has no numbers to check this against.
 
 # %%
-f6 = T.fig6(models, emu, window)
-rec.add(T.fig6_rows(f6, emu_suffix))
+f6 = wb.fig6(models, emu, window)
+rec.add(wb.fig6_rows(f6, emu_suffix))
 rec.chart(alt.Chart(f6.dropna(subset=["token_latency"])).mark_bar().encode(
     x=alt.X("system:N", title=None), y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"),
     color="system:N", column="model:N",
@@ -229,7 +230,7 @@ f6.pivot(index="model", columns="system", values="token_latency").round(2)
 # ## One decode token on the timeline (Fig. 4's picture): Llama 2-7B, 4 devices, window 2
 
 # %%
-gantt = T.token_gantt_frame("Llama 2-7B", 4, window)
+gantt = wb.token_gantt_frame("Llama 2-7B", 4, window)
 rec.chart(alt.Chart(gantt).mark_bar().encode(
     x=alt.X("start:Q", title="ms into the token"), x2="end:Q", y=alt.Y("resource:N", sort=None), color="kind:N",
     tooltip=["name", "start", "end"],
@@ -240,7 +241,7 @@ rec.chart(alt.Chart(gantt).mark_bar().encode(
 
 # %%
 if not quick:
-    fits = T.fitted_constants_table()
+    fits = wb.fitted_constants_table()
     display(fits)  # noqa: F821
 
 # %% [markdown]
@@ -252,7 +253,7 @@ if not quick:
 # misses below: they need a loader that is not constant-rate, and the paper says nothing that would set one.
 
 # %%
-rates = T.implied_load_rates(models, laptop_models)
+rates = wb.implied_load_rates(models, laptop_models)
 points = alt.Chart(rates).mark_point(filled=True, size=70).encode(
     x=alt.X("bytes_per_token_gb:Q", scale=alt.Scale(type="log"), title="bytes read per token (GB, fp32-equivalent)"),
     y=alt.Y("implied_rate_gb_s:Q", title="implied loader rate (GB/s)"), color="testbed:N", shape="artifact:N",
@@ -275,7 +276,7 @@ rates.round(3)
 # and not used. On the Mac, Yi-34B's TTFT (185 s) and its own token latency (55 s) already need rates 2x apart.
 
 # %%
-windows = T.loader_rate_windows(0.25, models, laptop_models, quantities=("ttft", "token_latency"))
+windows = wb.loader_rate_windows(0.25, models, laptop_models, quantities=("ttft", "token_latency"))
 shown = windows.assign(rate_high_shown=windows["rate_high_gb_s"].clip(upper=20.0))  # open-ended: drawn to 20
 bars = alt.Chart().mark_rule(strokeWidth=6).encode(
     x=alt.X("rate_low_gb_s:Q", scale=alt.Scale(type="log"), title="loader rate within 25 % (GB/s; open-ended to 20)"),
@@ -287,7 +288,7 @@ rec.chart(alt.layer(bars, ticks, data=shown).properties(width=380)
           .facet(row=alt.Row("testbed:N", title=None)).resolve_scale(y="independent")
           .properties(title="loader rates within 25 % of each reported latency (tick: the model's)"),
           "loader_rate_windows", data=windows)
-common = T.common_rate_window(windows)
+common = wb.common_rate_window(windows)
 for _, c in common.iterrows():
     verdict = "some rate fits every row" if c.feasible else "no single rate fits every row"
     print(f"{c.testbed}: rates {c.rate_low_gb_s:.2f}-{c.rate_high_gb_s:.2f} GB/s over {c.rows} rows -> {verdict}"
@@ -297,12 +298,12 @@ windows.round(3)
 # %% [markdown]
 # ## Scoreboard for this notebook
 # Where the model misses, and why (no constant was fitted to close any of these):
-# * **Llama 2-13B, scheduler on, token latency** (2.9 s vs 5.5): the paper's own TTFT for this run (5.8 s) is
+# * **Llama 2-13B, scheduler on, token latency** (modelled 5.5 s): the paper's own TTFT for this run is
 #   what a cold read of the master's 7.7 GB (fp32) at the rate the 70B/34B rows imply gives, and the README of
 #   the released code reports the same 3 s/token; but no stated mechanism makes 13B's later tokens read twice
-#   as fast per byte as 7B's (2.6 s for 4.3 GB) or the 70B-scale models'. Sharper still: the masters of
+#   as fast per byte as 7B's (4.3 GB per token) or the 70B-scale models'. Sharper still: the masters of
 #   Llama 2-13B and Llama 3.1-8B read the same 7.7 GB per token (the two squares at 7.7 GB above), yet the
-#   paper reports 2.9 and 4.3 s, so no loader whose time depends on the bytes alone can match both rows.
+#   paper's two token latencies differ by half, so no loader whose time depends on the bytes alone can match both rows.
 # * **Llama 3.1-8B, TTFT off and on, token latency on** (+26 to +29 %): all three are bound by the master's
 #   reads (its 128k-vocabulary embedding and head are 4.2 GB of its 7.7 GB); the paper's numbers imply a 25 %
 #   faster read than the rate Llama 2-70B gives, while Llama 3.1-70B with the same embeddings is within 6 %.
@@ -311,9 +312,9 @@ windows.round(3)
 #   Sec. 3.3's rate for 3B to 0.6 of it for Yi-34B), and the paper's slow-down over the model grows with the Mac
 #   master's modelled peak footprint (1.5 -> 5.7 GB on an 8 GB laptop). Both point at the OS (page cache,
 #   memory pressure; Sec. 2 Q2), but neither the memory left to the process nor the SSD's behaviour is
-#   stated, so it is not modelled. Accelerate's 3B TTFT (24 s vs 13) has no mechanism: its TTFT - token gap is
-#   larger for 3B (8 s) than for 7B (4 s) and 8B (6 s).
-# * **Sec. 3.2 t_data** (3.4 vs 7.0 ms) and **Fig. 1(b)** TP communication share (0.70 vs 0.43; the figure's
+#   stated, so it is not modelled. Accelerate's 3B TTFT (modelled 13 s) has no mechanism: its reported
+#   TTFT - token gap is larger for 3B than for 7B and 8B.
+# * **Sec. 3.2 t_data** (modelled 7.0 ms) and **Fig. 1(b)** TP communication share (modelled 0.43; the figure's
 #   "4 laptops of 8 cores" are not Table 7's, whose Mac Air has 4).
 #
 # Not modelled, from the released code: block files keep the checkpoint's fp16/bf16 and are converted to fp32
@@ -322,8 +323,9 @@ windows.round(3)
 # same way.
 
 # %%
-reported = load_reported()
-board = scoreboard(reported[reported.paper == "tpi_llm"], rec.table())
+board = scoreboard(wb.reported(), rec.table())
+path = rec.write()
+print(f"wrote {path} ({len(rec.table())} rows)")
 board = board[board.modelled.notna()]
 summary = board.groupby(["artifact", "role"]).agg(rows=("reported", "size"),
                                                   within=("within_tolerance", lambda s: int((s == "yes").sum())))
@@ -343,8 +345,8 @@ if interactive:
 
     from workbench.errors import WorkbenchError
 
-    w_testbed = widgets.ToggleButtons(options=list(T.TESTBEDS), value=testbed, description="testbed")
-    w_model = widgets.Dropdown(options=list(T.MODELS), value=model, description="model")
+    w_testbed = widgets.ToggleButtons(options=list(wb.TESTBEDS), value=testbed, description="testbed")
+    w_model = widgets.Dropdown(options=list(wb.MODELS), value=model, description="model")
     w_window = widgets.IntSlider(value=window, min=1, max=12, description="window")
     w_devices = widgets.IntSlider(value=devices, min=1, max=16, description="devices")
     w_bw = widgets.FloatLogSlider(value=bandwidth_mbps, base=10, min=1, max=4, description="Mbps")
@@ -361,8 +363,8 @@ if interactive:
         with out:
             out.clear_output()
             try:
-                show(T.scenario(w_model.value, window=w_window.value, **kw).round(3))
-                sweep = T.window_sweep(w_model.value, windows=sorted({1, 2, 4, 8, w_window.value}), **kw)
+                show(wb.scenario(w_model.value, window=w_window.value, **kw).round(3))
+                sweep = wb.window_sweep(w_model.value, windows=sorted({1, 2, 4, 8, w_window.value}), **kw)
                 sweep_chart.chart = alt.Chart(sweep.melt(id_vars="window", value_vars=[
                     "token_latency", "timeline_memory", "prop5_memory"])).mark_line(point=True).encode(
                     x="window:Q", y="value:Q", color="variable:N").properties(width=380, height=200)
@@ -375,6 +377,3 @@ if interactive:
     show(widgets.VBox([widgets.HBox([w_testbed, w_model]), widgets.HBox([w_window, w_devices]),
                        widgets.HBox([w_bw, w_tau]), w_laptops, out, sweep_chart]))
 
-# %%
-path = rec.write()
-print(f"wrote {path} ({len(rec.table())} rows)")

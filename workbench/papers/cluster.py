@@ -17,8 +17,8 @@ from workbench.accelerator import compare
 from workbench.cluster.fit import (
     HostModel,
     fit_all,
-    is_calibration,
     fits_from_constants,
+    is_calibration,
     legacy_predict,
     link_models,
     predict,

@@ -9,20 +9,20 @@ evaluators in `workbench.schemes.galaxy` (one cost model for the paper, the aren
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from functools import lru_cache
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from workbench.constants import Constant, load_constants
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
-from workbench.fidelity import load_reported, reported_value
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
+from workbench.papers import base
+from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.planners.galaxy import evaluate, planned_partition
-from workbench.results import RESULT_COLUMNS
 from workbench.schemes.base import Cluster, SchemeResult, Workload
 from workbench.schemes.galaxy import latency_or_nan, overlap_timeline
 
@@ -38,16 +38,41 @@ TABLE4_CELLS = (("DistilBERT", "A"), ("BERT-L", "A"), ("BERT-L", "B"), ("GPT2-L"
                 ("OPT-L", "A"), ("OPT-L", "B"), ("OPT-L", "C"), ("OPT-XL", "A"), ("OPT-XL", "B"), ("OPT-XL", "C"))
 
 
-# ---- constants and devices ------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def constants() -> dict[str, Constant]:
-    """data/constants/galaxy.toml."""
-    return load_constants("constants/galaxy.toml")
+# ---- constants, the paper's setting and devices -----------------------------------------------------
+def constants() -> Mapping[str, Any]:
+    """Galaxy's constant values (data/constants/galaxy.toml), read once per process."""
+    return base.paper_values(PAPER)
 
 
-def const(name: str):
-    """The value of one Galaxy constant."""
-    return constants()[name].value
+def const(name: str) -> Any:
+    """One constant's value: `constants()[name]` (kept for workbench/golden.py, which reads it by this name)."""
+    return constants()[name]
+
+
+@dataclass(frozen=True)
+class Setting(base.PaperSetting):
+    """The evaluation defaults of Sec. IV (data/constants/galaxy.toml); every experiment overrides any of them."""
+
+    PAPER: ClassVar[str] = PAPER
+    KEYS: ClassVar[Mapping[str, str]] = {
+        "bandwidth_mbps": "bandwidth_table4", "seq_len": "seq_len_eval", "sweep_mbps": "bandwidth_sweep",
+        "scaling_mbps": "bandwidth_scaling", "tokens_per_device": "weak_tokens_per_device", "gpu_mbps": "bandwidth_gpu",
+        "gpu_budget_bytes": "budget_gpu", "table1_seq_len": "seq_len_table1"}
+
+    bandwidth_mbps: float  # Table IV and Fig. 9
+    seq_len: int  # QNLI's average sequence length (Tables IV, Figs. 8-9, the GPU environment)
+    sweep_mbps: list  # Fig. 8's bandwidths (assumed: the paper does not list them)
+    scaling_mbps: float  # Figs. 10 and 11
+    tokens_per_device: int  # Fig. 10
+    strong_seq_len: int  # Fig. 11
+    gpu_mbps: float  # Sec. IV-E
+    gpu_budget_bytes: float  # Sec. IV-E
+    table1_seq_len: int  # Table I
+
+    def __post_init__(self) -> None:
+        bad = [f.name for f in fields(self) if not all(v > 0 for v in np.ravel(getattr(self, f.name)))]
+        if bad:
+            raise WorkbenchError(f"Galaxy settings {bad} must be > 0, got {[getattr(self, n) for n in bad]}")
 
 
 def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_share: float = 0.0,
@@ -90,7 +115,7 @@ def _scaled_fixed(device: DeviceSpec, scale: float) -> DeviceSpec:
 def nano_gpu(budget_bytes: float | None = None, fixed_scale: float = 1.0) -> DeviceSpec:
     """A Jetson Nano GPU at 460 MHz with the GPU environment's budget (`fixed_scale`: as `nano_cpu`)."""
     _require_scale(fixed_scale)
-    budget = const("budget_gpu") if budget_bytes is None else budget_bytes
+    budget = Setting.from_constants(gpu_budget_bytes=budget_bytes).gpu_budget_bytes
     device = _scaled_fixed(load_device("jetson_nano_gpu_460"), fixed_scale)
     return device.with_memory("DRAM", capacity_bytes=float(budget))
 
@@ -98,8 +123,8 @@ def nano_gpu(budget_bytes: float | None = None, fixed_scale: float = 1.0) -> Dev
 def budget(env: str, mode: str) -> float:
     """The paper's memory budget of a Nano-`mode` in environment `env` (Sec. IV-A)."""
     if env in HOMOGENEOUS:
-        return float(const("budget_homogeneous"))
-    return float(const(f"budget_nano_{mode.lower()}"))
+        return float(constants()["budget_homogeneous"])
+    return float(constants()[f"budget_nano_{mode.lower()}"])
 
 
 def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices: int | None = None,
@@ -122,8 +147,9 @@ def environment(env: str, bandwidth_mbps: float, processor: str = "cpu", devices
         nodes = tuple(nano_gpu(fixed_scale=fixed_scale) for _ in modes)
     else:
         nodes = tuple(nano_cpu(m, budget(env, m), clock_independent_share, fixed_scale) for m in modes)
-    link = Link.from_mbps(bandwidth_mbps, const("link_hop_latency") * 1e3, name="switched Ethernet",
-                          message_overhead_s=float(const("link_message_overhead")) * fixed_scale)
+    c = constants()
+    link = Link.from_mbps(bandwidth_mbps, c["link_hop_latency"] * 1e3, name="switched Ethernet",
+                          message_overhead_s=float(c["link_message_overhead"]) * fixed_scale)
     return Cluster(nodes, Topology("switch", len(nodes), link))
 
 
@@ -131,8 +157,9 @@ def workload(seq_len: int, processor: str = "cpu") -> Workload:
     """Prefill of `seq_len` tokens with half-precision weights and the processor's activation precision;
     the backbone only (Galaxy times classifiers: no LM head, `Workload.output_head=False`)."""
     require_choice("processor", processor, PROCESSORS)
-    return Workload("prefill", seq_len, seq_len, weight_bits=const("weight_bits"),
-                    activation_bits=const(f"activation_bits_{processor}"), output_head=False)
+    c = constants()
+    return Workload("prefill", seq_len, seq_len, weight_bits=c["weight_bits"],
+                    activation_bits=c[f"activation_bits_{processor}"], output_head=False)
 
 
 def stack_seconds_per_byte(cluster: Cluster, cycles_per_byte: float) -> tuple[float, ...] | None:
@@ -190,14 +217,14 @@ def _single(device: DeviceSpec) -> Cluster:
 def table1(nano_efficiency: float | None = None, a100_overhead: float | None = None) -> pd.DataFrame:
     """Table I: local latency of the five models at 30 tokens on a Nano-M CPU (1.5 GB) and an A100 (fp16
     weights; fp32 arithmetic on both, `activation_bits_cpu` / the fitted `activation_bits_a100`)."""
-    s = int(const("seq_len_table1"))
-    nano = nano_cpu("M", const("budget_homogeneous"))
+    s = Setting.from_constants().table1_seq_len
+    nano = nano_cpu("M", constants()["budget_homogeneous"])
     if nano_efficiency is not None:
         nano = nano.with_changes(efficiency_gemm=nano_efficiency)
     a100 = load_device("a100")
     if a100_overhead is not None:
         a100 = a100.with_changes(layer_overhead_s=a100_overhead)
-    a100_workload = replace(workload(s, "gpu"), activation_bits=const("activation_bits_a100"))  # fp32 GEMMs
+    a100_workload = replace(workload(s, "gpu"), activation_bits=constants()["activation_bits_a100"])  # fp32 GEMMs
     rows = []
     for name in MODELS:
         for label, device, wl in (("Nano-M", nano, workload(s, "cpu")), ("A100", a100, a100_workload)):
@@ -207,9 +234,15 @@ def table1(nano_efficiency: float | None = None, a100_overhead: float | None = N
     return pd.DataFrame(rows)
 
 
-def reported_latency(model: str, setting: str) -> float:
-    """One Table I latency as reported (data/reported/galaxy.csv); the fits read their targets from there."""
-    return reported_value(load_reported(), PAPER, "Table I", model, setting, "latency")
+
+def reported() -> pd.DataFrame:
+    """The paper's numbers (data/reported/galaxy.csv), read now."""
+    return base.reported(PAPER)
+
+
+def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
+    """One Galaxy number as reported (data/reported/galaxy.csv); the fits read their targets from there."""
+    return base.reported_value(PAPER, artifact, model, setting, quantity)
 
 
 def _bert_nano_latency(efficiency: float) -> float:
@@ -222,7 +255,7 @@ def fit_nano_cpu_efficiency(reported_s: float | None = None) -> float:
     it (launches, layer overhead, memory-bound connective blocks), so it is solved, not scaled."""
     from scipy.optimize import brentq
 
-    reported_s = reported_latency("BERT-L", "Nano-M S=30") if reported_s is None else reported_s
+    reported_s = reported_value("Table I", "BERT-L", "Nano-M S=30", "latency") if reported_s is None else reported_s
     if _bert_nano_latency(1.0) >= reported_s:
         raise WorkbenchError(f"BERT-L on a Nano-M takes at least {_bert_nano_latency(1.0):.3g} s at 100 % GEMM "
                              f"efficiency, more than the reported {reported_s:g} s: nothing to fit")
@@ -232,7 +265,7 @@ def fit_nano_cpu_efficiency(reported_s: float | None = None) -> float:
 def fit_a100_layer_overhead(reported_s: float | None = None) -> float:
     """The A100's per-layer overhead that reproduces Table I's BERT-L A100 latency (latency is affine in it);
     `reported_s` defaults to that row of data/reported/galaxy.csv."""
-    reported_s = reported_latency("BERT-L", "A100 S=30") if reported_s is None else reported_s
+    reported_s = reported_value("Table I", "BERT-L", "A100 S=30", "latency") if reported_s is None else reported_s
     t0 = table1(a100_overhead=0.0).query("model == 'BERT-L' and device == 'A100'")["latency_s"].iloc[0]
     return float((reported_s - t0) / get_model("BERT-L").n_layers)
 
@@ -262,26 +295,23 @@ def table4(bandwidth_mbps: float | None = None, seq_len: int | None = None,
            cells=TABLE4_CELLS, **what_if) -> pd.DataFrame:
     """Table IV: Galaxy's speedup over M-LM and SP on the homogeneous environments, with OOM cells
     (`what_if`: `fixed_scale`, `stack_cycles_per_byte` of `speedups`)."""
-    bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
-    s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s, **what_if) for m, e in cells])
+    s = Setting.from_constants(bandwidth_mbps=bandwidth_mbps, seq_len=seq_len)
+    return pd.DataFrame([speedups(m, e, s.bandwidth_mbps, s.seq_len, **what_if) for m, e in cells])
 
 
 def bandwidth_sweep(bandwidths=None, cells=TABLE4_CELLS, seq_len: int | None = None, **what_if) -> pd.DataFrame:
     """Fig. 8: Table IV's cells at several bandwidths (`what_if`: as `table4`)."""
-    bws = const("bandwidth_sweep") if bandwidths is None else bandwidths
-    s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s, **what_if) for bw in bws for m, e in cells])
+    s = Setting.from_constants(sweep_mbps=bandwidths, seq_len=seq_len)
+    return pd.DataFrame([speedups(m, e, bw, s.seq_len, **what_if) for bw in s.sweep_mbps for m, e in cells])
 
 
 def heterogeneous(envs=("D", "E", "F"), models=MODELS, bandwidth_mbps: float | None = None,
                   seq_len: int | None = None, clock_independent_share: float = 0.0, **what_if) -> pd.DataFrame:
     """Fig. 9: every model on the heterogeneous environments D, E, F. M-LM and SP split evenly (Sec. IV-C:
     they overlook heterogeneity), so the slowest device is their straggler at every synchronisation."""
-    bw = const("bandwidth_table4") if bandwidth_mbps is None else bandwidth_mbps
-    s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, e, bw, s, clock_independent_share=clock_independent_share, **what_if)
-                         for e in envs for m in models])
+    s = Setting.from_constants(bandwidth_mbps=bandwidth_mbps, seq_len=seq_len)
+    return pd.DataFrame([speedups(m, e, s.bandwidth_mbps, s.seq_len, clock_independent_share=clock_independent_share,
+                                  **what_if) for e in envs for m in models])
 
 
 def clock_share_sensitivity(shares=(0.0, 0.1, 0.2, 0.3), models=MODELS) -> pd.DataFrame:
@@ -318,8 +348,8 @@ def weak_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, tokens_per_d
     (system FLOPS over n x one device's). `time_efficiency` = T(1) / T(n), the efficiency if FLOPs were
     counted as 2 x params x tokens (attention's growing S^2 work then counts as a loss, not as work)."""
     require_choice("scheme", scheme, PARALLEL)
-    per = int(const("weak_tokens_per_device")) if tokens_per_device is None else tokens_per_device
-    bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
+    setting = Setting.from_constants(tokens_per_device=tokens_per_device, scaling_mbps=bandwidth_mbps)
+    per, bw = setting.tokens_per_device, setting.scaling_mbps
     rows = []
     for name in models:
         m = _one_layer(name)
@@ -344,7 +374,7 @@ def weak_scaling_bounds(models=("GPT2-L", "OPT-XL"), devices: int = 4) -> pd.Dat
     for scheme in ("galaxy_hmp_overlap", "galaxy_hmp"):
         df = weak_scaling(models, max_devices=devices, scheme=scheme)
         for r in df[df.devices == devices].itertuples():
-            rows.append({"model": r.model, "devices": devices, "scheme": scheme,
+            rows.append({"model": r.model, "devices": devices, "seq_len": r.seq_len, "scheme": scheme,
                          "scaling_efficiency": r.scaling_efficiency, "time_efficiency": r.time_efficiency})
     return pd.DataFrame(rows)
 
@@ -352,9 +382,9 @@ def weak_scaling_bounds(models=("GPT2-L", "OPT-XL"), devices: int = 4) -> pd.Dat
 def strong_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, seq_len: int | None = None,
                    bandwidth_mbps: float | None = None, fixed_scale: float = 1.0,
                    stack_cycles_per_byte: float = 0.0) -> pd.DataFrame:
-    """Fig. 11: one layer of 384 tokens on 1..4 Nano-M; per-layer latency of every scheme."""
-    s = int(const("strong_seq_len")) if seq_len is None else seq_len
-    bw = const("bandwidth_scaling") if bandwidth_mbps is None else bandwidth_mbps
+    """Fig. 11: one layer of `seq_len` tokens (the paper's 384) on 1..4 Nano-M; per-layer latency of every scheme."""
+    setting = Setting.from_constants(strong_seq_len=seq_len, scaling_mbps=bandwidth_mbps)
+    s, bw = setting.strong_seq_len, setting.scaling_mbps
     rows = []
     for name in models:
         m = _one_layer(name)
@@ -363,7 +393,7 @@ def strong_scaling(models=("GPT2-L", "OPT-XL"), max_devices: int = 4, seq_len: i
             res = run_schemes(m, environment("C", bw, devices=n, fixed_scale=fixed_scale), workload(s), PARALLEL,
                               stack_cycles_per_byte)
             for scheme, r in res.items():
-                rows.append({"model": name, "devices": n, "scheme": scheme, "latency_s": r.latency_s,
+                rows.append({"model": name, "devices": n, "seq_len": s, "scheme": scheme, "latency_s": r.latency_s,
                              "reduction_vs_local": local / r.latency_s})
     return pd.DataFrame(rows)
 
@@ -380,9 +410,9 @@ def fixed_cost_sensitivity(scales=(0.0, 1.0, 3.0, 10.0), models=("GPT2-L", "OPT-
         weak = weak_scaling(models, fixed_scale=k)
         strong = strong_scaling(models, fixed_scale=k)
         low, high = speedup_range(table4(fixed_scale=k))
-        s = int(const("seq_len_table1"))
-        bert = evaluate("local", get_model("BERT-L"), _single(nano_cpu("M", const("budget_homogeneous"), fixed_scale=k)),
-                        workload(s)).latency_s
+        s = Setting.from_constants().table1_seq_len
+        bert = evaluate("local", get_model("BERT-L"), _single(nano_cpu("M", constants()["budget_homogeneous"],
+                                                                       fixed_scale=k)), workload(s)).latency_s
         gpu_low, gpu_high = speedup_range(gpu_environment(fixed_scale=k))  # Table V is held out: model only
         row = {"fixed_scale": k, "table4_speedup_min": low, "table4_speedup_max": high, "table1_bert_nano_s": bert,
                "gpu_speedup_min": gpu_low, "gpu_speedup_max": gpu_high}
@@ -398,13 +428,13 @@ def fixed_cost_sensitivity(scales=(0.0, 1.0, 3.0, 10.0), models=("GPT2-L", "OPT-
 def _validation_errors(what_if: dict) -> pd.DataFrame:
     """Relative error and tolerance of every Galaxy validation speedup/efficiency row the network-stack
     what-if moves (Table IV, Figs. 8-10) under `what_if` (diagnostic: nothing is fitted on these)."""
-    bws = const("bandwidth_sweep")
+    s = Setting.from_constants()
     rows = pd.concat([speedup_rows("Table IV", table4(**what_if)),
-                      range_rows("Fig. 8", sweep_setting(bws), bandwidth_sweep(bws, **what_if)),
-                      range_rows("Fig. 9", hetero_setting(const("bandwidth_table4")), heterogeneous(**what_if)),
-                      weak_rows(weak_scaling(**what_if), const("bandwidth_scaling"))])
-    rep = load_reported()
-    rep = rep[(rep.paper == PAPER) & (rep.fitted.fillna("") == "")]  # validation rows only
+                      range_rows("Fig. 8", sweep_setting(s.sweep_mbps), bandwidth_sweep(s.sweep_mbps, **what_if)),
+                      range_rows("Fig. 9", hetero_setting(s.bandwidth_mbps), heterogeneous(**what_if)),
+                      weak_rows(weak_scaling(**what_if), s.scaling_mbps)])
+    rep = reported()
+    rep = rep[rep.fitted.fillna("") == ""]  # validation rows only
     joined = rep.merge(rows, on=["artifact", "model", "setting", "quantity"], suffixes=("_r", "_m"))
     joined = joined[joined.quantity.str.startswith(("speedup", "weak_scaling"))]
     joined["relative_error"] = (joined.value_m - joined.value_r) / joined.value_r
@@ -480,30 +510,22 @@ def pattern_checks() -> pd.DataFrame:
 def gpu_environment(models=MODELS, bandwidth_mbps: float | None = None, seq_len: int | None = None,
                     fixed_scale: float = 1.0) -> pd.DataFrame:
     """Sec. IV-E: two Nano GPUs at 460 MHz on 500 Mbps (environment A)."""
-    bw = const("bandwidth_gpu") if bandwidth_mbps is None else bandwidth_mbps
-    s = int(const("seq_len_eval")) if seq_len is None else seq_len
-    return pd.DataFrame([speedups(m, "A", bw, s, processor="gpu", fixed_scale=fixed_scale) for m in models])
+    s = Setting.from_constants(gpu_mbps=bandwidth_mbps, seq_len=seq_len)
+    return pd.DataFrame([speedups(m, "A", s.gpu_mbps, s.seq_len, processor="gpu", fixed_scale=fixed_scale)
+                         for m in models])
 
 
 # ---- result rows (keys match data/reported/galaxy.csv) ---------------------------------------------------
-def _row(artifact: str, model: str, setting: str, quantity: str, value: float, unit: str) -> dict:
-    return dict(zip(RESULT_COLUMNS, (PAPER, artifact, model, setting, quantity, float(value), unit)))
-
-
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
-
-
 def table1_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Table I latencies (s) and OOM flags (1 = out of memory) per model and device."""
-    s = int(const("seq_len_table1"))
+    s = Setting.from_constants().table1_seq_len
     rows = []
     for r in df.itertuples():
         setting = f"{r.device} S={s}"
-        rows.append(_row("Table I", r.model, setting, "oom", float(r.oom), "1"))
+        rows.append(result_row(PAPER, "Table I", r.model, setting, "oom", float(r.oom), "1"))
         if not r.oom:
-            rows.append(_row("Table I", r.model, setting, "latency", r.latency_s, "s"))
-    return _frame(rows)
+            rows.append(result_row(PAPER, "Table I", r.model, setting, "latency", r.latency_s, "s"))
+    return rows_frame(rows)
 
 
 def _setting(env: str, bw: float, s: int, processor: str = "cpu") -> str:
@@ -517,19 +539,20 @@ def speedup_rows(artifact: str, df: pd.DataFrame, processor: str = "cpu") -> pd.
     for r in df.itertuples():
         setting = _setting(r.environment, r.bandwidth_mbps, r.seq_len, processor)
         for short in BASELINES.values():
-            rows.append(_row(artifact, r.model, setting, f"oom_vs_{short}", float(getattr(r, f"oom_vs_{short}")), "1"))
+            oom = float(getattr(r, f"oom_vs_{short}"))
+            rows.append(result_row(PAPER, artifact, r.model, setting, f"oom_vs_{short}", oom, "1"))
             value = getattr(r, f"speedup_over_{short}")
             if not math.isnan(value):
-                rows.append(_row(artifact, r.model, setting, f"speedup_over_{short}", value, "x"))
-        rows.append(_row(artifact, r.model, setting, "galaxy_latency", r.galaxy_latency_s, "s"))
-    return _frame(rows)
+                rows.append(result_row(PAPER, artifact, r.model, setting, f"speedup_over_{short}", value, "x"))
+        rows.append(result_row(PAPER, artifact, r.model, setting, "galaxy_latency", r.galaxy_latency_s, "s"))
+    return rows_frame(rows)
 
 
 def range_rows(artifact: str, setting: str, df: pd.DataFrame) -> pd.DataFrame:
     """The smallest and largest speedup over the baselines that run (the paper's quoted range)."""
     low, high = speedup_range(df)
-    return _frame([_row(artifact, "", setting, "speedup_min", low, "x"),
-                   _row(artifact, "", setting, "speedup_max", high, "x")])
+    return rows_frame([result_row(PAPER, artifact, "", setting, "speedup_min", low, "x"),
+                   result_row(PAPER, artifact, "", setting, "speedup_max", high, "x")])
 
 
 def sweep_setting(bandwidths) -> str:
@@ -546,21 +569,71 @@ def weak_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
     """Fig. 10: system FLOPS per device count and the scaling efficiency."""
     rows = []
     for r in df.itertuples():
-        setting = f"env=C,{bw:g}Mbps,{r.seq_len // r.devices} tokens/device,{r.devices} devices"
-        rows.append(_row("Fig. 10", r.model, setting, "system_flops", r.system_flops, "FLOP/s"))
-        rows.append(_row("Fig. 10", r.model, setting, "weak_scaling_efficiency", r.scaling_efficiency, "1"))
-    return _frame(rows)
+        setting = _weak_setting(bw, r.seq_len, r.devices)
+        rows.append(result_row(PAPER, "Fig. 10", r.model, setting, "system_flops", r.system_flops, "FLOP/s"))
+        rows.append(result_row(PAPER, "Fig. 10", r.model, setting, "weak_scaling_efficiency", r.scaling_efficiency, "1"))
+    return rows_frame(rows)
+
+
+def _weak_setting(bw: float, seq_len: int, devices: int) -> str:
+    """Fig. 10's setting key: bandwidth, tokens per device and device count."""
+    return f"env=C,{bw:g}Mbps,{seq_len // devices} tokens/device,{devices} devices"
+
+
+def bounds_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
+    """`weak_scaling_bounds` as Fig. 10 rows: both efficiencies per model, device count and scheme."""
+    rows = []
+    for r in df.itertuples():
+        setting = f"{_weak_setting(bw, r.seq_len, r.devices)},{r.scheme}"
+        rows += [result_row(PAPER, "Fig. 10", r.model, setting, q, getattr(r, q), "1")
+                 for q in ("scaling_efficiency", "time_efficiency")]
+    return rows_frame(rows)
+
+
+def clock_share_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
+    """`clock_share_sensitivity` as Fig. 9 rows: the speedup range per clock-independent share."""
+    return rows_frame([result_row(PAPER, "Fig. 9", "", f"{hetero_setting(bw)},clock-independent share "
+                                  f"{r.clock_independent_share:g}", q, getattr(r, q), "x")
+                       for r in df.itertuples() for q in ("speedup_min", "speedup_max")])
+
+
+def pattern_rows(checks: pd.DataFrame) -> pd.DataFrame:
+    """`pattern_checks` as rows: every claim's modelled number, then whether each holds (1) or not (0)."""
+    return result_rows(PAPER, "Sec. IV claims", checks.assign(holds=checks.holds.astype(float)),
+                       {"modelled": "", "holds": "1"}, setting=checks["claim"])
+
+
+def fixed_cost_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """`fixed_cost_sensitivity` as rows: every column per scale of the assumed fixed costs."""
+    return df.melt(id_vars=["fixed_scale"], var_name="quantity", value_name="value").assign(
+        paper=PAPER, artifact="Sec. IV fixed costs", model="",
+        setting=lambda d: "assumed fixed costs x" + d.fixed_scale.map("{:g}".format),
+        unit=lambda d: np.where(d.quantity.str.contains("efficiency"), "1",
+                                np.where(d.quantity.str.endswith("_s"), "s", "x")))[base.RESULT_COLUMNS]
+
+
+def stack_rows(sensitivity: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """`stack_sensitivity`'s relative errors per stack cost, then `stack_windows`' ends (a row with no window
+    in the grid records none)."""
+    errors = sensitivity.assign(paper=PAPER, quantity=sensitivity.quantity + "_relative_error",
+                                setting=sensitivity.setting + ",stack " + sensitivity.cycles_per_byte.map("{:g}".format)
+                                + " cycles/B", value=sensitivity.relative_error, unit="1")
+    ends = windows.melt(id_vars=["artifact", "model", "setting", "quantity"], value_vars=["lowest_ok", "highest_ok"],
+                        var_name="end", value_name="value").dropna(subset=["value"]).assign(
+        paper=PAPER, setting=lambda d: d.setting + ",stack window", quantity=lambda d: d.quantity + "_" + d.end,
+        unit="cycle/B")
+    return pd.concat([errors[base.RESULT_COLUMNS], ends[base.RESULT_COLUMNS]], ignore_index=True)
 
 
 def strong_rows(df: pd.DataFrame, bw: float) -> pd.DataFrame:
     """Fig. 11: per-layer latency per scheme and device count, and Galaxy's reduction over Local."""
     rows = []
     for r in df.itertuples():
-        setting = f"env=C,{bw:g}Mbps,S=384,{r.devices} devices,{r.scheme}"
-        rows.append(_row("Fig. 11", r.model, setting, "layer_latency", r.latency_s, "s"))
+        setting = f"env=C,{bw:g}Mbps,S={r.seq_len},{r.devices} devices,{r.scheme}"
+        rows.append(result_row(PAPER, "Fig. 11", r.model, setting, "layer_latency", r.latency_s, "s"))
         if r.scheme == "galaxy_hmp_overlap":
-            rows.append(_row("Fig. 11", r.model, setting, "reduction_vs_local", r.reduction_vs_local, "x"))
-    return _frame(rows)
+            rows.append(result_row(PAPER, "Fig. 11", r.model, setting, "reduction_vs_local", r.reduction_vs_local, "x"))
+    return rows_frame(rows)
 
 
 # ---- the planner: optimality gap on small instances ------------------------------------------------------
@@ -584,6 +657,6 @@ def planner_gap_study(n_instances: int = 40, seed: int = 0, device_counts=(2, 3,
         n = int(rng.choice(device_counts))
         name = str(rng.choice(models))
         cluster, modes = random_cluster(n, rng)
-        gap = optimality_gap(get_model(name), cluster, workload(int(const("seq_len_eval"))))
+        gap = optimality_gap(get_model(name), cluster, workload(Setting.from_constants().seq_len))
         rows.append({"instance": i, "model": name, "devices": n, "modes": modes, **gap})
     return pd.DataFrame(rows)

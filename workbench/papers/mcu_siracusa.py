@@ -8,14 +8,14 @@ runtime and energy of *one Transformer block* (Sec. V-A), speedup over one chip.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from workbench.constants import Constant, load_constants
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -23,11 +23,11 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
-from workbench.fidelity import load_reported
 from workbench.hardware import BITS, DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
-from workbench.results import RESULT_COLUMNS
+from workbench.papers import base
+from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.schemes.base import Cluster, Workload
 from workbench.schemes.mcu_siracusa import PAPER, BlockCost, Placement, block_cost, model_timeline, place
 from workbench.simulate import Timeline
@@ -44,16 +44,33 @@ FIG6_CHIPS = (1, 2, 4, 8, 16, 32, 64)
 BREAKDOWN = ("computation", "launch", "accumulation", "chip-to-chip", "L2", "L3")
 
 
-# ---- presets ------------------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def paper_constants() -> dict[str, Constant]:
-    """data/constants/mcu_siracusa.toml."""
-    return load_constants("constants/mcu_siracusa.toml")
+# ---- constants, the paper's setting and presets ----------------------------------------------------------
+def constants() -> Mapping[str, Any]:
+    """The paper's constant values (data/constants/mcu_siracusa.toml), read once per process."""
+    return base.paper_values(PAPER)
 
 
-def constant(name: str) -> float:
-    """One paper constant's value."""
-    return paper_constants()[name].value
+@dataclass(frozen=True)
+class Setting(base.PaperSetting):
+    """The paper's MIPI links and workload lengths (Sec. II-B, V-A); the chip itself is data/devices/siracusa.toml."""
+
+    PAPER: ClassVar[str] = PAPER
+
+    mipi_bandwidth: float  # B/s
+    mipi_latency: float  # s per message
+    mipi_energy: float  # pJ/B
+    mipi_message_overhead: float  # s per message at each endpoint
+    group_size: int  # chips per hierarchical reduction group
+    autoregressive_kv_len: int  # KV cache of the autoregressive block
+    prompt_seq_len: int
+    mobilebert_seq_len: int
+
+    def __post_init__(self) -> None:
+        require_positive("mipi_bandwidth", self.mipi_bandwidth)
+        for name in ("mipi_latency", "mipi_energy", "mipi_message_overhead"):
+            require_non_negative(name, getattr(self, name))
+        for name in ("group_size", "autoregressive_kv_len", "prompt_seq_len", "mobilebert_seq_len"):
+            require_int(name, getattr(self, name), low=1)
 
 
 @dataclass(frozen=True)
@@ -100,11 +117,10 @@ def siracusa_device(knobs: Knobs = Knobs()) -> DeviceSpec:
 def siracusa_cluster(n_chips: int, knobs: Knobs = Knobs()) -> Cluster:
     """`n_chips` Siracusa MCUs on direct MIPI links, reduced hierarchically in groups of four."""
     require_int("chips", n_chips, low=1)
-    bandwidth = knobs.link_bandwidth if knobs.link_bandwidth is not None else constant("mipi_bandwidth")
-    overhead = knobs.message_overhead if knobs.message_overhead is not None else constant("mipi_message_overhead")
-    link = Link(float(bandwidth), float(constant("mipi_latency")), float(constant("mipi_energy")), name="MIPI",
-                message_overhead_s=float(overhead))
-    topology = Topology("direct", n_chips, link, group_size=int(constant("group_size")))
+    s = Setting.from_constants(mipi_bandwidth=knobs.link_bandwidth, mipi_message_overhead=knobs.message_overhead)
+    link = Link(float(s.mipi_bandwidth), float(s.mipi_latency), float(s.mipi_energy), name="MIPI",
+                message_overhead_s=float(s.mipi_message_overhead))
+    topology = Topology("direct", n_chips, link, group_size=int(s.group_size))
     device = siracusa_device(knobs)
     return Cluster(tuple(device for _ in range(n_chips)), topology)
 
@@ -113,15 +129,16 @@ def paper_workload(model: TransformerConfig, mode: str, bits: int = 8) -> Worklo
     """The paper's workloads: autoregressive (one token, KV cache of 128), prompt (16 tokens), MobileBERT (268);
     the blocks only, as the paper measures them (no LM head: `Workload.output_head=False`)."""
     require_choice("mode", mode, MODES)
+    setting = Setting.from_constants()
     if not model.is_decoder:
         if mode != "prompt":
             raise WorkbenchError(f"model {model.name!r} is an encoder: mode must be 'prompt', got {mode!r}")
-        s = int(constant("mobilebert_seq_len"))
+        s = int(setting.mobilebert_seq_len)
         return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits, output_head=False)
     if mode == "prompt":
-        s = int(constant("prompt_seq_len"))
+        s = int(setting.prompt_seq_len)
         return Workload("prefill", seq_len=s, kv_len=s, weight_bits=bits, activation_bits=bits, output_head=False)
-    t = int(constant("autoregressive_kv_len"))
+    t = int(setting.autoregressive_kv_len)
     return Workload("decode", seq_len=t, kv_len=t, weight_bits=bits, activation_bits=bits, output_head=False)
 
 
@@ -152,7 +169,7 @@ def timeline(model: str | TransformerConfig, mode: str, chips: int, knobs: Knobs
     return model_timeline(block(cfg, mode, chips, knobs), cfg.n_layers)
 
 
-def _row(cfg: TransformerConfig, mode: str, chips: int, cost: BlockCost) -> dict:
+def _scaling_row(cfg: TransformerConfig, mode: str, chips: int, cost: BlockCost) -> dict:
     """One configuration as a flat row (ms, mJ, MiB)."""
     steady = model_timeline(cost, cfg.n_layers).makespan / cfg.n_layers
     row = {"model": cfg.name, "mode": mode, "chips": chips, "case": cost.placement.case,
@@ -168,7 +185,7 @@ def _row(cfg: TransformerConfig, mode: str, chips: int, cost: BlockCost) -> dict
 def scaling(model: str | TransformerConfig, mode: str, chips: tuple[int, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:
     """One row per chip count: runtime, breakdown, energy, and speedup/energy ratio vs the first count."""
     cfg = get_model(model)
-    rows = [_row(cfg, mode, n, block(cfg, mode, n, knobs)) for n in chips]
+    rows = [_scaling_row(cfg, mode, n, block(cfg, mode, n, knobs)) for n in chips]
     frame = pd.DataFrame(rows)
     base = frame.iloc[0]
     frame["speedup"] = base["runtime_ms"] / frame["runtime_ms"]
@@ -225,9 +242,13 @@ DMA_RANGE = (0.1e9, 64e9)  # B/s: the L2<->L1 DMA bandwidths fit_constants searc
 
 
 def reported() -> pd.DataFrame:
-    """The paper's numbers (data/reported/mcu_siracusa.csv)."""
-    frame = load_reported()
-    return frame[frame["paper"] == PAPER].reset_index(drop=True)
+    """The paper's numbers (data/reported/mcu_siracusa.csv); the fits read their targets from there."""
+    return base.reported(PAPER)
+
+
+def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
+    """One number as the paper reports it (data/reported/mcu_siracusa.csv)."""
+    return base.reported_value(PAPER, artifact, model, setting, quantity)
 
 
 def _fit_target(rows: pd.DataFrame, name: str, model: str, mode: str, chips: int, quantity: str) -> float:
@@ -346,9 +367,8 @@ def fidelity_rows(knobs: Knobs = Knobs()) -> pd.DataFrame:
         cost, single = block(cfg, mode, chips, knobs), block(cfg, mode, 1, knobs)
         value = {"speedup": single.runtime_s / cost.runtime_s, "block_energy": cost.energy_j * 1e3,
                  "block_runtime": cost.runtime_s * 1e3}[quantity]
-        rows.append(dict(zip(RESULT_COLUMNS, (PAPER, artifact, cfg.name, setting_label(cfg, mode, chips), quantity,
-                                              float(value), unit))))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+        rows.append(result_row(PAPER, artifact, cfg.name, setting_label(cfg, mode, chips), quantity, value, unit))
+    return rows_frame(rows)
 
 
 def fidelity_table(knobs: Knobs = Knobs()) -> pd.DataFrame:
@@ -502,18 +522,23 @@ def pattern_checks(knobs: Knobs = Knobs(), chips: tuple[int, ...] = FIG6_CHIPS) 
     return pd.DataFrame(rows, columns=PATTERN_COLUMNS)
 
 
-def result_rows(frame: pd.DataFrame, artifact: str) -> pd.DataFrame:
+SCALING_QUANTITIES = {  # column of a `scaling` frame -> (quantity, unit) of its result rows
+    "runtime_ms": ("block_runtime", "ms"), "energy_mJ": ("block_energy", "mJ"), "speedup": ("speedup", "x"),
+    "steady_state_ms": ("steady_state_block_runtime", "ms"), "prefetch_ms": ("prefetch_time", "ms"),
+    **{f"{c}_ms": (f"runtime_{c.replace('-', '_').lower()}", "ms") for c in BREAKDOWN}}
+
+
+def scaling_rows(frame: pd.DataFrame, artifact: str) -> pd.DataFrame:
     """Every modelled number of a `scaling`-style frame as tidy result rows."""
-    quantities = {"runtime_ms": ("block_runtime", "ms"), "energy_mJ": ("block_energy", "mJ"),
-                  "speedup": ("speedup", "x"), "steady_state_ms": ("steady_state_block_runtime", "ms"),
-                  "prefetch_ms": ("prefetch_time", "ms"),
-                  **{f"{c}_ms": (f"runtime_{c.replace('-', '_').lower()}", "ms") for c in BREAKDOWN}}
-    parts = []
-    for column, (quantity, unit) in quantities.items():
-        parts.append(pd.DataFrame({"paper": PAPER, "artifact": artifact, "model": frame["model"].values,
-                                   "setting": frame["setting"].values, "quantity": quantity,
-                                   "value": frame[column].astype(float).values, "unit": unit}))
-    return pd.concat(parts, ignore_index=True)[RESULT_COLUMNS]
+    named = frame.rename(columns={c: q for c, (q, _) in SCALING_QUANTITIES.items()})
+    return result_rows(PAPER, artifact, named, dict(SCALING_QUANTITIES.values()), model=frame["model"],
+                       setting=frame["setting"])
+
+
+def pattern_rows(checks: pd.DataFrame) -> pd.DataFrame:
+    """`pattern_checks` as rows: every claim's modelled number, then whether each holds (1) or not (0)."""
+    return rows_frame([result_row(PAPER, r.artifact, "", r.claim, q, float(getattr(r, q)), "")
+                       for q in ("modelled", "holds") for r in checks.itertuples()])
 
 
 def combine_rows(*frames: pd.DataFrame) -> pd.DataFrame:
@@ -528,9 +553,8 @@ def placement_rows(frame: pd.DataFrame, model: str, mode: str) -> pd.DataFrame:
     settings = [setting_label(cfg, mode, int(n)) for n in frame["chips"]]
     quantity = ("bytes_" + frame["level"] + "_" + frame["content"].str.replace(r"[^A-Za-z0-9]+", "_", regex=True)
                 .str.strip("_").str.lower())
-    out = pd.DataFrame({"paper": PAPER, "artifact": "Sec. IV placement", "model": cfg.name, "setting": settings,
-                        "quantity": quantity.values, "value": frame["MiB"].astype(float).values, "unit": "MiB"})
-    return out[RESULT_COLUMNS]
+    return rows_frame([result_row(PAPER, "Sec. IV placement", cfg.name, setting, q, mib, "MiB")
+                       for setting, q, mib in zip(settings, quantity, frame["MiB"], strict=True)])
 
 
 def dma_sensitivity(bandwidths: tuple[float, ...], knobs: Knobs = Knobs()) -> pd.DataFrame:

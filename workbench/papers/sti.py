@@ -11,15 +11,16 @@ data/sti_eval_sentences.csv (`ProxyQuality`). 1.0 = identical to the full-precis
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, ClassVar
 
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int
-from workbench.fidelity import load_reported
 from workbench.hardware import DeviceSpec, load_device
 from workbench.io import DATA_DIR
 from workbench.kernels.sti import (
@@ -31,6 +32,8 @@ from workbench.kernels.sti import (
     run_blocks,
 )
 from workbench.models import TransformerConfig, get_model
+from workbench.papers import base
+from workbench.papers.base import result_row, rows_frame
 from workbench.planners.sti import (
     MIB,
     ShardPlan,
@@ -41,7 +44,6 @@ from workbench.planners.sti import (
     upgrade_in_order,
 )
 from workbench.quantize import FULL_BITS
-from workbench.results import RESULT_COLUMNS
 from workbench.schemes.sti import (
     LatencyProfile,
     accumulated_io_budgets,
@@ -49,7 +51,6 @@ from workbench.schemes.sti import (
     layer_exec_time,
     read_bandwidth,
     remaining_io,
-    sti_constants,
 )
 from workbench.shards import (
     ShardedModel,
@@ -69,8 +70,37 @@ METHODS = ("STI", "STI-0MB", "Load&Exec", "StdPL-full", "StdPL-2bit", "StdPL-6bi
 EVAL_SENTENCES = DATA_DIR / "sti_eval_sentences.csv"
 
 
-def _row(artifact, model, setting, quantity, value, unit) -> dict:
-    return dict(zip(RESULT_COLUMNS, (PAPER, artifact, model, setting, quantity, float(value), unit)))
+# ---- constants and the paper's setting ------------------------------------------------------------
+def constants() -> Mapping[str, Any]:
+    """STI's constant values (data/constants/sti.toml, read once per process; the cost model reads the same)."""
+    return base.paper_values(PAPER)
+
+
+sti_constants = constants  # the name workbench/golden.py reads; new code calls constants()
+
+
+@dataclass(frozen=True)
+class Setting(base.PaperSetting):
+    """The paper's experiment defaults (data/constants/sti.toml); every experiment overrides any of them."""
+
+    PAPER: ClassVar[str] = PAPER
+
+    target_latencies: list  # s: Table 6's targets
+    importance_low_bits: int  # Sec. 5.2's profile: every shard at this precision ...
+    importance_high_bits: int  # ... one raised to this one
+    table7_submodel_layers: int
+    table7_submodel_shards: int
+    table7_upgrade_bits: int
+    outlier_fraction: float  # of a shard's weights kept in full precision
+    profile_seq_len: int  # tokens of the offline profile
+    distilbert_layers: int  # Sec. 1 / 2.2's DistilBERT
+
+    def __post_init__(self) -> None:
+        bad = [f for f in ("target_latencies", "importance_low_bits", "importance_high_bits", "table7_submodel_layers",
+                           "table7_submodel_shards", "table7_upgrade_bits", "profile_seq_len", "distilbert_layers")
+               if not all(v > 0 for v in np.ravel(getattr(self, f)))]
+        if bad or not 0 <= self.outlier_fraction < 1:
+            raise WorkbenchError(f"STI settings {bad or ['outlier_fraction']} are out of range: {self}")
 
 
 # ---- platforms ----------------------------------------------------------------------------------
@@ -83,7 +113,7 @@ def platform_device(platform: str) -> DeviceSpec:
 def platform_preload(platform: str) -> float:
     """The paper's preload buffer on `platform` (1 MB Odroid, 5 MB Jetson), bytes."""
     require_choice("platform", platform, PLATFORMS)
-    return float(sti_constants()[PLATFORMS[platform][1]])
+    return float(constants()[PLATFORMS[platform][1]])
 
 
 def platform_profile(platform: str, model: TransformerConfig | str, seq_len: int | None = None,
@@ -94,11 +124,15 @@ def platform_profile(platform: str, model: TransformerConfig | str, seq_len: int
 
 
 # ---- fitted constants and the skew / load-time rows ----------------------------------------------
-def _reported(quantity: str) -> float:
-    rows = load_reported().query("paper == @PAPER and quantity == @quantity")
-    if len(rows) != 1:
-        raise WorkbenchError(f"expected one reported STI row for {quantity!r}, found {len(rows)}")
-    return float(rows["value"].iloc[0])
+
+def reported() -> pd.DataFrame:
+    """The paper's numbers (data/reported/sti.csv), read now."""
+    return base.reported(PAPER)
+
+
+def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
+    """One STI number as reported (data/reported/sti.csv); the fits read their targets from there."""
+    return base.reported_value(PAPER, artifact, model, setting, quantity)
 
 
 def distilbert_layer_bytes() -> float:
@@ -109,10 +143,12 @@ def distilbert_layer_bytes() -> float:
 def fit_odroid() -> dict[str, float]:
     """The Odroid's two fitted constants: flash read rate (2.1 s for 6 layers) and GEMM efficiency (95 ms/layer)."""
     device = load_device(PLATFORMS["odroid"][0])
-    layers = int(sti_constants()["distilbert_layers"])
-    bandwidth = layers * distilbert_layer_bytes() / _reported("load_time")
-    flops = get_model("DistilBERT").block_flops(int(sti_constants()["profile_seq_len"]))
-    efficiency = flops / (_reported("layer_compute_time") * 1e-3 * device.peak("fp32"))
+    s = Setting.from_constants()
+    load_s = reported_value("Sec. 1", "DistilBERT", "odroid fp32 6 layers", "load_time")
+    compute_ms = reported_value("Sec. 2.2", "DistilBERT", "odroid fp32 S=128 per layer", "layer_compute_time")
+    bandwidth = int(s.distilbert_layers) * distilbert_layer_bytes() / load_s
+    flops = get_model("DistilBERT").block_flops(int(s.profile_seq_len))
+    efficiency = flops / (compute_ms * 1e-3 * device.peak("fp32"))
     return {"storage_read_bandwidth": bandwidth, "efficiency_gemm": efficiency}
 
 
@@ -121,8 +157,9 @@ def distilbert_pipeline(device: DeviceSpec | None = None) -> Timeline:
     device = device or platform_device("odroid")
     model = get_model("DistilBERT")
     load = distilbert_layer_bytes() / read_bandwidth(device)
-    compute = layer_exec_time(model, device, model.n_heads, int(sti_constants()["profile_seq_len"]))
-    layers = int(sti_constants()["distilbert_layers"])
+    s = Setting.from_constants()
+    compute = layer_exec_time(model, device, model.n_heads, int(s.profile_seq_len))
+    layers = int(s.distilbert_layers)
     return pipeline([load] * layers, [compute] * layers)
 
 
@@ -130,9 +167,9 @@ def skew_rows(device: DeviceSpec | None = None, gpu: DeviceSpec | None = None) -
     """Modelled DistilBERT load / compute / skew numbers (Sec. 1, 2.2) and the GPU width ratio (Sec. 7.3)."""
     device = device or platform_device("odroid")
     gpu = gpu or platform_device("jetson")
-    consts = sti_constants()
-    model, seq = get_model("DistilBERT"), int(consts["profile_seq_len"])
-    layers = int(consts["distilbert_layers"])
+    consts, s = constants(), Setting.from_constants()
+    model, seq = get_model("DistilBERT"), int(s.profile_seq_len)
+    layers = int(s.distilbert_layers)
     bw = read_bandwidth(device)
     layer_load = distilbert_layer_bytes() / bw
     compute = layer_exec_time(model, device, model.n_heads, seq)
@@ -141,18 +178,18 @@ def skew_rows(device: DeviceSpec | None = None, gpu: DeviceSpec | None = None) -
     stall_fraction = tl.stall("compute") / tl.makespan
     big = get_model("DynaBERT-12x12")
     ratio = layer_exec_time(big, gpu, 12, seq) / layer_exec_time(big, gpu, 3, seq)
-    rows = [
-        _row("Sec. 1", "DistilBERT", "odroid fp32 6 layers", "parameter_bytes", layers * distilbert_layer_bytes() / 1e6, "MB"),
-        _row("Sec. 1", "DistilBERT", "odroid fp32 6 layers", "load_time", layers * layer_load, "s"),
-        _row("Sec. 2.2", "DistilBERT", "odroid fp32 per layer", "layer_load_time", layer_load * 1e3, "ms"),
-        _row("Sec. 2.2", "DistilBERT", "odroid fp32 S=128 per layer", "layer_compute_time", compute * 1e3, "ms"),
-        _row("Sec. 2.2", "DistilBERT", "odroid fp32 load before execute", "model_file_load_time", file_load, "s"),
-        _row("Sec. 2.2", "DistilBERT", "odroid fp32 load before execute", "load_and_execute_time",
-             file_load + layers * compute, "s"),
-        _row("Sec. 1", "DistilBERT", "odroid fp32 layerwise pipeline", "compute_stall_fraction", stall_fraction, "fraction"),
-        _row("Sec. 7.3", "DynaBERT-12x12", "jetson gpu S=128", "layer_time_ratio_12_vs_3_shards", ratio, "ratio"),
+    rows = [  # (artifact, model, setting, quantity, value, unit)
+        ("Sec. 1", "DistilBERT", "odroid fp32 6 layers", "parameter_bytes", layers * distilbert_layer_bytes() / 1e6, "MB"),
+        ("Sec. 1", "DistilBERT", "odroid fp32 6 layers", "load_time", layers * layer_load, "s"),
+        ("Sec. 2.2", "DistilBERT", "odroid fp32 per layer", "layer_load_time", layer_load * 1e3, "ms"),
+        ("Sec. 2.2", "DistilBERT", "odroid fp32 S=128 per layer", "layer_compute_time", compute * 1e3, "ms"),
+        ("Sec. 2.2", "DistilBERT", "odroid fp32 load before execute", "model_file_load_time", file_load, "s"),
+        ("Sec. 2.2", "DistilBERT", "odroid fp32 load before execute", "load_and_execute_time",
+         file_load + layers * compute, "s"),
+        ("Sec. 1", "DistilBERT", "odroid fp32 layerwise pipeline", "compute_stall_fraction", stall_fraction, "fraction"),
+        ("Sec. 7.3", "DynaBERT-12x12", "jetson gpu S=128", "layer_time_ratio_12_vs_3_shards", ratio, "ratio"),
     ]
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return rows_frame([result_row(PAPER, *r) for r in rows])
 
 
 # ---- storage ------------------------------------------------------------------------------------
@@ -160,7 +197,7 @@ def storage_table(model: TransformerConfig | str = "DynaBERT-12x12", bitwidths: 
                   outlier_fraction: float | None = None) -> pd.DataFrame:
     """Modelled on-disk MiB of every shard at each bitwidth, the sum of the quantized versions, the fp32 model."""
     model = get_model(model)
-    f = float(sti_constants()["outlier_fraction"]) if outlier_fraction is None else outlier_fraction
+    f = Setting.from_constants(outlier_fraction=outlier_fraction).outlier_fraction
     rows = [{"version": f"{b}-bit shards", "bits": b, "MiB": store_bytes(model, (b,), f) / MIB} for b in bitwidths]
     rows.append({"version": "{" + ",".join(map(str, bitwidths)) + "}-bit total", "bits": np.nan,
                  "MiB": store_bytes(model, bitwidths, f) / MIB})
@@ -171,9 +208,9 @@ def storage_table(model: TransformerConfig | str = "DynaBERT-12x12", bitwidths: 
 def storage_rows() -> pd.DataFrame:
     """The Sec. 7.2 fidelity row: MiB of the {2..6}-bit versions of the 12x12 model."""
     model = get_model("DynaBERT-12x12")
-    value = store_bytes(model, (2, 3, 4, 5, 6), float(sti_constants()["outlier_fraction"])) / MIB
-    return pd.DataFrame([_row("Sec. 7.2", model.name, "{2,3,4,5,6}-bit shards", "quantized_versions_storage", value, "MiB")],
-                        columns=RESULT_COLUMNS)
+    value = store_bytes(model, (2, 3, 4, 5, 6), float(Setting.from_constants().outlier_fraction)) / MIB
+    return rows_frame([result_row(PAPER, "Sec. 7.2", model.name, "{2,3,4,5,6}-bit shards", "quantized_versions_storage",
+                                  value, "MiB")])
 
 
 def store_measurements(store: ShardStore, sharded: ShardedModel) -> pd.DataFrame:
@@ -203,7 +240,7 @@ def load_timings(store: ShardStore, bits: Sequence[int], repeats: int = 3) -> pd
 def submodel_table(model: TransformerConfig | str = "DynaBERT-12x12", targets_s: Sequence[float] | None = None,
                    methods: Sequence[str] = METHODS) -> pd.DataFrame:
     """n x m of every method on both platforms at each target (importance does not change sizes)."""
-    targets_s = sti_constants()["target_latencies"] if targets_s is None else targets_s
+    targets_s = Setting.from_constants(target_latencies=targets_s).target_latencies
     rows = []
     for platform in PLATFORMS:
         profile = platform_profile(platform, model)
@@ -229,9 +266,9 @@ def flops_ratio_rows(table: pd.DataFrame | None = None) -> pd.DataFrame:
     rows = []
     for quantity, baselines in groups.items():
         ratios = np.concatenate([(wide["STI"] / wide[b]).to_numpy() for b in baselines])
-        rows.append(_row("Sec. 7.3 (Table 6)", "DynaBERT-12x12", "odroid+jetson, T=150/200/400 ms", quantity,
+        rows.append(result_row(PAPER, "Sec. 7.3 (Table 6)", "DynaBERT-12x12", "odroid+jetson, T=150/200/400 ms", quantity,
                          float(np.mean(ratios)), "ratio"))
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return rows_frame(rows)
 
 
 # ---- the proxy quality metric -------------------------------------------------------------------
@@ -322,7 +359,7 @@ def minilm_setup(n_pairs: int | None = None, bitwidths: tuple[int, ...] | None =
 
     bits = default_bitwidths() if bitwidths is None else bitwidths
     sharded = shard_model(minilm.minilm_config(), minilm.load_params(), bits,
-                          float(sti_constants()["log_likelihood_threshold"]))
+                          float(constants()["log_likelihood_threshold"]))
     return sharded, eval_sentences(n_pairs)
 
 
@@ -350,9 +387,8 @@ def encoder_sanity(quality: ProxyQuality, n_pairs: int) -> pd.DataFrame:
 def profile_importance(quality: Callable[[tuple], float], n_layers: int, n_shards: int, low: int | None = None,
                        high: int | None = None) -> np.ndarray:
     """The paper's protocol: the full model at `low` bits, raise one shard to `high`; score (N, M) = quality."""
-    consts = sti_constants()
-    low = int(consts["importance_low_bits"]) if low is None else low
-    high = int(consts["importance_high_bits"]) if high is None else high
+    s = Setting.from_constants(importance_low_bits=low, importance_high_bits=high)
+    low, high = s.importance_low_bits, s.importance_high_bits
     base = [tuple((i, low) for i in range(n_shards)) for _ in range(n_layers)]
     scores = np.empty((n_layers, n_shards))
     for layer in range(n_layers):
@@ -431,11 +467,10 @@ def importance_vs_random(quality: Callable[[tuple], float], scores: np.ndarray, 
                          n_upgrades: Sequence[int] = (1, 2, 4, 8), seeds: Sequence[int] = range(8),
                          low: int | None = None, bits: int | None = None) -> pd.DataFrame:
     """A n x m submodel at `low` bits; raise k shards to `bits` in importance order vs in random orders."""
-    consts = sti_constants()
-    n = int(consts["table7_submodel_layers"]) if n is None else n
-    m = int(consts["table7_submodel_shards"]) if m is None else m
-    low = int(consts["importance_low_bits"]) if low is None else low
-    bits = int(consts["table7_upgrade_bits"]) if bits is None else bits
+    s = Setting.from_constants(table7_submodel_layers=n, table7_submodel_shards=m, importance_low_bits=low,
+                               table7_upgrade_bits=bits)
+    n, m = s.table7_submodel_layers, s.table7_submodel_shards
+    low, bits = s.importance_low_bits, s.table7_upgrade_bits
     require_int("n (layers)", n, low=1, high=scores.shape[0])
     require_int("m (shards per layer)", m, low=1, high=scores.shape[1])
     shards = chosen_shards(np.asarray(scores, dtype=float), n, m)

@@ -7,14 +7,14 @@ on a home-gateway tree, or the laptops of Table 7 behind one Wi-Fi router.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from workbench import fidelity
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -22,11 +22,11 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
-from workbench.fidelity import load_reported
 from workbench.hardware import DeviceSpec, load_device
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology, on_topology, traversals
-from workbench.results import RESULT_COLUMNS
+from workbench.papers import base
+from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.schemes.base import Cluster, Workload
 from workbench.schemes.tpi_llm import (
     GIB,
@@ -39,7 +39,6 @@ from workbench.schemes.tpi_llm import (
     evaluate_tp_ring,
     evaluate_tpi,
     loose_steady,
-    paper_constants,
     resident_weight_bytes,
     simulate_tpi,
     table4_block_params,
@@ -56,10 +55,34 @@ TESTBEDS = ("emulated", "laptops")
 BITS = 32  # TPI-LLM runs every model in fp32
 
 
+# ---- constants and the paper's setting -----------------------------------------------------------------
+def constants() -> Mapping[str, Any]:
+    """TPI-LLM's constant values (data/constants/tpi_llm.toml), read once per process."""
+    return base.paper_values(PAPER)
+
+
+@dataclass(frozen=True)
+class Setting(base.PaperSetting):
+    """The paper's experiment defaults (data/constants/tpi_llm.toml); every experiment overrides any of them.
+    The scheduler's own defaults (window, gamma, overhead) are `TPIOptions`'."""
+
+    PAPER: ClassVar[str] = PAPER
+
+    prompt_tokens: int  # assumed prompt length
+    window_laptops: int  # Sec. 3.3: w = 4 on the laptops
+    fig1_bandwidth: float  # Mbps: the laptops' Wi-Fi in Fig. 1(a, b)
+    fig3_tree_depth: int  # Fig. 3's tree all-reduce
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_tokens", "window_laptops", "fig3_tree_depth"):
+            require_int(name, getattr(self, name))
+        require_positive("fig1_bandwidth", self.fig1_bandwidth)
+
+
 # ---- clusters and workloads ------------------------------------------------------------------------
 def workloads(prompt_tokens: int | None = None) -> tuple[Workload, Workload]:
     """(prefill, decode) workloads in fp32 with the fitted prompt length."""
-    s = int(paper_constants()["prompt_tokens"]) if prompt_tokens is None else require_int("prompt_tokens", prompt_tokens)
+    s = Setting.from_constants(prompt_tokens=prompt_tokens).prompt_tokens
     return (Workload("prefill", seq_len=s, kv_len=s, weight_bits=BITS, activation_bits=BITS),
             Workload("decode", seq_len=s, kv_len=s + 1, weight_bits=BITS, activation_bits=BITS))
 
@@ -124,14 +147,13 @@ def testbed_cluster(testbed: str, n_devices: int = 8, bandwidth_mbps: float = 30
 
 def options_for(testbed: str, window: int | None = None, **changes) -> TPIOptions:
     """Paper defaults per testbed: w=2 and capability split (emulated); w=4, p_i=0.25 (laptops, Sec. 3.3)."""
-    c = paper_constants()
     if testbed == "laptops":
-        base = default_options(window=int(c["window_laptops"]), split="equal")
+        opts = default_options(window=int(Setting.from_constants().window_laptops), split="equal")
     else:
-        base = default_options()
+        opts = default_options()
     if window is not None:
-        base = replace(base, window=window)
-    return replace(base, **changes)
+        opts = replace(opts, window=window)
+    return replace(opts, **changes)
 
 
 def _run_both(model: TransformerConfig, cluster: Cluster, options: TPIOptions, strict: bool = False):
@@ -334,8 +356,7 @@ def fig1c(model: str = "Llama 3.1-8B", nodes: Sequence[int] = (1, 2, 3, 4, 5, 6,
 
 def fig1ab(model: str = "Llama 3.1-8B", laptops: Sequence[str] | None = None, bandwidth_mbps: float | None = None):
     """Computing vs communication time per token, tensor vs model parallelism on the laptops (Fig. 1(a,b))."""
-    c = paper_constants()
-    bw = float(c["fig1_bandwidth"]) if bandwidth_mbps is None else bandwidth_mbps
+    bw = Setting.from_constants(fig1_bandwidth=bandwidth_mbps).fig1_bandwidth
     cluster = laptop_cluster(laptops, bw)
     _, decode = workloads()
     m = get_model(model)
@@ -353,7 +374,7 @@ def fig1ab(model: str = "Llama 3.1-8B", laptops: Sequence[str] | None = None, ba
 def fig3(taus_ms: Sequence[float] = (1, 2, 4, 6, 8, 10), n_devices: int = 8, payload_bytes: float = 4.0,
          bandwidth_mbps: float = 300.0) -> pd.DataFrame:
     """All-reduce latency of a 4-byte payload vs per-link latency tau on the gateway tree: star/tree/ring."""
-    depth = int(paper_constants()["fig3_tree_depth"])
+    depth = Setting.from_constants().fig3_tree_depth
     rows = []
     for tau in taus_ms:
         topo = Topology("gateway_tree", n_devices, Link.from_mbps(bandwidth_mbps, tau))
@@ -366,7 +387,7 @@ def fig3(taus_ms: Sequence[float] = (1, 2, 4, 6, 8, 10), n_devices: int = 8, pay
 
 def link_latency_hops(n_devices: int = 8) -> dict[str, float]:
     """Per-link latencies tau in one all-reduce on the gateway tree (Sec. 3.2: star 8, tree 16, ring 56)."""
-    depth = int(paper_constants()["fig3_tree_depth"])
+    depth = Setting.from_constants().fig3_tree_depth
     hops = Topology("gateway_tree", n_devices, Link.from_mbps(300)).path_hops
     return {algo: float(traversals(algo, "all_reduce", n_devices, depth if algo == "tree" else None)) * hops
             for algo in ("star", "tree", "ring")}
@@ -393,7 +414,7 @@ def sec32_t_data_ms(model: str = "Llama 2-70B", n_devices: int = 8, bandwidth_mb
     require_choice("algorithm", algorithm, ("star", "tree"))
     m = get_model(model)
     topo = Topology("gateway_tree", n_devices, Link.from_mbps(bandwidth_mbps, 1.0))
-    depth = int(paper_constants()["fig3_tree_depth"]) if algorithm == "tree" else 1
+    depth = Setting.from_constants().fig3_tree_depth if algorithm == "tree" else 1
     links = depth * topo.path_hops
     return 2.0 * links * 32 * m.d_model / (bandwidth_mbps * 1e6) * 1e3
 
@@ -444,14 +465,10 @@ def fig6(models: Sequence[str] = MODELS, cluster: Cluster | None = None, window:
 
 # ---- fidelity rows ---------------------------------------------------------------------------------------
 def tidy_rows(artifact: str, frame: pd.DataFrame, quantities: dict[str, str], model_col: str = "model",
-          setting_col: str = "setting", suffix: str = "") -> pd.DataFrame:
-    parts = []
-    for q, unit in quantities.items():
-        part = pd.DataFrame({"paper": PAPER, "artifact": artifact, "model": frame[model_col].astype(str),
-                             "setting": frame[setting_col].astype(str) + suffix, "quantity": q,
-                             "value": frame[q].astype(float), "unit": unit})
-        parts.append(part.dropna(subset=["value"]))
-    return pd.concat(parts, ignore_index=True)[RESULT_COLUMNS]
+              setting_col: str = "setting", suffix: str = "") -> pd.DataFrame:
+    """`result_rows` keyed by two of the frame's columns (`suffix` appended to the setting); no NaN values."""
+    return result_rows(PAPER, artifact, frame, quantities, model=frame[model_col].astype(str),
+                       setting=frame[setting_col].astype(str) + suffix, dropna=True)
 
 
 def _with_fits(df: pd.DataFrame) -> pd.DataFrame:
@@ -490,20 +507,20 @@ def sec32_rows() -> pd.DataFrame:
     """Sec. 3.2 rows: link latencies per all-reduce (in tau); the 70B data term by the paper's formula on the
     star path (the reported t_data) and on the depth-2 tree path, and this cost model's star bytes term."""
     hops = link_latency_hops()
-    rows = [(PAPER, "Sec. 3.2", "", "gateway_tree,n=8", f"link_latency_{a}", v, "tau") for a, v in hops.items()]
+    rows = [("", "gateway_tree,n=8", f"link_latency_{a}", v, "tau") for a, v in hops.items()]
     setting = "gateway_tree,n=8,300 Mbps"
-    rows += [(PAPER, "Sec. 3.2", "Llama 2-70B", setting, "t_data", sec32_t_data_ms(), "ms"),
-             (PAPER, "Sec. 3.2", "Llama 2-70B", setting, "t_data_tree_path", sec32_t_data_ms(algorithm="tree"), "ms"),
-             (PAPER, "Sec. 3.2", "Llama 2-70B", setting, "star_bytes_term", data_transfer_ms(), "ms")]
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    rows += [("Llama 2-70B", setting, "t_data", sec32_t_data_ms(), "ms"),
+             ("Llama 2-70B", setting, "t_data_tree_path", sec32_t_data_ms(algorithm="tree"), "ms"),
+             ("Llama 2-70B", setting, "star_bytes_term", data_transfer_ms(), "ms")]
+    return rows_frame([result_row(PAPER, "Sec. 3.2", *r) for r in rows])
 
 
 def fig1_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Fig. 1(b) rows: the communication share of the token time, TP and MP."""
     val = dict(zip(df["parallelism"], df["comm_fraction"]))
-    return pd.DataFrame([(PAPER, "Fig. 1(b)", "Llama 3.1-8B", "4 laptops,178 Mbps", "comm_fraction_tp", val["TP"], "1"),
-                         (PAPER, "Fig. 1(b)", "Llama 3.1-8B", "4 laptops,178 Mbps", "comm_fraction_mp", val["MP"], "1")],
-                        columns=RESULT_COLUMNS)
+    setting = f"4 laptops,{Setting.from_constants().fig1_bandwidth:g} Mbps"
+    return rows_frame([result_row(PAPER, "Fig. 1(b)", "Llama 3.1-8B", setting, f"comm_fraction_{p.lower()}", val[p], "1")
+                       for p in ("TP", "MP")])
 
 
 def fig6_rows(df: pd.DataFrame, suffix: str = "") -> pd.DataFrame:
@@ -516,15 +533,21 @@ def fig5_rows(df: pd.DataFrame, sensitivity: float) -> pd.DataFrame:
     """Fig. 5 rows (no reported numbers; the bandwidth sensitivity is checked against the paper's claim)."""
     df = df.assign(model="Llama 2-70B", setting=df["knob"] + "=" + df["value"].map(lambda v: f"{v:g}"))
     out = tidy_rows("Fig. 5", df, {"token_latency": "s/token"})
-    extra = pd.DataFrame([(PAPER, "Fig. 5", "Llama 2-70B", "300->1000 Mbps", "token_latency_change", sensitivity, "1")],
-                         columns=RESULT_COLUMNS)
+    extra = rows_frame([result_row(PAPER, "Fig. 5", "Llama 2-70B", "300->1000 Mbps", "token_latency_change",
+                                   sensitivity, "1")])
     return pd.concat([out, extra], ignore_index=True)
 
 
 # ---- fits (reproducible: each fitted constant is recomputed from the rows it names) -------------------------
+
+def reported() -> pd.DataFrame:
+    """The paper's numbers (data/reported/tpi_llm.csv), read now."""
+    return base.reported(PAPER)
+
+
 def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
     """One TPI-LLM number as reported (data/reported/tpi_llm.csv): fits and diagnostics read it from there."""
-    return fidelity.reported_value(load_reported(), PAPER, artifact, model, setting, quantity)
+    return base.reported_value(PAPER, artifact, model, setting, quantity)
 
 
 def fit_memory_constants() -> tuple[float, float]:
@@ -595,7 +618,7 @@ def fit_laptop_constants() -> dict[str, float]:
 
 def fitted_constants_table() -> pd.DataFrame:
     """Every fitted constant: stored value, value re-fitted from its rows, and the rows."""
-    stored_c = paper_constants()
+    stored_c = constants()
     emu, mac = load_device("tpi_emulated_edge"), load_device("tpi_mac_pro_m1")
     gamma, overhead = fit_memory_constants()
     e = fit_emulated_constants()
@@ -692,9 +715,9 @@ def loader_rate_windows(tolerance: float = 0.25, models: Sequence[str] = MODELS,
         if q == "ttft":  # with the scheduler off only the first token reads from disk
             cases += [("Table 1", "emulated", name, "scheduler=off", q, emulated_at, off) for name in models]
         cases += [("Table 3", "laptops", name, "Transformers+MS", q, mac_at, laptops) for name in laptop_models]
-    reported = load_reported()
-    reported = reported[(reported.paper == PAPER) & (reported.quantity.isin(quantities))]
-    have = set(zip(reported.artifact, reported.model, reported.setting, reported.quantity, strict=True))
+    rows_in = reported()
+    rows_in = rows_in[rows_in.quantity.isin(quantities)]
+    have = set(zip(rows_in.artifact, rows_in.model, rows_in.setting, rows_in.quantity, strict=True))
     rows = []
     for artifact, testbed, name, setting, quantity, cluster_at, opts in cases:
         if (artifact, name, setting, quantity) not in have:
@@ -758,7 +781,7 @@ def laptop_suffix(laptops: Sequence[str] | None, window: int | None) -> str:
     parts = []
     if names != ["Mac Pro", "Mac Air", "Dell", "Dell"]:
         parts.append("laptops=" + "+".join(names))
-    if window is not None and window != int(paper_constants()["window_laptops"]):
+    if window is not None and window != int(Setting.from_constants().window_laptops):
         parts.append(f"w={window}")
     return "".join("," + p for p in parts)
 

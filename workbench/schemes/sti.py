@@ -24,14 +24,13 @@ imports a planner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from workbench.constants import load_constants
+from workbench.constants import paper_values
 from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -43,10 +42,9 @@ from workbench.shards import n_shards, shard_record_bytes
 PAPER = "sti"
 
 
-@lru_cache(maxsize=1)
-def sti_constants() -> dict:
-    """Values of data/constants/sti.toml."""
-    return {k: c.value for k, c in load_constants("constants/sti.toml").items()}
+def sti_constants() -> Mapping[str, Any]:
+    """Values of data/constants/sti.toml (the one cached loader, `workbench.constants.paper_values`)."""
+    return paper_values(PAPER)
 
 
 def default_bitwidths() -> tuple[int, ...]:
