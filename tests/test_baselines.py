@@ -36,11 +36,9 @@ def test_load_all_registers_the_baselines_after_every_papers_scheme():
     assert modules[first:first + len(NAMES)] == [modules[first]] * len(NAMES) and max(papers) < first
 
 
-def test_old_names_in_tpi_llm_resolve_to_the_moved_functions():
-    assert TPI.evaluate_single_device is B.evaluate_single_device
-    assert TPI.evaluate_layerwise_mp is B.evaluate_layerwise_mp and TPI.mp_layer_ranges is B.mp_layer_ranges
-    with pytest.raises(AttributeError):
-        TPI.no_such_name  # noqa: B018
+def test_baselines_live_only_in_their_module():
+    for name in ("evaluate_single_device", "evaluate_disk_offload", "evaluate_layerwise_mp", "mp_layer_ranges"):
+        assert hasattr(B, name) and not hasattr(TPI, name)
 
 
 @pytest.mark.parametrize("n_layers,n_devices", [(32, 3), (7, 7), (5, 2), (1, 1)])

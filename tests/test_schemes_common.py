@@ -15,11 +15,11 @@ from workbench.io import REPO_ROOT
 from workbench.models import get_model
 from workbench.network import Link, Topology
 from workbench.planners import galaxy as PL
+from workbench.schemes import baselines as B
 from workbench.schemes import common
 from workbench.schemes import galaxy as G
 from workbench.schemes import hepti as H
 from workbench.schemes import mcu_siracusa as MCU
-from workbench.schemes import tpi_llm as TPI
 from workbench.schemes.base import Cluster, Workload
 from workbench.userconfig import load_config
 
@@ -120,12 +120,12 @@ def test_local_equals_single_device_resident_on_an_encoder(activation_bits):
     local = G.evaluate_local(model, one, wl)
     expected = common.step_time(model, nano, wl, lm_head=False)
     assert local.latency_s == expected
-    for result in (TPI.evaluate_single_device(model, one, wl), TPI.evaluate_layerwise_mp(model, one, wl),
+    for result in (B.evaluate_single_device(model, one, wl), B.evaluate_layerwise_mp(model, one, wl),
                    G.evaluate_megatron_tp(model, one, wl), G.evaluate_sp(model, one, wl),
                    PL.evaluate_galaxy_hmp(model, one, wl), PL.evaluate_galaxy_hmp_overlap(model, one, wl)):
         assert result.latency_s == pytest.approx(expected, rel=1e-12), result.scheme
     # the offload baseline needs a storage rate (none is assumed); its compute (launches included) is the same
-    offload = TPI.evaluate_disk_offload(model, _cluster([nano.with_changes(storage_read_bytes_per_s=1e9)]), wl)
+    offload = B.evaluate_disk_offload(model, _cluster([nano.with_changes(storage_read_bytes_per_s=1e9)]), wl)
     assert offload.compute_s + offload.fixed_s == pytest.approx(expected, rel=1e-12)
 
 
@@ -144,7 +144,7 @@ def test_single_device_schemes_cost_the_same_generation_step(weight_bits, phase)
     head = common.lm_head_time(model, pi, wl)
     assert head > 0
     assert local.latency_s == pytest.approx(common.step_time(model, pi, wl, lm_head=False) + head, rel=1e-12)
-    for result in (TPI.evaluate_single_device(model, one, wl), TPI.evaluate_layerwise_mp(model, one, wl),
+    for result in (B.evaluate_single_device(model, one, wl), B.evaluate_layerwise_mp(model, one, wl),
                    G.evaluate_megatron_tp(model, one, wl), G.evaluate_sp(model, one, wl)):
         assert result.latency_s == pytest.approx(local.latency_s, rel=1e-12), result.scheme
     backbone = replace(wl, output_head=False)

@@ -28,14 +28,11 @@ from workbench.network import Link, Topology, on_topology, traversals
 from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.schemes.base import Cluster, Workload
+from workbench.schemes.baselines import evaluate_disk_offload, evaluate_layerwise_mp, evaluate_single_device
 from workbench.schemes.tpi_llm import (
-    GIB,
     TPIOptions,
     default_options,
     device_blocks,
-    evaluate_disk_offload,
-    evaluate_layerwise_mp,
-    evaluate_single_device,
     evaluate_tp_ring,
     evaluate_tpi,
     loose_steady,
@@ -46,6 +43,7 @@ from workbench.schemes.tpi_llm import (
     window_peak_params,
     with_cores,
 )
+from workbench.units import GIB
 
 PAPER = "tpi_llm"
 MODELS = ("Llama 2-3B", "Llama 2-7B", "Llama 2-13B", "Llama 2-70B", "Llama 3.1-8B", "Llama 3.1-70B", "Yi-34B")

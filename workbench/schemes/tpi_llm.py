@@ -25,12 +25,12 @@ take one roofline each at the shared compute dtype and kernel shape.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import numpy as np
 
-from workbench.constants import load_constants
+from workbench.constants import paper_values
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -44,10 +44,9 @@ PAPER = "tpi_llm"
 SPLITS = ("capability", "equal")
 
 
-@lru_cache(maxsize=1)
-def paper_constants() -> dict:
-    """Values of data/constants/tpi_llm.toml (gamma, runtime overhead, prompt length, windows...)."""
-    return {k: c.value for k, c in load_constants("constants/tpi_llm.toml").items()}
+def paper_constants() -> Mapping:
+    """Values of data/constants/tpi_llm.toml (gamma, runtime overhead, prompt length, windows...), read once."""
+    return paper_values(PAPER)
 
 
 @dataclass(frozen=True)
@@ -661,16 +660,3 @@ def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workl
     return evaluate_tpi(model, cluster, workload, options,
                         scheme="tp_ring_allreduce", paper="baseline")
 
-
-# The generic baselines moved to workbench.schemes.baselines (issue 20); these names still resolve here, lazily
-# (baselines imports this module), until papers/tpi_llm.py and tests/test_schemes_common.py import them from there.
-_MOVED_TO_BASELINES = ("evaluate_single_device", "evaluate_disk_offload", "evaluate_layerwise_mp", "mp_layer_ranges")
-
-
-def __getattr__(name: str):
-    """The baselines' evaluators under their old home's names (PEP 562)."""
-    if name in _MOVED_TO_BASELINES:
-        from workbench.schemes import baselines
-
-        return getattr(baselines, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
