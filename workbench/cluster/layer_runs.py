@@ -17,7 +17,6 @@ import numpy as np
 from workbench.errors import WorkbenchError, require_int
 from workbench.models import TransformerConfig, get_model, tiny_config
 
-GALAXY_SCHEMES = ("megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
 MATCH_ATOL = 2e-3  # float32 stack vs the reference: summation order differs across devices
 
 
@@ -76,10 +75,10 @@ def run_galaxy_stack(ctx, mesh, scheme: str = "galaxy_hmp", model: str = "BERT-b
     """One Galaxy-partitioned prefill of `n_layers` blocks on `seq_len` tokens (uniform partition), timed."""
     import jax
 
-    from workbench.kernels.galaxy import program
+    from workbench.kernels.galaxy import KERNEL_SCHEMES, program
 
-    if scheme not in GALAXY_SCHEMES:
-        raise WorkbenchError(f"scheme must be one of {', '.join(GALAXY_SCHEMES)}, got {scheme!r}")
+    if scheme not in KERNEL_SCHEMES:
+        raise WorkbenchError(f"scheme must be one of {', '.join(KERNEL_SCHEMES)}, got {scheme!r}")
     require_int("reps", reps, low=1)
     cfg = layer_model(model, n_layers)
     params, x_se, positions = _stack_inputs(cfg, seq_len, seed)

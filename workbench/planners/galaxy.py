@@ -292,7 +292,7 @@ PLANNING_EVALUATORS = {"galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
              partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
-    """Any of Galaxy's schemes (`workbench.schemes.galaxy.SCHEMES`); Galaxy's own two plan with Algorithm 1
+    """Any of Galaxy's schemes (`workbench.schemes.galaxy.GALAXY_SCHEMES`); Galaxy's own two plan with Algorithm 1
     unless given a partition."""
     if scheme in PLANNING_EVALUATORS:
         return PLANNING_EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte)

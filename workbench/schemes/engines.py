@@ -59,7 +59,7 @@ from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 
 PAPER = "distributed_llama"
-SCHEMES = ("dllama_allgather_tp", "dllama_root_tp")
+ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp")
 # Q80 = BlockQ80 / NnBlockQ80: an fp16 scale + 32 int8 codes per 32 values = 34 B / 32 values
 # (quoted: distributed-llama src/quants.hpp, v0.16.4 src/nn/nn-quants.hpp).
 Q80_BYTES_PER_VALUE = 34 / 32
@@ -110,7 +110,7 @@ def check_split(model: TransformerConfig, n: int, scheme: str = "distributed-lla
 def forward_syncs(scheme: str, model: TransformerConfig, n: int, rows: int, activation_bits: float,
                   output_head: bool = True, syncs_per_layer: int = ROOT_SYNCS_V08) -> tuple[Sync, ...]:
     """Every collective of one forward of `rows` new tokens over n nodes (the kernels send exactly these)."""
-    require_choice("scheme", scheme, SCHEMES)
+    require_choice("scheme", scheme, ENGINE_SCHEMES)
     require_int("rows", rows, low=1)
     require_int("syncs_per_layer", syncs_per_layer, low=1)
     if n == 1:

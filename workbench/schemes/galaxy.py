@@ -69,7 +69,7 @@ from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner 
 from workbench.simulate import Task, Timeline, schedule
 
 PAPER = "galaxy"
-SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+GALAXY_SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
 
@@ -134,12 +134,12 @@ def gemm_time(device: DeviceSpec, workload: Workload, flops, weight_bytes=0.0) -
                                 common.kernel_kind(workload.new_tokens))
 
 
-def head_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
+def layer_weight_bytes_per_head(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one query head's attention weights in one layer."""
     return common.weight_bytes(model.attention_params() / model.n_heads, workload.weight_bits)
 
 
-def column_weight_bytes(model: TransformerConfig, workload: Workload) -> float:
+def layer_weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one FFN column's weights in one layer."""
     return common.weight_bytes(model.ffn_params() / model.d_ff, workload.weight_bits)
 
@@ -148,14 +148,14 @@ def mha_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload
     """L(MHA, a, d): seconds for the MHA block with `heads` heads on all new tokens."""
     s, t = workload.new_tokens, workload.attended
     flops = qkv_flops(model, heads, s) + score_flops(model, heads, s, t) + out_proj_flops(model, heads, s)
-    return gemm_time(device, workload, flops, np.asarray(heads, float) * head_weight_bytes(model, workload))
+    return gemm_time(device, workload, flops, np.asarray(heads, float) * layer_weight_bytes_per_head(model, workload))
 
 
 def mlp_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, cols) -> np.ndarray:
     """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens."""
     s = workload.new_tokens
     return gemm_time(device, workload, ffn_up_flops(model, cols, s) + ffn_down_flops(model, cols, s),
-                     np.asarray(cols, float) * column_weight_bytes(model, workload))
+                     np.asarray(cols, float) * layer_weight_bytes_per_column(model, workload))
 
 
 def connective_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
@@ -170,12 +170,12 @@ def capacity(model: TransformerConfig, device: DeviceSpec, workload: Workload) -
 
 
 # ---- memory -------------------------------------------------------------------------------------
-def weight_bytes_per_head(model: TransformerConfig, workload: Workload) -> float:
+def model_weight_bytes_per_head(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one query head's share of all layers' attention weights (Eq. 5's l * M_att / sum A)."""
     return model.n_layers * model.attention_params() / model.n_heads * workload.weight_bits / 8
 
 
-def weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
+def model_weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
     """Bytes of one FFN column's share of all layers' MLP weights (Eq. 5's l * M_mlp / sum B)."""
     return model.n_layers * model.ffn_params() / model.d_ff * workload.weight_bits / 8
 
@@ -211,7 +211,7 @@ def sp_activation_bytes(model: TransformerConfig, workload: Workload, seq) -> np
 def tp_memory_bytes(model: TransformerConfig, workload: Workload, partition: Partition) -> np.ndarray:
     """Per-device bytes under a TP-style split (M-LM, HMP): weight shares + shared weights + activations."""
     heads, cols = np.asarray(partition.heads, float), np.asarray(partition.mlp_cols, float)
-    weights = heads * weight_bytes_per_head(model, workload) + cols * weight_bytes_per_column(model, workload)
+    weights = heads * model_weight_bytes_per_head(model, workload) + cols * model_weight_bytes_per_column(model, workload)
     return weights + shared_weight_bytes(model, workload, partition.n) + \
         tp_activation_bytes(model, workload, heads, cols, partition.seq)
 
@@ -251,7 +251,7 @@ def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload)
         return [("reduce_scatter", act), ("all_gather", act), ("reduce_scatter", act), ("all_gather", act)]
     if scheme == "local":
         return []
-    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
 
 
 def _stack(cluster: Cluster, stack_s_per_byte) -> np.ndarray:
@@ -297,7 +297,7 @@ def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Wor
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
-def gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads: int, cols: int,
+def tp_gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads: int, cols: int,
                tokens) -> dict[str, np.ndarray]:
     """Seconds of the four TP GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` heads and
     `cols` FFN columns; each reads its full weight slice (so row tiles re-read the weights)."""
@@ -311,7 +311,7 @@ def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Worklo
     heads, cols, seq = (np.asarray(v, dtype=np.int64) for v in (part.heads, part.mlp_cols, part.seq))
     out = {k: np.zeros(cluster.n) for k in ("qkv", "attn", "out", "ffn1", "ffn2", "con", "overhead")}
     for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time, vectorised over it
-        for k, v in gemm_times(model, d, workload, heads[idx], cols[idx], s).items():
+        for k, v in tp_gemm_times(model, d, workload, heads[idx], cols[idx], s).items():
             out[k][idx] = v
         out["attn"][idx] = common.attention_time(model, d, workload, heads[idx])
         out["con"][idx] = connective_latency(model, d, workload, seq[idx])
@@ -350,7 +350,7 @@ def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Wor
 
 def _sp_layer_arrays(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens):
     """`sp_layer_compute` vectorised over `tokens` (one device class)."""
-    g = gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
+    g = tp_gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
     before = g["qkv"]
     after = g["out"] + g["ffn1"] + g["ffn2"] + common.attention_time(model, device, workload, model.n_heads, tokens) \
         + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
@@ -559,7 +559,7 @@ def tile_classes(model: TransformerConfig, cluster: Cluster, workload: Workload,
     offset = 0
     for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time
         pairs, inverse = np.unique(np.stack([heads[idx], mlp[idx]], axis=1), axis=0, return_inverse=True)
-        blocks.append(gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values))
+        blocks.append(tp_gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values))
         rows[idx] = offset + inverse.reshape(-1)
         offset += len(pairs)
     mats = {k: np.concatenate([np.broadcast_to(b[k], (len(b[k]), seq_values.size)) for b in blocks])
@@ -763,10 +763,10 @@ PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
              partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
-    """Evaluate one of `SCHEMES` (a partition applies to the parallel schemes; Galaxy's two need one:
+    """Evaluate one of `GALAXY_SCHEMES` (a partition applies to the parallel schemes; Galaxy's two need one:
     `workbench.planners.galaxy.evaluate` plans it)."""
     if scheme not in EVALUATORS:
-        raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(SCHEMES)}")
+        raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
     if scheme == "local":
         return evaluate_local(model, cluster, workload)
     return EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte=stack_s_per_byte)
