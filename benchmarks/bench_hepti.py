@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from workbench.papers.hepti import HeptiSetting, random_profiles
+from workbench.papers.hepti import Setting, random_profiles
 from workbench.planners.hepti import linear_cost, plan, solve_p2
 
-SETTING = HeptiSetting.from_constants()
+SETTING = Setting.from_constants()
 TARGET_S = 1.0
 
 

@@ -216,7 +216,7 @@ def test_milp_matches_brute_force(seed, mode, comm):
 
 @pytest.mark.parametrize("mode", ["ws", "1d"])
 def test_time_indexed_heads_equal_plain_milp(mode):
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     profiles = wb.random_profiles(s, 12, seed=3)
     cost = linear_cost(s.cfg, s.workload, mode)
     program = build_p2(cost, profiles, None, "ring", integer_dims=("heads",))
@@ -230,7 +230,7 @@ def test_time_indexed_heads_equal_plain_milp(mode):
 
 
 def test_devices_with_zero_share_are_dropped_and_the_rest_resolved():
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     profiles = s.profiles(4)
     profiles[2] = profiles[2].with_changes(cycles_per_flop=1e3, bandwidth_bytes_per_s=1e5)  # hopeless device
     pl = plan(s.cfg, s.workload, profiles, mode="ws")
@@ -240,12 +240,12 @@ def test_devices_with_zero_share_are_dropped_and_the_rest_resolved():
 
 
 def test_mode_choice_follows_memory_and_device_count():
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     cfg, wl = s.cfg, s.workload
     assert plan(cfg, wl, s.profiles(5)).mode == "ws"
     tight = [p.with_changes(free_memory_bytes=800 * 2**20) for p in s.profiles(5)]
     assert plan(cfg, wl, tight).mode == "1d"
-    many = [p.with_changes(free_memory_bytes=800 * 2**20) for p in s.profiles(16)]
+    many = [p.with_changes(free_memory_bytes=800 * 2**20) for p in s.profiles(s.threshold)]  # the paper's 16
     two_d = plan(cfg, wl, many)
     assert two_d.mode == "2d" and two_d.partition.grid[0] > 1
     assert all(m <= 800 * 2**20 for m in two_d.breakdown.memory_bytes)
@@ -255,14 +255,14 @@ def test_mode_choice_follows_memory_and_device_count():
 
 
 def test_infeasible_deadline_names_the_binding_constraint():
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     with pytest.raises(InfeasibleError, match=r"^infeasible: deadline \(T <= D\): D = 0.1 s .* takes"):
         plan(s.cfg, s.workload, s.profiles(5), deadline=0.1)
     assert plan(s.cfg, s.workload, s.profiles(5), deadline=60.0).latency_s <= 60.0
 
 
 def test_infeasible_memory_names_the_binding_constraint():
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     starved = [p.with_changes(free_memory_bytes=100 * 2**20) for p in s.profiles(5)]
     with pytest.raises(InfeasibleError, match=r"^infeasible: memory budget \(Eq. 4\) in mode 1D-tiled WS: device 0"):
         plan(s.cfg, s.workload, starved)
@@ -281,13 +281,23 @@ def test_bad_inputs_raise_clear_errors():
         Partition("2d", (8,), ffn=(128,), cols=(64,))
     with pytest.raises(WorkbenchError, match="cycles_per_flop"):
         DeviceProfile("d", 1e9, -1.0, 1e9, 1e6)
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     with pytest.raises(WorkbenchError, match="comm_model"):
         plan(s.cfg, s.workload, s.profiles(2), comm_model="mesh")
     with pytest.raises(WorkbenchError, match="deadline"):
         plan(s.cfg, s.workload, s.profiles(2), deadline=-1.0)
-    with pytest.raises(WorkbenchError, match="unknown Hepti setting"):
-        wb.HeptiSetting.from_constants(bandwith_mbps=10)
+    with pytest.raises(WorkbenchError, match="unknown hepti setting"):
+        wb.Setting.from_constants(bandwith_mbps=10)
+
+
+def test_setting_reads_the_toml_and_keeps_its_floats_floats():
+    s, c = wb.Setting.from_constants(), wb.constants()
+    assert (s.free_memory_mib, s.threshold, s.replan_overhead_s) == (c["free_memory"], c["mode_threshold_devices"],
+                                                                      c["replan_overhead"])
+    assert type(s.free_memory_mib) is float and type(s.bandwidth_mbps) is float  # the toml writes 2600 and 1000
+    assert (s.device, s.path_hops) == ("hepti_rpi4", 2)  # not constants: the preset and the switch's hops
+    with pytest.raises(WorkbenchError, match="replan_overhead_s must be"):
+        wb.Setting.from_constants(replan_overhead_s=-1.0)
 
 
 def test_bad_trace_is_rejected(tmp_path):
@@ -307,7 +317,7 @@ def test_shipped_trace_is_the_documented_generator_output():
 
 
 def test_dynamic_run_never_exceeds_memory_where_static_does():
-    s = wb.HeptiSetting.from_constants()
+    s = wb.Setting.from_constants()
     trace = wb.load_trace()
     runs = wb.dynamic_vs_static(s, trace)
     static, dynamic = (runs[p].summary() for p in ("static", "dynamic"))
@@ -339,8 +349,8 @@ def test_arena_hepti_charges_each_step_a_launch_and_the_head_as_serial():
 
 # ---- issue 20: the runtime on workbench.simulate.Scheduler, no assumed storage rate ------------------------------
 def test_storage_rate_is_the_device_presets_never_an_assumed_one():
-    assert wb.HeptiSetting.from_constants().storage_bytes_per_s == 45e6  # data/devices/hepti_rpi4.toml
-    s = wb.HeptiSetting.from_constants(device="a100")  # a preset without storage_read_bandwidth
+    assert wb.Setting.from_constants().storage_bytes_per_s == 45e6  # data/devices/hepti_rpi4.toml
+    s = wb.Setting.from_constants(device="a100")  # a preset without storage_read_bandwidth
     with pytest.raises(WorkbenchError, match="storage_read_bandwidth"):
         _ = s.storage_bytes_per_s
     with pytest.raises(WorkbenchError, match="storage_read_bandwidth"):
@@ -349,7 +359,7 @@ def test_storage_rate_is_the_device_presets_never_an_assumed_one():
 
 def test_runtime_blocks_are_the_timelines_tasks_through_ooms_and_switches():
     trace = wb.generate_trace(seed=3, n_secondaries=3, duration_s=60, free_memory_mib=1500)
-    s = wb.HeptiSetting.from_constants(free_memory_mib=1500, deadline_s=2.0)
+    s = wb.Setting.from_constants(free_memory_mib=1500, deadline_s=2.0)
     run = wb.run_trace(s, trace, "dynamic")
     summary = run.summary()
     assert summary["oom_events"] > 0 and summary["mode_switches"] > 0 and summary["solves"] > 0

@@ -22,7 +22,7 @@ from workbench.papers.base import PaperSetting
 from workbench.results import RESULT_COLUMNS
 from workbench.runner import notebook_parameters
 
-PAPERS = ("galaxy", "mcu_siracusa", "sti", "tpi_llm")
+PAPERS = ("galaxy", "hepti", "mcu_siracusa", "sti", "tpi_llm")
 SURFACE = ("PAPER", "constants", "Setting", "reported", "reported_value")
 TEMPLATE = Path(__file__).parent / "toy_paper"
 # template file -> where a new paper puts it (README, "Adding a paper"); {p} is the paper's key

@@ -58,8 +58,9 @@ def galaxy_cases() -> dict[str, Callable[[], dict]]:
 
     def case(model: str, env: str) -> Callable[[], dict]:
         def run() -> dict:
-            part = plan(get_model(model), galaxy.environment(env, galaxy.const("bandwidth_table4")),
-                        galaxy.workload(int(galaxy.const("seq_len_eval"))))
+            setting = galaxy.Setting.from_constants()
+            part = plan(get_model(model), galaxy.environment(env, setting.bandwidth_mbps),
+                        galaxy.workload(int(setting.seq_len)))
             return {"heads": part.heads, "mlp_cols": part.mlp_cols, "seq": part.seq}
         return lambda: _infeasible(run)
 
@@ -79,18 +80,18 @@ def sti_cases() -> dict[str, Callable[[], dict]]:
                     "latency_s": plan.latency_s, "mean_bits": plan.mean_bits}
         return lambda: _infeasible(run)
 
-    targets = [float(t) for t in sti.sti_constants()["target_latencies"]]
+    targets = [float(t) for t in sti.Setting.from_constants().target_latencies]
     return {f"sti/{platform}/{t * 1e3:g}ms": case(platform, t) for platform in sti.PLATFORMS for t in targets}
 
 
 def hepti_cases() -> dict[str, Callable[[], dict]]:
     """Hepti's P2 (MILP) with the paper's settings on 2..8 devices, with and without the deadline."""
-    from workbench.papers.hepti import HeptiSetting
+    from workbench.papers.hepti import Setting
     from workbench.planners.hepti import plan
 
     def case(n: int, deadline: bool) -> Callable[[], dict]:
         def run() -> dict:
-            s = HeptiSetting.from_constants(n_devices=n)
+            s = Setting.from_constants(n_devices=n)
             p = plan(s.cfg, s.workload, s.profiles(), s.deadline_s if deadline else None, comm_model=s.comm_model,
                      threshold=s.threshold)
             part = p.partition

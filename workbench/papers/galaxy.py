@@ -44,11 +44,6 @@ def constants() -> Mapping[str, Any]:
     return base.paper_values(PAPER)
 
 
-def const(name: str) -> Any:
-    """One constant's value: `constants()[name]` (kept for workbench/golden.py, which reads it by this name)."""
-    return constants()[name]
-
-
 @dataclass(frozen=True)
 class Setting(base.PaperSetting):
     """The evaluation defaults of Sec. IV (data/constants/galaxy.toml); every experiment overrides any of them."""
@@ -92,8 +87,8 @@ def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_sha
         raise WorkbenchError(f"clock_independent_share must be in [0, 1), got {clock_independent_share!r}")
     device = load_device(f"jetson_nano_cpu_{mode.lower()}")
     if clock_independent_share:
-        clock_ratio = float(load_device("jetson_nano_cpu_m").provenance["cpu_frequency"].value
-                            / device.provenance["cpu_frequency"].value)  # 825 MHz / f
+        clock_ratio = float(load_device("jetson_nano_cpu_m").provenance["clock_hz"].value
+                            / device.provenance["clock_hz"].value)  # 825 MHz / f
         time_ratio = clock_independent_share + (1 - clock_independent_share) * clock_ratio
         device = device.with_changes(efficiency_gemm=device.efficiency_gemm * clock_ratio / time_ratio)
     device = _scaled_fixed(device, fixed_scale)
@@ -163,15 +158,17 @@ def workload(seq_len: int, processor: str = "cpu") -> Workload:
 
 
 def stack_seconds_per_byte(cluster: Cluster, cycles_per_byte: float) -> tuple[float, ...] | None:
-    """What-if: each device's network-stack CPU seconds per byte, `cycles_per_byte` at its CPU clock, for
-    CPU-only devices (their GEMMs run on the cores the stack takes); None (no stack cost) for 0 or GPUs."""
+    """What-if: each device's network-stack CPU seconds per byte, `cycles_per_byte` at its `clock_hz` (the
+    clock of the cores that compute and run the stack), for CPU-only devices (their GEMMs run on the cores the
+    stack takes); None (no stack cost) for 0, and 0 for a GPU preset (it gives `gpu_frequency`, not a CPU
+    clock: its GEMMs do not share the stack's cores)."""
     if not isinstance(cycles_per_byte, int | float) or isinstance(cycles_per_byte, bool) or not 0 <= cycles_per_byte < math.inf:
         raise WorkbenchError(f"stack cycles_per_byte must be a finite number >= 0, got {cycles_per_byte!r}")
     if cycles_per_byte == 0:
         return None
     out = []
     for d in cluster.devices:
-        clock = d.provenance.get("cpu_frequency")
+        clock = d.provenance.get("clock_hz")
         out.append(0.0 if clock is None else cycles_per_byte / float(clock.value))
     return tuple(out)
 

@@ -8,17 +8,27 @@ Every number comes from the one cost model of `workbench.schemes.hepti` and the 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
-from workbench.constants import load_constants
-from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
+from workbench.errors import (
+    InfeasibleError,
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
 from workbench.hardware import load_device
 from workbench.io import DATA_DIR
 from workbench.models import get_model
+from workbench.papers import base
+from workbench.papers.base import result_row, rows_frame
 from workbench.planners.hepti import Plan, linear_cost, plan, solve_p2
 from workbench.schemes.base import Workload
 from workbench.schemes.hepti import (
@@ -34,65 +44,58 @@ from workbench.schemes.hepti import (
 from workbench.simulate import Scheduler, Task
 from workbench.units import MIB
 
+PAPER = "hepti"
 TRACE_PATH = DATA_DIR / "traces" / "hepti_trace.csv"
 TRACE_COLUMNS = ["time_s", "device", "free_memory_mib", "cycles_per_flop", "bandwidth_mbps"]
 
 
-def constants() -> dict:
-    """Hepti's constants (values only) from data/constants/hepti.toml."""
-    return {k: c.value for k, c in load_constants("constants/hepti.toml").items()}
+# ---- constants, the paper's setting and reported numbers ------------------------------------------
+def constants() -> Mapping[str, Any]:
+    """Hepti's constant values (data/constants/hepti.toml), read once per process."""
+    return base.paper_values(PAPER)
 
 
 @dataclass(frozen=True)
-class HeptiSetting:
+class Setting(base.PaperSetting):
     """One experiment's knobs; defaults are data/constants/hepti.toml (the paper states almost none)."""
 
-    model: str = "BERT-L"
-    device: str = "hepti_rpi4"
-    n_devices: int = 5
-    free_memory_mib: float = 2600.0
-    bandwidth_mbps: float = 1000.0
-    hop_latency_ms: float = 0.1
-    path_hops: int = 2
-    seq_len: int = 128
-    deadline_s: float = 4.0
-    comm_model: str = "shared"
-    weight_bits: int = 32
-    activation_bits: int = 32
-    threshold: int = 16
-    memory_headroom: float = 0.1
-    replan_threshold: float = 0.1
-    replan_overhead_s: float = 0.05
-    amortize_inferences: int = 5
+    PAPER: ClassVar[str] = PAPER
+    KEYS: ClassVar[Mapping[str, str]] = {
+        "free_memory_mib": "free_memory", "bandwidth_mbps": "bandwidth", "hop_latency_ms": "hop_latency",
+        "deadline_s": "deadline", "threshold": "mode_threshold_devices",
+        "replan_overhead_s": "replan_overhead"}
+
+    model: str
+    n_devices: int
+    free_memory_mib: float
+    bandwidth_mbps: float
+    hop_latency_ms: float
+    seq_len: int
+    deadline_s: float
+    comm_model: str
+    weight_bits: int
+    activation_bits: int
+    threshold: int  # devices from which the planner picks 2D- over 1D-tiled WS
+    memory_headroom: float
+    replan_threshold: float
+    replan_overhead_s: float
+    amortize_inferences: int
+    device: str = "hepti_rpi4"  # device preset of every board (not a constant: data/devices/)
+    path_hops: int = 2  # switch hops of a message (device - switch - device)
 
     def __post_init__(self) -> None:
         get_model(self.model)
-        require_int("n_devices", self.n_devices, low=1)
-        require_positive("free_memory_mib", self.free_memory_mib)
-        require_positive("bandwidth_mbps", self.bandwidth_mbps)
-        require_positive("deadline_s", self.deadline_s)
-        require_int("seq_len", self.seq_len, low=1)
+        for name in ("n_devices", "seq_len", "weight_bits", "activation_bits", "threshold", "amortize_inferences"):
+            require_int(name, getattr(self, name), low=1)
+        require_int("path_hops", self.path_hops, low=0)
         require_choice("comm_model", self.comm_model, COMM_MODELS)
-        if not 0 <= self.memory_headroom < 1:
+        if not isinstance(self.memory_headroom, int | float) or not 0 <= self.memory_headroom < 1:
             raise WorkbenchError(f"memory_headroom must be in [0, 1), got {self.memory_headroom}")
-        if self.hop_latency_ms < 0 or self.replan_overhead_s < 0 or self.replan_threshold < 0:
-            raise WorkbenchError("hop_latency_ms, replan_overhead_s and replan_threshold must be >= 0")
-
-    @classmethod
-    def from_constants(cls, **overrides) -> HeptiSetting:
-        """The toml's settings, with `overrides` (unknown names are an error)."""
-        c = constants()
-        base = dict(model=c["model"], n_devices=int(c["n_devices"]), free_memory_mib=float(c["free_memory"]),
-                    bandwidth_mbps=float(c["bandwidth"]), hop_latency_ms=float(c["hop_latency"]),
-                    seq_len=int(c["seq_len"]), deadline_s=float(c["deadline"]), comm_model=c["comm_model"],
-                    weight_bits=int(c["weight_bits"]), activation_bits=int(c["activation_bits"]),
-                    threshold=int(c["mode_threshold_devices"]), memory_headroom=float(c["memory_headroom"]),
-                    replan_threshold=float(c["replan_threshold"]), replan_overhead_s=float(c["replan_overhead"]),
-                    amortize_inferences=int(c["amortize_inferences"]))
-        unknown = set(overrides) - set(base) - {"device", "path_hops"}
-        if unknown:
-            raise WorkbenchError(f"unknown Hepti setting(s) {sorted(unknown)}; known: {sorted(base)}")
-        return cls(**{**base, **overrides})
+        # floats stay floats when the toml writes a whole number (2600 MiB), so rows and reprs never change type
+        for name in ("free_memory_mib", "bandwidth_mbps", "deadline_s"):
+            object.__setattr__(self, name, float(require_positive(name, getattr(self, name))))
+        for name in ("hop_latency_ms", "replan_threshold", "replan_overhead_s", "memory_headroom"):
+            object.__setattr__(self, name, float(require_non_negative(name, getattr(self, name))))
 
     @property
     def cfg(self):
@@ -125,13 +128,18 @@ class HeptiSetting:
         return float(rate)
 
 
-def _row(paper, artifact, model, setting, quantity, value, unit) -> dict:
-    return {"paper": paper, "artifact": artifact, "model": model, "setting": setting, "quantity": quantity,
-            "value": float(value), "unit": unit}
+def reported() -> pd.DataFrame:
+    """The paper's numbers (data/reported/hepti.csv: one design rule, no measurements), read now."""
+    return base.reported(PAPER)
+
+
+def reported_value(artifact: str, model: str, setting: str, quantity: str) -> float:
+    """One Hepti number as the paper states it (data/reported/hepti.csv)."""
+    return base.reported_value(PAPER, artifact, model, setting, quantity)
 
 
 # ---- modes vs device count and the crossover ----------------------------------------------------
-def mode_sweep(s: HeptiSetting, counts, comm_model: str | None = None) -> pd.DataFrame:
+def mode_sweep(s: Setting, counts, comm_model: str | None = None) -> pd.DataFrame:
     """Latency and per-device memory of each mode (forced, memory unconstrained) and of Hepti's own choice."""
     comm = comm_model or s.comm_model
     rows = []
@@ -170,19 +178,19 @@ def crossover(sweep: pd.DataFrame) -> float:
     return float("nan")
 
 
-def sweep_rows(s: HeptiSetting, sweep: pd.DataFrame) -> pd.DataFrame:
+def sweep_rows(s: Setting, sweep: pd.DataFrame) -> pd.DataFrame:
     """The sweep as tidy result rows."""
     rows = []
     for r in sweep.itertuples():
         setting = f"{r.forced},n={r.devices},{r.comm_model}"
-        rows.append(_row("hepti", "modes vs devices", s.model, setting, "latency", r.latency_s, "s"))
-        rows.append(_row("hepti", "modes vs devices", s.model, setting, "max_device_memory", r.max_memory_mib, "MiB"))
-        rows.append(_row("hepti", "modes vs devices", s.model, setting, "participants", r.participants, "devices"))
-    return pd.DataFrame(rows)
+        for quantity, value, unit in (("latency", r.latency_s, "s"), ("max_device_memory", r.max_memory_mib, "MiB"),
+                                      ("participants", r.participants, "devices")):
+            rows.append(result_row(PAPER, "modes vs devices", s.model, setting, quantity, value, unit))
+    return rows_frame(rows)
 
 
 # ---- solver time ---------------------------------------------------------------------------------
-def random_profiles(s: HeptiSetting, n: int, seed: int = 0) -> list[DeviceProfile]:
+def random_profiles(s: Setting, n: int, seed: int = 0) -> list[DeviceProfile]:
     """A heterogeneous cluster: secondaries 1-3x slower, 40-100 % bandwidth, 50-100 % free memory (seeded)."""
     rng = np.random.default_rng(seed)
     base = s.base_profile()
@@ -192,7 +200,7 @@ def random_profiles(s: HeptiSetting, n: int, seed: int = 0) -> list[DeviceProfil
                      for i in range(1, n)]
 
 
-def solver_timing(s: HeptiSetting, counts, repeats: int = 3, seed: int = 0) -> pd.DataFrame:
+def solver_timing(s: Setting, counts, repeats: int = 3, seed: int = 0) -> pd.DataFrame:
     """Wall-clock seconds of one P2 solve (WS and 1D) and of a whole plan() call, median of `repeats` (measured)."""
     rows = []
     for n in counts:
@@ -267,9 +275,9 @@ def generate_trace(seed: int = 7, n_secondaries: int = 4, duration_s: float = 12
     return pd.concat(frames, ignore_index=True)[TRACE_COLUMNS]
 
 
-def shipped_trace_parameters(s: HeptiSetting | None = None) -> dict:
+def shipped_trace_parameters(s: Setting | None = None) -> dict:
     """The generator arguments of data/traces/hepti_trace.csv (seed from the constants, base = the setting)."""
-    s = s or HeptiSetting.from_constants()
+    s = s or Setting.from_constants()
     return dict(seed=int(constants()["trace_seed"]), n_secondaries=s.n_devices - 1, duration_s=120.0, step_s=1.0,
                 free_memory_mib=s.free_memory_mib, cycles_per_flop=round(s.base_profile().cycles_per_flop, 6),
                 bandwidth_mbps=s.bandwidth_mbps)
@@ -346,7 +354,7 @@ class RunResult:
                 "memory_violations": int(self.layers.over.sum())}
 
 
-def _profiles_at(s: HeptiSetting, state: TraceState, t: float) -> list[DeviceProfile]:
+def _profiles_at(s: Setting, state: TraceState, t: float) -> list[DeviceProfile]:
     base = s.base_profile()
     out = [base]
     for name in state.devices:
@@ -356,11 +364,11 @@ def _profiles_at(s: HeptiSetting, state: TraceState, t: float) -> list[DevicePro
     return out
 
 
-def _budget(s: HeptiSetting, profiles: list[DeviceProfile]) -> list[DeviceProfile]:
+def _budget(s: Setting, profiles: list[DeviceProfile]) -> list[DeviceProfile]:
     return [p.with_changes(free_memory_bytes=p.free_memory_bytes * (1 - s.memory_headroom)) for p in profiles]
 
 
-def _plan(s: HeptiSetting, profiles: list[DeviceProfile]) -> Plan:
+def _plan(s: Setting, profiles: list[DeviceProfile]) -> Plan:
     """P2 with the deadline; when no partition meets it, the fastest one (the request will miss D)."""
     try:
         return plan(s.cfg, s.workload, _budget(s, profiles), s.deadline_s, comm_model=s.comm_model, threshold=s.threshold)
@@ -370,7 +378,7 @@ def _plan(s: HeptiSetting, profiles: list[DeviceProfile]) -> Plan:
         return plan(s.cfg, s.workload, _budget(s, profiles), None, comm_model=s.comm_model, threshold=s.threshold)
 
 
-def _layer_time(s: HeptiSetting, pl: Plan, profiles: list[DeviceProfile]) -> float:
+def _layer_time(s: Setting, pl: Plan, profiles: list[DeviceProfile]) -> float:
     """Seconds of one block under `pl` with the devices as they really are."""
     bd = evaluate_partition(s.cfg, s.workload, pl.partition, [profiles[i] for i in pl.devices], s.comm_model)
     head = BlockShape.of(s.cfg, s.workload).primary_flops() * profiles[0].seconds_per_flop
@@ -386,7 +394,7 @@ def _changed(a: list[DeviceProfile], b: list[DeviceProfile], threshold: float) -
     return False
 
 
-def _holdings(s: HeptiSetting, pl: Plan, n: int) -> list[dict | None]:
+def _holdings(s: Setting, pl: Plan, n: int) -> list[dict | None]:
     slices = weight_slices(s.cfg, pl.partition)
     out: list[dict | None] = [None] * n
     for k, i in enumerate(pl.devices):
@@ -399,7 +407,7 @@ class _Runtime:
     tasks placed so far (`workbench.simulate.Scheduler`, one at a time: every decision depends on when
     the block it is taken at starts)."""
 
-    def __init__(self, s: HeptiSetting, state: TraceState, policy: str) -> None:
+    def __init__(self, s: Setting, state: TraceState, policy: str) -> None:
         self.s, self.state, self.dynamic = s, state, policy == "dynamic"
         self.policy, self.n_dev, self.n_layers = policy, s.n_devices, s.cfg.n_layers
         self.head_s = BlockShape.of(s.cfg, s.workload).primary_flops() * s.base_profile().seconds_per_flop
@@ -503,7 +511,7 @@ class _Runtime:
                           for i in range(self.n_dev)]
 
 
-def _block_rows(s: HeptiSetting, state: TraceState, policy: str, k: int, layer: int, begin: float, end: float,
+def _block_rows(s: Setting, state: TraceState, policy: str, k: int, layer: int, begin: float, end: float,
                 current: Plan) -> list[dict]:
     """One row per device: the block's planned memory against the least free memory during it."""
     need = current.memory_by_device(s.n_devices)
@@ -524,7 +532,7 @@ def _request_row(policy: str, k: int, start: float, end: float, modes: list[str]
             "switches": switches, "solves": solves, "oom": oom, "missed": bool(oom or end - start > deadline_s)}
 
 
-def run_trace(s: HeptiSetting, trace: pd.DataFrame, policy: str = "dynamic") -> RunResult:
+def run_trace(s: Setting, trace: pd.DataFrame, policy: str = "dynamic") -> RunResult:
     """Serve requests back to back over `trace` with a static partition or Hepti's dynamic re-partitioning.
 
     Both start from the plan for the profiled state at t = 0 (with the memory headroom). Static keeps
@@ -555,31 +563,31 @@ def run_trace(s: HeptiSetting, trace: pd.DataFrame, policy: str = "dynamic") -> 
 
 
 # ---- tidy results for the notebook ----------------------------------------------------------------
-def dynamic_vs_static(s: HeptiSetting, trace: pd.DataFrame) -> dict[str, RunResult]:
+def dynamic_vs_static(s: Setting, trace: pd.DataFrame) -> dict[str, RunResult]:
     """Both policies over the same trace."""
     return {policy: run_trace(s, trace, policy) for policy in ("static", "dynamic")}
 
 
-def run_summary(s: HeptiSetting, runs: dict[str, RunResult]) -> pd.DataFrame:
+def run_summary(s: Setting, runs: dict[str, RunResult]) -> pd.DataFrame:
     """One row per policy: requests, latency, deadline misses, OOM events, switches, solves."""
     return pd.DataFrame([r.summary() for r in runs.values()])
 
 
-def run_rows(s: HeptiSetting, runs: dict[str, RunResult], trace_name: str) -> pd.DataFrame:
+def run_rows(s: Setting, runs: dict[str, RunResult], trace_name: str) -> pd.DataFrame:
     """Every modelled number of the trace runs as result rows (per policy and per request)."""
     units = {"requests": "count", "completed": "count", "mean_latency_s": "s", "p95_latency_s": "s",
              "deadline_misses": "count", "oom_events": "count", "mode_switches": "count", "solves": "count",
              "memory_violations": "count"}
     rows = []
     for summ in run_summary(s, runs).to_dict("records"):
+        setting = f"{summ['policy']},{trace_name},D={s.deadline_s:g}s"
         for q, unit in units.items():
-            rows.append(_row("hepti", "dynamic vs static", s.model, f"{summ['policy']},{trace_name},D={s.deadline_s:g}s",
-                             q, summ[q], unit))
+            rows.append(result_row(PAPER, "dynamic vs static", s.model, setting, q, summ[q], unit))
     for policy, run in runs.items():
         for r in run.requests.itertuples():
-            rows.append(_row("hepti", "dynamic vs static", s.model, f"{policy},{trace_name},request={r.request}",
-                             "latency", r.latency_s, "s"))
-    return pd.DataFrame(rows)
+            rows.append(result_row(PAPER, "dynamic vs static", s.model, f"{policy},{trace_name},request={r.request}",
+                                   "latency", r.latency_s, "s"))
+    return rows_frame(rows)
 
 
 def memory_frame(runs: dict[str, RunResult], trace: pd.DataFrame) -> pd.DataFrame:

@@ -76,9 +76,6 @@ def constants() -> Mapping[str, Any]:
     return base.paper_values(PAPER)
 
 
-sti_constants = constants  # the name workbench/golden.py reads; new code calls constants()
-
-
 @dataclass(frozen=True)
 class Setting(base.PaperSetting):
     """The paper's experiment defaults (data/constants/sti.toml); every experiment overrides any of them."""
