@@ -44,7 +44,7 @@ from jax.sharding import PartitionSpec as P
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
-from workbench.kernels.mesh import OnLineMesh, check_line_mesh
+from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
 from workbench.kernels.tpi_llm import BLOCK_KEYS, layout_block, star_broadcast
 from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
@@ -168,14 +168,12 @@ def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: s
     kv_max = max(b - a for a, b in split.kv_ranges(cfg))
     per_layer = [layout_block(cfg, b, split, cfg.n_heads // n, kv_max, cfg.d_ff // n) for b in params["blocks"]]
     sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
-    blocks = {k: jax.device_put(np.stack([layer[k] for layer in per_layer], axis=1), sharding) for k in BLOCK_KEYS}
+    blocks = stack_over_mesh(per_layer, BLOCK_KEYS, mesh)
     lm_head = np.asarray(params["embed"]).T if cfg.tie_embeddings else np.asarray(params["lm_head"])
     width = cfg.vocab_size // n
     head = {"lm_head": jax.device_put(np.stack([lm_head[:, i * width:(i + 1) * width] for i in range(n)]), sharding),
             "final_norm_g": jax.device_put(np.stack([np.asarray(params["final_norm_g"])] * n), sharding)}
-    dev = mesh.devices.flat[0]
-    root = {"embed": jax.device_put(params["embed"], dev), "final_norm_g": jax.device_put(params["final_norm_g"], dev),
-            "lm_head": jax.device_put(lm_head, dev)}
+    root = on_first_device(mesh, {"embed": params["embed"], "final_norm_g": params["final_norm_g"], "lm_head": lm_head})
     return EngineParams(cfg, mesh, kind, blocks, head, root, kv_max, wire)
 
 

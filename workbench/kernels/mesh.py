@@ -50,3 +50,20 @@ class OnLineMesh:
     def first_device(self):
         """Mesh position 0: the device that embeds, samples and holds the task head."""
         return self.mesh.devices.flat[0]
+
+
+def stack_over_mesh(per_device: list[dict], keys, mesh: Mesh) -> dict:
+    """Per-layer dicts of (n, ...) arrays -> {key: (n, L, ...) array sharded on `mesh`'s axis}."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
+    return {k: jax.device_put(np.stack([layer[k] for layer in per_device], axis=1), sharding) for k in keys}
+
+
+def on_first_device(mesh: Mesh, arrays: dict) -> dict:
+    """`arrays` committed to mesh position 0, or {} in every other process (only that process holds them)."""
+    first = mesh.devices.flat[0]
+    if first.process_index != jax.process_index():
+        return {}
+    return {k: jax.device_put(v, first) for k, v in arrays.items()}

@@ -40,7 +40,7 @@ from jax.sharding import PartitionSpec as P
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
-from workbench.kernels.mesh import OnLineMesh, check_line_mesh
+from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost
 from workbench.planners.tpi_llm import TPSplit, check_devices, proportional_split
@@ -254,16 +254,9 @@ def shard_params(cfg: TransformerConfig, params: dict, mesh: Mesh, split=None) -
     heads_max, ffn_max = max(split.heads), max(split.ffn)
     kv_max = max(b - a for a, b in split.kv_ranges(cfg))
     per_layer = [layout_block(cfg, b, split, heads_max, kv_max, ffn_max) for b in params["blocks"]]
-    sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
-    blocks = {k: jax.device_put(np.stack([layer[k] for layer in per_layer], axis=1), sharding)
-              for k in BLOCK_KEYS}  # (n, L, ...)
-    master_dev = mesh.devices.flat[0]
+    blocks = stack_over_mesh(per_layer, BLOCK_KEYS, mesh)  # (n, L, ...)
     head = params["embed"].T if cfg.tie_embeddings else params["lm_head"]
-    master = {}
-    if master_dev.process_index == jax.process_index():  # only the master's process holds these
-        master = {"embed": jax.device_put(params["embed"], master_dev),
-                  "final_norm_g": jax.device_put(params["final_norm_g"], master_dev),
-                  "lm_head": jax.device_put(head, master_dev)}
+    master = on_first_device(mesh, {"embed": params["embed"], "final_norm_g": params["final_norm_g"], "lm_head": head})
     return TPParams(cfg, mesh, split, blocks, master, heads_max, kv_max, ffn_max)
 
 
