@@ -45,7 +45,7 @@ from jax.sharding import PartitionSpec as P
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
-from workbench.kernels.tpi_llm import BLOCK_KEYS, layout_block, star_broadcast
+from workbench.kernels.tpi_llm import BLOCK_KEYS, TPCache, layout_block, star_broadcast, tp_empty_cache
 from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
 
@@ -177,22 +177,12 @@ def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: s
     return EngineParams(cfg, mesh, kind, blocks, head, root, kv_max, wire)
 
 
-@dataclass(frozen=True)
-class Cache:
-    """Each device's K/V for its own KV heads, (n, L, T_max, kv_max, D) sharded, and tokens cached."""
-
-    k: jax.Array
-    v: jax.Array
-    length: int = 0
+Cache = TPCache  # each device's K/V for its own KV heads, laid out as TPI-LLM's
 
 
 def empty_cache(ep: EngineParams, max_len: int) -> Cache:
-    """An empty distributed KV cache with room for `max_len` tokens."""
-    require_int("max_len", max_len, low=1, high=ep.cfg.max_positions)
-    shape = (ep.n, ep.cfg.n_layers, max_len, ep.kv_max, ep.cfg.d_head)
-    sharding = NamedSharding(ep.mesh, P(ep.axis))
-    return Cache(jax.device_put(np.zeros(shape, np.float32), sharding),
-                 jax.device_put(np.zeros(shape, np.float32), sharding), 0)
+    """An empty distributed KV cache with room for `max_len` tokens (TPI-LLM's layout)."""
+    return tp_empty_cache(ep, max_len)
 
 
 # ---- the SPMD programs --------------------------------------------------------------------------------
