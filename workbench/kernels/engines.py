@@ -45,7 +45,14 @@ from jax.sharding import PartitionSpec as P
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
-from workbench.kernels.tpi_llm import BLOCK_KEYS, TPCache, layout_block, star_broadcast, tp_empty_cache
+from workbench.kernels.tpi_llm import (
+    BLOCK_KEYS,
+    TPCache,
+    attention_partial,
+    layout_block,
+    star_broadcast,
+    tp_empty_cache,
+)
 from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
 
@@ -186,20 +193,6 @@ def empty_cache(ep: EngineParams, max_len: int) -> Cache:
 
 
 # ---- the SPMD programs --------------------------------------------------------------------------------
-def _attention_partial(cfg, p, h_se, k_tkd, v_tkd, start, positions_s):
-    """This device's heads on the normed rows h_se: (its wo partial (S, E), new k, new v)."""
-    d, s = cfg.d_head, h_se.shape[0]
-    q_shd = ref.rotary((h_se @ p["wq"]).reshape(s, -1, d), positions_s)
-    k_shd = ref.rotary((h_se @ p["wk"]).reshape(s, -1, d), positions_s)
-    v_shd = (h_se @ p["wv"]).reshape(s, -1, d)
-    k_tkd = jax.lax.dynamic_update_slice(k_tkd, k_shd, (start, 0, 0))
-    v_tkd = jax.lax.dynamic_update_slice(v_tkd, v_shd, (start, 0, 0))
-    k_pos_t = jnp.arange(k_tkd.shape[0])
-    attn = ref.attention_core(q_shd, k_tkd[:, p["kv_map"]], v_tkd[:, p["kv_map"]], positions_s, k_pos_t, True,
-                              k_pos_t < start + s)
-    return (attn * p["head_mask"][None, :, None]).reshape(s, -1) @ p["wo"], k_tkd, v_tkd
-
-
 def _ffn_partial(p, h_se):
     """This device's FFN columns on the normed rows: its w2 partial (S, E)."""
     return (jax.nn.silu(h_se @ p["w_gate"]) * (h_se @ p["w_up"]) * p["ffn_mask"]) @ p["w_down"]
@@ -225,7 +218,7 @@ def make_program(cfg, mesh: Mesh, kind: str, wire: str = "f32"):
         def layer(x, inputs):
             p, k_tkd, v_tkd = inputs
             h = sync_in(ref.rms_norm(x, p["attn_norm"]))
-            part, k_tkd, v_tkd = _attention_partial(cfg, p, h, k_tkd, v_tkd, start, positions_s)
+            part, k_tkd, v_tkd = attention_partial(cfg, p, h, k_tkd, v_tkd, start, positions_s)
             x = sync_out(x, part)
             x = sync_out(x, _ffn_partial(p, sync_in(ref.rms_norm(x, p["ffn_norm"]))))
             return x, (k_tkd, v_tkd)

@@ -286,22 +286,25 @@ def tp_empty_cache(tp: TPParams, max_len: int) -> TPCache:
 
 
 # ---- the SPMD program -----------------------------------------------------------------------------
-def _local_block(cfg: TransformerConfig, p: dict, x_se, k_tkd, v_tkd, start, positions_s, axis, n, kind):
-    """One block on this device's heads/columns: returns (new x (S, E), new k, new v)."""
-    d = cfg.d_head
-    s = x_se.shape[0]
-    h_se = ref.rms_norm(x_se, p["attn_norm"])
+def attention_partial(cfg: TransformerConfig, p: dict, h_se, k_tkd, v_tkd, start, positions_s):
+    """This device's heads on the normed rows h_se: (its out-projection partial (S, E), new k, new v)."""
+    d, s = cfg.d_head, h_se.shape[0]
     q_shd = ref.rotary((h_se @ p["wq"]).reshape(s, -1, d), positions_s)
     k_shd = ref.rotary((h_se @ p["wk"]).reshape(s, -1, d), positions_s)
     v_shd = (h_se @ p["wv"]).reshape(s, -1, d)
     k_tkd = jax.lax.dynamic_update_slice(k_tkd, k_shd, (start, 0, 0))
     v_tkd = jax.lax.dynamic_update_slice(v_tkd, v_shd, (start, 0, 0))
     k_pos_t = jnp.arange(k_tkd.shape[0])
-    valid_t = k_pos_t < start + s
     k_thd, v_thd = k_tkd[:, p["kv_map"]], v_tkd[:, p["kv_map"]]  # each local query head's KV head
-    attn_shd = ref.attention_core(q_shd, k_thd, v_thd, positions_s, k_pos_t, True, valid_t)
-    attn_shd = attn_shd * p["head_mask"][None, :, None]
-    x_se = x_se + allreduce(attn_shd.reshape(s, -1) @ p["wo"], axis, n, kind)
+    attn_shd = ref.attention_core(q_shd, k_thd, v_thd, positions_s, k_pos_t, True, k_pos_t < start + s)
+    return (attn_shd * p["head_mask"][None, :, None]).reshape(s, -1) @ p["wo"], k_tkd, v_tkd
+
+
+def _local_block(cfg: TransformerConfig, p: dict, x_se, k_tkd, v_tkd, start, positions_s, axis, n, kind):
+    """One block on this device's heads/columns: returns (new x (S, E), new k, new v)."""
+    partial_se, k_tkd, v_tkd = attention_partial(cfg, p, ref.rms_norm(x_se, p["attn_norm"]), k_tkd, v_tkd, start,
+                                                 positions_s)
+    x_se = x_se + allreduce(partial_se, axis, n, kind)
     h_se = ref.rms_norm(x_se, p["ffn_norm"])
     hidden_sf = jax.nn.silu(h_se @ p["w_gate"]) * (h_se @ p["w_up"]) * p["ffn_mask"]
     x_se = x_se + allreduce(hidden_sf @ p["w_down"], axis, n, kind)
