@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install reproduce test lab lint bench clean-figures
+.PHONY: install reproduce test lab lint bench mutants clean-figures
 
 install: $(STAMP)
 
@@ -35,6 +35,13 @@ lint: install
 
 bench: install
 	$(PY) -m pytest benchmarks --benchmark-enable -q -p no:cacheprovider
+
+## Mutation testing (mutmut, installed on first use; not part of `make test` or CI): scores per module, see docs/mutation.md.
+mutants: install
+	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q mutmut==3.8.1
+	rm -rf mutants
+	$(VENV)/bin/mutmut run $(ARGS)
+	$(PY) scripts/mutants.py --survivors
 
 clean-figures:
 	rm -rf figures/*/ figures/fidelity.csv figures/REPORT.md

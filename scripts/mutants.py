@@ -1,0 +1,201 @@
+"""Per-module mutation scores from a finished `mutmut run` (what `make mutants` prints at the end).
+
+mutmut 3 writes one ``mutants/<module>.py.meta`` (JSON: mutant name -> exit code) per mutated file; this
+reads them, counts killed / total per module, and subtracts the mutants docs/mutation.md argues are
+equivalent (listed below by name, so a rename or a newly killed one shows up as a stale entry).
+
+    python scripts/mutants.py            # table of scores per module
+    python scripts/mutants.py --survivors  # also every surviving mutant not known to be equivalent
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MUTANTS = ROOT / "mutants"
+MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/schemes/common.py")
+KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
+TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
+
+# Mutants that cannot change any observable result, by reason (argued one by one in docs/mutation.md).
+_WHY = {
+    "dtype": "a dtype=float dropped where the value is widened to float64 later, or only compared",
+    "one_device": "differs only at one device (n = 1), which collective_cost masks to zero",
+    "arithmetic": "the changed expression cannot change the result (see docs/mutation.md)",
+    "inert": "the changed argument or branch has no effect on any result",
+    "zero": "differs only where both sides give the same value (0 FLOPs, 1 bit, no memory)",
+}
+EQUIVALENT: dict[str, str] = {
+    # network: dtype
+    **dict.fromkeys([
+        "workbench.network.x__check_arrays__mutmut_3",
+        "workbench.network.x__check_arrays__mutmut_5",
+        "workbench.network.x__check_arrays__mutmut_8",
+        "workbench.network.x__check_arrays__mutmut_10",
+        "workbench.network.x__check_arrays__mutmut_13",
+        "workbench.network.x__check_arrays__mutmut_15",
+        "workbench.network.x__check_arrays__mutmut_18",
+        "workbench.network.x__check_arrays__mutmut_20",
+        "workbench.network.x__log2_steps__mutmut_7",
+        "workbench.network.x__log2_steps__mutmut_9",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_7",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_9",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_13",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_15",
+        "workbench.network.x__gloo_halving_doubling__mutmut_25",
+        "workbench.network.x_collective_cost__mutmut_31",
+        "workbench.network.x_collective_cost__mutmut_33",
+        "workbench.network.x_collective_cost__mutmut_39",
+        "workbench.network.x_collective_cost__mutmut_41",
+        "workbench.network.x_collective_cost__mutmut_53",
+        "workbench.network.x_collective_cost__mutmut_55",
+        "workbench.network.x_collective_cost__mutmut_94",
+        "workbench.network.x_collective_cost__mutmut_96",
+        "workbench.network.x_collective_cost__mutmut_115",
+        "workbench.network.x_collective_cost__mutmut_117",
+        "workbench.network.x_collective_cost__mutmut_136",
+        "workbench.network.x_collective_cost__mutmut_138",
+        "workbench.network.x_collective_latency__mutmut_16",
+        "workbench.network.x_collective_latency__mutmut_18",
+        "workbench.network.x_collective_latency__mutmut_21",
+        "workbench.network.x_collective_latency__mutmut_23",
+    ], _WHY["dtype"]),
+    # network: one_device
+    **dict.fromkeys([
+        "workbench.network.x_tree_depth__mutmut_13",
+        "workbench.network.x_tree_depth__mutmut_23",
+        "workbench.network.x__halving_doubling__mutmut_17",
+        "workbench.network.x__gloo_halving_doubling__mutmut_20",
+        "workbench.network.x_collective_cost__mutmut_28",
+    ], _WHY["one_device"]),
+    # network: arithmetic
+    **dict.fromkeys([
+        "workbench.network.x__halving_doubling__mutmut_18",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_36",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_42",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_43",
+        "workbench.network.x_gloo_segments_per_rank__mutmut_44",
+        "workbench.network.x__mesh__mutmut_53",
+        "workbench.network.x__gloo_ring__mutmut_46",
+        "workbench.network.x__gloo_halving_doubling__mutmut_7",
+        "workbench.network.x__gloo_halving_doubling__mutmut_24",
+    ], _WHY["arithmetic"]),
+    # network: inert
+    **dict.fromkeys([
+        "workbench.network.x_total_traffic__mutmut_1",
+        "workbench.network.x_total_traffic__mutmut_6",
+        "workbench.network.x_total_traffic__mutmut_11",
+        "workbench.network.x_total_traffic__mutmut_12",
+        "workbench.network.x_traversals__mutmut_14",
+        "workbench.network.x_endpoint_messages__mutmut_14",
+        "workbench.network.xǁTopologyǁ__post_init____mutmut_15",
+    ], _WHY["inert"]),
+    # simulate: inert
+    **dict.fromkeys([
+        "workbench.simulate.xǁTimelineǁresources__mutmut_5",
+        "workbench.simulate.x_pipeline__mutmut_39",
+        "workbench.simulate.x_pipeline__mutmut_53",
+    ], _WHY["inert"]),
+    # hardware: dtype
+    **dict.fromkeys([
+        "workbench.hardware.xǁDeviceSpecǁcompute_time__mutmut_7",
+        "workbench.hardware.xǁDeviceSpecǁcompute_time__mutmut_9",
+        "workbench.hardware.xǁDeviceSpecǁstream_time__mutmut_15",
+        "workbench.hardware.xǁDeviceSpecǁstream_time__mutmut_17",
+    ], _WHY["dtype"]),
+    # hardware: zero
+    **dict.fromkeys([
+        "workbench.hardware.xǁDeviceSpecǁcompute_time__mutmut_24",
+    ], _WHY["zero"]),
+    # schemes.common: dtype
+    **dict.fromkeys([
+        "workbench.schemes.common.x_matmul_time__mutmut_5",
+        "workbench.schemes.common.x_matmul_time__mutmut_7",
+        "workbench.schemes.common.x_launched__mutmut_8",
+        "workbench.schemes.common.x_launched__mutmut_10",
+        "workbench.schemes.common.x_roofline_time__mutmut_5",
+        "workbench.schemes.common.x_roofline_time__mutmut_7",
+        "workbench.schemes.common.x_roofline_time__mutmut_37",
+        "workbench.schemes.common.x_roofline_time__mutmut_39",
+        "workbench.schemes.common.x_roofline_time__mutmut_41",
+        "workbench.schemes.common.x_roofline_time__mutmut_43",
+        "workbench.schemes.common.x_score_flops__mutmut_7",
+        "workbench.schemes.common.x_score_flops__mutmut_9",
+        "workbench.schemes.common.x_score_flops__mutmut_11",
+        "workbench.schemes.common.x_score_flops__mutmut_13",
+        "workbench.schemes.common.x_score_flops__mutmut_15",
+        "workbench.schemes.common.x_score_flops__mutmut_17",
+        "workbench.schemes.common.x_out_proj_flops__mutmut_7",
+        "workbench.schemes.common.x_out_proj_flops__mutmut_9",
+        "workbench.schemes.common.x_out_proj_flops__mutmut_11",
+        "workbench.schemes.common.x_out_proj_flops__mutmut_13",
+        "workbench.schemes.common.x_ffn_up_flops__mutmut_16",
+        "workbench.schemes.common.x_ffn_up_flops__mutmut_18",
+        "workbench.schemes.common.x_ffn_down_flops__mutmut_10",
+        "workbench.schemes.common.x_ffn_down_flops__mutmut_12",
+        "workbench.schemes.common.x_kernel_times__mutmut_12",
+        "workbench.schemes.common.x_kernel_times__mutmut_14",
+        "workbench.schemes.common.x_attention_time__mutmut_14",
+        "workbench.schemes.common.x_attention_time__mutmut_16",
+        "workbench.schemes.common.x_distinct_devices__mutmut_12",
+        "workbench.schemes.common.x_distinct_devices__mutmut_14",
+    ], _WHY["dtype"]),
+    # schemes.common: zero
+    **dict.fromkeys([
+        "workbench.schemes.common.x_matmul_time__mutmut_22",
+        "workbench.schemes.common.x_code_bits__mutmut_6",
+        "workbench.schemes.common.x_roofline_time__mutmut_19",
+    ], _WHY["zero"]),
+}
+
+
+def load(module: str) -> dict[str, int | None]:
+    """Mutant name -> exit code for one module (empty if mutmut has not run on it)."""
+    meta = MUTANTS / f"{module}.meta"
+    if not meta.exists():
+        return {}
+    return json.loads(meta.read_text("utf-8"))["exit_code_by_key"]
+
+
+def summarise(show_survivors: bool) -> int:
+    """Print killed / total per module and the non-equivalent score; return 1 if any module lacks results."""
+    missing = 0
+    print(f"{'module':32s} {'killed':>7s} {'total':>6s} {'score':>7s} {'equiv':>6s} {'non-equiv score':>16s}")
+    for module in MODULES:
+        codes = load(module)
+        if not codes:
+            print(f"{module:32s} (no results: run `make mutants`)")
+            missing = 1
+            continue
+        killed = sum(1 for c in codes.values() if c in KILLED or c in TIMEOUT)
+        equiv = [k for k in codes if k in EQUIVALENT]
+        stale = [k for k in equiv if codes[k] in KILLED or codes[k] in TIMEOUT]
+        total, eq = len(codes), len(equiv) - len(stale)
+        score = killed / total if total else 1.0
+        ne = killed / (total - eq) if total > eq else 1.0
+        print(f"{module:32s} {killed:7d} {total:6d} {score:7.1%} {eq:6d} {ne:16.1%}")
+        for k in stale:
+            print(f"    listed as equivalent but killed (drop it from EQUIVALENT): {k}")
+        if show_survivors:
+            for k, c in codes.items():
+                if c not in KILLED and c not in TIMEOUT and k not in EQUIVALENT:
+                    print(f"    {k}: exit {c}")
+    known = {k for m in MODULES for k in load(m)}
+    for k in sorted(set(EQUIVALENT) - known):
+        print(f"    listed as equivalent but no longer generated (renumbered? re-check): {k}")
+    return missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: the per-module table, optionally with the unexplained survivors."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--survivors", action="store_true", help="list surviving mutants not known to be equivalent")
+    return summarise(parser.parse_args(argv).survivors)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
