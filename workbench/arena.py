@@ -96,7 +96,8 @@ class Arena:
                 budgets = device_budgets(r, self.cluster)
                 use = [p / b for p, b in zip(r.peak_memory_bytes, budgets) if b > 0]
                 worst = max(range(len(use)), key=use.__getitem__) if use else None
-                row.update({"latency_s": r.latency_s, **{c: getattr(r, c) for c in COMPONENTS},
+                flat = r.row()  # the one flattening of a result; the arena adds budgets and its NaN conventions
+                row.update({"latency_s": flat["latency_s"], **{c: flat[c] for c in COMPONENTS},
                             "peak_memory_bytes": max(r.peak_memory_bytes, default=math.nan),
                             "memory_budget_bytes": budgets[worst] if worst is not None else math.nan,
                             "memory_use": use[worst] if worst is not None else math.nan,
