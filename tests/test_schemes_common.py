@@ -12,7 +12,7 @@ from workbench.arena import arena_for_config
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel, load_device
 from workbench.io import REPO_ROOT
-from workbench.models import get_model
+from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.planners import galaxy as PL
 from workbench.schemes import baselines as B
@@ -280,3 +280,16 @@ def test_hepti_profiles_use_the_shared_dtype_and_kernel_shape():
     cluster = _cluster([pi.with_changes(efficiency_gemv=0.1)] * 2)
     decode = H.cluster_profiles(cluster, Workload("decode", 16, 16, 16, 16))[0]
     assert decode.flops_per_s == pytest.approx(pi.peak("fp16") * 0.1)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_slice_flops_at_full_width_are_the_models_block_flops(name):
+    """The per-slice FLOP formulas (common) and the whole-model ones (models) are two spellings of one count;
+    kept apart only because merging them would change the float rounding of every scheme's output."""
+    from workbench.schemes.common import ffn_down_flops, ffn_up_flops, out_proj_flops, qkv_flops, score_flops
+
+    m = MODELS[name]
+    for s, t in ((1, 1), (7, 7), (1, 33)):
+        sliced = (qkv_flops(m, m.n_heads, s) + score_flops(m, m.n_heads, s, t) + out_proj_flops(m, m.n_heads, s)
+                  + ffn_up_flops(m, m.d_ff, s) + ffn_down_flops(m, m.d_ff, s))
+        assert float(sliced) == pytest.approx(m.block_flops(s, t), rel=1e-12)
