@@ -954,3 +954,16 @@ def test_calibration_program_is_a_choice_the_fit_reports():
     assert (table.loc[table.role == "calibration", "processes"] == 2).all()
     with pytest.raises(WorkbenchError, match="2-process ring_ppermute"):
         fit_all(data[data.program != "ring_ppermute"], HOST, "median_s", "ring_ppermute")
+
+
+@pytest.mark.parametrize("experiment, params, match", [
+    ("galaxy_stack", {"scheme": "local"}, "scheme must be one of"),
+    ("galaxy_stack", {"n_layers": 0}, "n_layers"),
+    ("mcu_stack", {"seq_len": 0}, "seq_len"),
+    ("mcu_stack", {"model": "GPT-5"}, "model"),
+    ("mcu_stack", {"reps": 0}, "reps"),
+])
+def test_stack_parameters_are_refused_before_any_process_starts(experiment, params, match):
+    with pytest.raises(WorkbenchError, match=match) as caught:
+        ClusterSpec(2, experiment, params)
+    assert "\n" not in str(caught.value)

@@ -182,6 +182,10 @@ def check_parameters(name: str, params: dict) -> None:
     if unknown:
         raise WorkbenchError(f"experiment {name!r} has no parameter(s) {unknown}; "
                              f"its parameters: {', '.join(allowed) or 'none'}")
+    if name in ("galaxy_stack", "mcu_stack"):
+        from workbench.cluster.layer_runs import check_stack_parameters
+
+        check_stack_parameters(**params)
 
 
 def get_experiment(name: str) -> Experiment:

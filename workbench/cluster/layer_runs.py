@@ -16,6 +16,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError, require_int
 from workbench.models import TransformerConfig, get_model, tiny_config
+from workbench.schemes.galaxy import PARALLEL_SCHEMES
 
 MATCH_ATOL = 2e-3  # float32 stack vs the reference: summation order differs across devices
 
@@ -25,6 +26,20 @@ def layer_model(name: str, n_layers: int) -> TransformerConfig:
     require_int("n_layers", n_layers, low=1, high=64)
     cfg = tiny_config("bert") if name == "tiny-bert" else get_model(name)
     return replace(cfg, n_layers=n_layers)
+
+
+
+
+def check_stack_parameters(scheme: str = "galaxy_hmp", model: str = "BERT-base", n_layers: int = 1,
+                           seq_len: int = 16, reps: int = 1, seed: int = 0) -> None:
+    """One line naming the parameter when a stack run's parameters are out of range (no JAX needed, so the
+    launcher can refuse them before any process starts)."""
+    if scheme not in PARALLEL_SCHEMES:
+        raise WorkbenchError(f"scheme must be one of {', '.join(PARALLEL_SCHEMES)}, got {scheme!r}")
+    cfg = layer_model(model, n_layers)
+    require_int("seq_len", seq_len, low=1, high=cfg.max_positions)
+    require_int("reps", reps, low=1, high=10_000)
+    require_int("seed", seed, low=0)
 
 
 def _stack_inputs(cfg: TransformerConfig, seq_len: int, seed: int):
@@ -75,11 +90,9 @@ def run_galaxy_stack(ctx, mesh, scheme: str = "galaxy_hmp", model: str = "BERT-b
     """One Galaxy-partitioned prefill of `n_layers` blocks on `seq_len` tokens (uniform partition), timed."""
     import jax
 
-    from workbench.kernels.galaxy import KERNEL_SCHEMES, program
+    from workbench.kernels.galaxy import program
 
-    if scheme not in KERNEL_SCHEMES:
-        raise WorkbenchError(f"scheme must be one of {', '.join(KERNEL_SCHEMES)}, got {scheme!r}")
-    require_int("reps", reps, low=1)
+    check_stack_parameters(scheme, model, n_layers, seq_len, reps, seed)
     cfg = layer_model(model, n_layers)
     params, x_se, positions = _stack_inputs(cfg, seq_len, seed)
     prog = program(cfg, params["blocks"], seq_len, mesh, scheme)
@@ -100,7 +113,7 @@ def run_mcu_stack(ctx, mesh, model: str = "TinyLlama-42M", n_layers: int = 1, se
 
     from workbench.kernels.mcu_siracusa import stack_program
 
-    require_int("reps", reps, low=1)
+    check_stack_parameters("galaxy_hmp", model, n_layers, seq_len, reps, seed)
     cfg = layer_model(model, n_layers)
     params, x_se, positions = _stack_inputs(cfg, seq_len, seed)
     fn, blocks = stack_program(cfg, params, ctx.n_devices)

@@ -33,9 +33,9 @@ from workbench.kernels import reference as ref
 from workbench.models import TransformerConfig
 from workbench.network import bottleneck_bytes
 from workbench.schemes.base import Workload
-from workbench.schemes.galaxy import Partition, layer_collectives, uniform_partition
+from workbench.schemes.galaxy import PARALLEL_SCHEMES, Partition, layer_collectives, uniform_partition
 
-KERNEL_SCHEMES = ("megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+KERNEL_SCHEMES = PARALLEL_SCHEMES
 AXIS = "x"
 SHARDED_KEYS = ("wq", "wk", "wv", "bq", "bk", "bv", "wo", "w1", "b1", "w2", "w_gate", "w_up", "w_down")
 

@@ -24,14 +24,14 @@ from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.planners.galaxy import evaluate, planned_partition
 from workbench.schemes.base import Cluster, SchemeResult, Workload
-from workbench.schemes.galaxy import latency_or_nan, overlap_timeline
+from workbench.schemes.galaxy import PARALLEL_SCHEMES, latency_or_nan, overlap_timeline
 
 PAPER = "galaxy"
 MODELS = ("DistilBERT", "BERT-L", "GPT2-L", "OPT-L", "OPT-XL")
 ENVIRONMENTS = {"A": "MM", "B": "MMM", "C": "MMMM", "D": "LM", "E": "LS", "F": "LMS"}
 HOMOGENEOUS = ("A", "B", "C")
 PROCESSORS = ("cpu", "gpu")
-PARALLEL = ("megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+PARALLEL = PARALLEL_SCHEMES
 BASELINES = {"megatron_tp": "mlm", "sp": "sp"}
 # Table IV's cells (model, environment), as the paper lists them.
 TABLE4_CELLS = (("DistilBERT", "A"), ("BERT-L", "A"), ("BERT-L", "B"), ("GPT2-L", "A"), ("GPT2-L", "B"),

@@ -70,6 +70,7 @@ from workbench.simulate import Task, Timeline, schedule
 
 PAPER = "galaxy"
 GALAXY_SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
+PARALLEL_SCHEMES = GALAXY_SCHEMES[1:]  # the ones split over devices (each has a shard_map kernel)
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
 
