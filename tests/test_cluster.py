@@ -50,7 +50,13 @@ from workbench.cluster.fit import (
 )
 from workbench.cluster.host import kernel_hz, tick_constant
 from workbench.cluster.measure import SUMMARY_COLUMNS, CampaignPoint, default_campaign, summarize
-from workbench.cluster.microbench import device_constants, device_toml, fixed_costs, shared_device
+from workbench.cluster.microbench import (
+    chain_stream_rate,
+    device_constants,
+    device_toml,
+    fixed_costs,
+    shared_device,
+)
 from workbench.cluster.netns import ShapedNetwork, list_namespaces, shaping_unavailable
 from workbench.cluster.predict import E2E_OPTIONS, predict_generation, this_machine_cluster
 from workbench.cluster.programs import (
@@ -670,6 +676,8 @@ def _bench_rows() -> pd.DataFrame:
              for k in (1, 17, 33, 65)]
     rows += [{"benchmark": "tiny_layers", "size": n, "seconds": 40e-6 + n * 10e-6, "rate": 0, "unit": "1/s"}
              for n in (1, 3, 5, 9)]
+    rows += [{"benchmark": "gemv_chain_fp32", "size": k, "seconds": t, "rate": k * 2**24 / t, "unit": "B/s"}
+             for k in (4, 8, 16) for t in [1e-4 + k * 2**24 / 5e9]]  # 16 MiB a kernel at 5 GB/s, 0.1 ms a call
     return pd.DataFrame(rows)
 
 
@@ -680,7 +688,7 @@ def test_shared_device_and_cpu_preset_toml(tmp_path):
 
     dev = device_from_table(tomllib.loads(path.read_text()), "dev.toml")
     assert dev.peak("fp32") == 3e11 and dev.memory_level("DRAM").bandwidth_bytes_per_s == 8e9
-    assert dev.memory_efficiency == pytest.approx(6e9 / 8e9)  # the large GEMV over the read rate
+    assert dev.memory_efficiency == pytest.approx(5e9 / 8e9)  # the GEMV chain's slope over the read rate
     assert dev.kernel_launch_s == pytest.approx(1e-6) and dev.layer_overhead_s == pytest.approx(3e-6)
     for name in ("peak_flops_fp32", "memory_efficiency", "kernel_launch", "layer_overhead", "program_dispatch",
                  "jit_dispatch", "numpy_op"):
@@ -967,3 +975,17 @@ def test_stack_parameters_are_refused_before_any_process_starts(experiment, para
     with pytest.raises(WorkbenchError, match=match) as caught:
         ClusterSpec(2, experiment, params)
     assert "\n" not in str(caught.value)
+
+
+def test_chain_stream_rate_is_the_slope_not_the_mean_rate():
+    rows = _bench_rows()
+    assert chain_stream_rate(rows) == pytest.approx(5e9)  # the 0.1 ms per call drops out
+    chain = rows[rows.benchmark == "gemv_chain_fp32"]
+    assert (chain.rate < 5e9).all()  # every call's own rate is lower: the fixed part is in it
+    flat = rows.copy()
+    flat.loc[flat.benchmark == "gemv_chain_fp32", "seconds"] = 1e-3
+    flat.loc[flat.benchmark == "gemv_chain_fp32", "rate"] = [4 * 2**24 / 1e-3, 8 * 2**24 / 1e-3, 16 * 2**24 / 1e-3]
+    with pytest.raises(WorkbenchError, match="do not grow"):
+        chain_stream_rate(flat)
+    with pytest.raises(WorkbenchError, match="two chain lengths"):
+        chain_stream_rate(rows[rows.benchmark != "gemv_chain_fp32"])

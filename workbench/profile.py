@@ -127,9 +127,12 @@ def matmul_rows(s: Settings, progress=None) -> list[dict]:
 
 # ---- memory, fixed costs --------------------------------------------------------------------------
 def memory_rows(s: Settings) -> list[dict]:
-    """Best read-only streaming rate (a jitted sum) and a GEMV's rate over a matrix larger than the caches."""
+    """Best read-only streaming rate (a jitted sum), a GEMV's rate over a matrix larger than the caches, and a
+    chain of distinct GEMVs as a layer streams them (`microbench.gemv_chain_calls`; memory_efficiency)."""
     import jax
     import jax.numpy as jnp
+
+    from workbench.cluster.microbench import GEMV_CHAIN_LENGTHS, GEMV_CHAIN_N, gemv_chain_calls
 
     mib = 64 if s.reps <= 3 else 256
     v = jnp.ones((mib * 2**20 // 4,), jnp.float32)
@@ -139,9 +142,13 @@ def memory_rows(s: Settings) -> list[dict]:
     a, x = jnp.ones((n, n), jnp.float32), jnp.ones((n,), jnp.float32)
     gemv = jax.jit(lambda a, x: a @ x)
     seconds = _best(lambda: gemv(a, x).block_until_ready(), s.reps)
+    chain_n, lengths = (1024, (2, 4, 8)) if s.reps <= 3 else (GEMV_CHAIN_N, GEMV_CHAIN_LENGTHS)
+    chain = [{"benchmark": "gemv_chain_fp32", "size": k, "seconds": t, "rate": 4.0 * k * chain_n**2 / t,
+              "note": f"{k} distinct {chain_n}x{chain_n} fp32 GEMVs in one program"}
+             for (_, k), fn in gemv_chain_calls(chain_n, lengths).items() for t in [_best(fn, s.reps)]]
     return [{"benchmark": "stream_read_fp32", "size": v.size, "seconds": read, "rate": v.size * 4 / read, "note": ""},
             {"benchmark": "gemv_stream_fp32", "size": n, "seconds": seconds, "rate": 4.0 * n * n / seconds,
-             "note": ""}]
+             "note": ""}] + chain
 
 
 def fixed_rows(quick: bool) -> list[dict]:
@@ -228,7 +235,7 @@ def measure(s: Settings, quick: bool, progress=None) -> pd.DataFrame:
 
 def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, Constant]:
     """The preset's constants from the benchmark rows, each measured, dated and saying how."""
-    from workbench.cluster.microbench import fixed_costs, memory_total_bytes
+    from workbench.cluster.microbench import chain_stream_rate, fixed_costs, memory_total_bytes
 
     where = f"python -m workbench profile on {machine}, {date}"
     out: dict[str, Constant] = {}
@@ -243,7 +250,7 @@ def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, 
     if "peak_flops_fp32" not in out:
         raise WorkbenchError("profile: no fp32 GEMM ran on this backend; nothing to build a device from")
     read = bench[bench.benchmark == "stream_read_fp32"].rate.max()
-    gemv = bench[bench.benchmark == "gemv_stream_fp32"].rate.max()
+    chain = chain_stream_rate(bench)
     fixed = fixed_costs(bench)
     storage = bench[bench.benchmark == "storage_read"].iloc[0]
     out.update({
@@ -254,9 +261,10 @@ def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, 
                                       f"{where}: MemTotal in /proc/meminfo"),
         "mem_DRAM_bandwidth": Constant("mem_DRAM_bandwidth", float(read), "B/s", "measured",
                                        f"{where}: best read-only streaming rate (a jitted sum over a large fp32 array)"),
-        "memory_efficiency": Constant("memory_efficiency", float(min(gemv / read, 1.0)), "1", "measured",
-                                      f"{where}: a jitted fp32 GEMV over a matrix larger than the caches, over the "
-                                      f"best streaming rate"),
+        "memory_efficiency": Constant("memory_efficiency", float(min(chain / read, 1.0)), "1", "measured",
+                                      f"{where}: streaming rate of a chain of distinct fp32 GEMVs in one program "
+                                      f"(1 / the slope of seconds vs bytes), how a layer streams its weights, over "
+                                      f"the best streaming rate"),
         "kernel_launch": Constant("kernel_launch", fixed["kernel_launch"], "s", "measured",
                                   f"{where}: slope over K of one jitted program of K dependent 8x8 matmuls"),
         "layer_overhead": Constant("layer_overhead", fixed["layer_overhead"], "s", "measured",

@@ -48,7 +48,8 @@ print("caveat:", info["caveat"])
 # per-kernel cost inside one compiled program (`kernel_launch`: the slope over K of one jitted program of K
 # dependent 8x8 matmuls, one XLA CPU thunk each), the per-layer time beyond a layer's kernels
 # (`layer_overhead`: the slope over L of L tiny decoder layers in one program, minus 7 launches), numpy's
-# per-op time and `memory_efficiency` (a GEMV over a 256 MiB matrix vs the best read-only rate). The machine
+# per-op time and `memory_efficiency` (the streaming rate of a chain of distinct 16 MiB `v @ W` GEMVs in one
+# program, how a layer streams its weights, vs the best read-only rate). The machine
 # is shared and was busy, so each is the minimum over 30 interleaved batches.
 
 # %%
@@ -327,9 +328,9 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 # * **the tbf bucket** (section 3): the prompt's 64 KiB messages at 100 Mbit pass at the veth's rate, so
 #   TTFT at 100 Mbit is faster than both predictions; the arena's link has no bucket (real Wi-Fi and
 #   Ethernet links do not shape this way, so it is not added to the core);
-# * **compute on this CPU**: section 6 shows the preset predicting the measured decode and prefill layers
-#   faster than they run (the preset's rates are best-of-N on a large GEMM and a 256 MiB GEMV; a decode
-#   layer's 1-4 MiB GEMVs stream more slowly), which pulls the scheduler-free prediction further below.
+# * **compute on this CPU**: section 6 shows the preset predicting the measured prefill layers faster than
+#   they run (its GEMM rate is the best square GEMM; a prompt's skinny GEMMs run slower), which pulls the
+#   scheduler-free prediction further below.
 #
 # These are reported here rather than fitted away: no constant is fitted on an end-to-end row.
 
@@ -360,13 +361,13 @@ accel = wb.accelerator_table()
 accel
 
 # %% [markdown]
-# Reading the CPU rows (this machine, measured 2026-11-24 under a load average of 5-7): every layer but
-# the smallest prefill takes several times the roofline of the preset, even at its fastest repetition
-# (`min_s` in `data/cluster/layers_cpu.csv`). The preset's rates are best-of-N: a 256 MiB GEMV and a
-# read-only sum stream at 12-36 GB/s in their best repetition (three runs today), while a whole decode layer's weights
-# stream at a fraction of that on the busy machine (the reference block is also unfused). The preset
-# says what the hardware can do; these rows say what a shared VM gives a real layer. No preset constant is
-# fitted on them (they are the validation of the roofline).
+# Reading the CPU rows: the decode layers are memory-bound, and the preset streams them at the read rate
+# times `memory_efficiency`, measured on a chain of distinct `v @ W` GEMVs (the product every kernel here
+# computes; on XLA's CPU backend it streams slower than `W @ v` or a single 256 MiB GEMV, which is what the
+# efficiency stood for before the second 2026-11-24 session). The prefill layers are compute-bound at the
+# best square-GEMM rate, which a prompt's skinny GEMMs do not reach: they stay slower than the roofline.
+# The machine's own bandwidth moves between runs on this shared host (`data/cluster/microbench.csv` keeps
+# each run's rates). No preset constant is fitted on these rows (they are the validation of the roofline).
 
 # %%
 rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before, stacks, choices))
