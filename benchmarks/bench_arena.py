@@ -4,12 +4,10 @@ Run: .venv/bin/pytest benchmarks/bench_arena.py --benchmark-enable"""
 
 from __future__ import annotations
 
-import resource
-import subprocess
 import sys
-import time
 
 import pytest
+from commands import bench_command
 
 from workbench.io import REPO_ROOT
 
@@ -20,20 +18,8 @@ TARGET_S = 2.0
 @pytest.mark.parametrize("png", [False, True], ids=["svg", "svg+png"])
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_whatif_command(benchmark, path, png, tmp_path):
-    cpu = []
     command = [sys.executable, "-m", "workbench", "whatif", str(path), "--out", str(tmp_path)] + ["--png"] * png
-
-    def run() -> float:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, cwd=REPO_ROOT, capture_output=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        return time.perf_counter() - start
-
-    run()  # warm the file cache (first import compiles .pyc files)
-    benchmark.pedantic(run, rounds=5, iterations=1)
-    benchmark.extra_info["cpu_s_median"] = sorted(cpu)[len(cpu) // 2]  # user + sys of the child, all threads
+    bench_command(benchmark, command, rounds=5)
     if benchmark.stats is not None and not png:  # None with --benchmark-disable
         median = benchmark.stats.stats.median
         assert median < TARGET_S, f"whatif {path.name}: median {median:.2f} s >= {TARGET_S} s"

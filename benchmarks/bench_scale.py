@@ -7,12 +7,10 @@ groups each scheme's four sizes)."""
 
 from __future__ import annotations
 
-import resource
-import subprocess
 import sys
-import time
 
 import pytest
+from commands import bench_command
 
 from workbench.io import REPO_ROOT
 from workbench.schemes.base import load_all
@@ -68,20 +66,8 @@ def test_whatif_scaling(benchmark, tmp_path_factory, devices):
     """`python -m workbench whatif` end to end in a fresh interpreter (table, CSVs, three SVG charts)."""
     path, out = _toml(tmp_path_factory, devices), tmp_path_factory.mktemp("whatif")
     command = [sys.executable, "-m", "workbench", "whatif", str(path), "--out", str(out)]
-    cpu = []
-
-    def run() -> float:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, cwd=REPO_ROOT, capture_output=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        return time.perf_counter() - start
-
     benchmark.group = "whatif (whole command)"
-    run()  # warm the file cache
-    benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info["cpu_s_median"] = sorted(cpu)[len(cpu) // 2]
+    bench_command(benchmark, command, rounds=3)
     if benchmark.stats is not None and devices == COUNTS[-1]:
         median = benchmark.stats.stats.median
         if median >= WHATIF_TARGET_S:

@@ -1,0 +1,27 @@
+"""Timing a whole command in a fresh interpreter, for the benchmarks that measure one (whatif)."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import time
+
+from workbench.io import REPO_ROOT
+
+
+def bench_command(benchmark, command: list[str], rounds: int) -> None:
+    """Time `command` (wall seconds) after one warm-up run that fills the file cache; record the median CPU
+    seconds (user + sys of the child, all threads) in `benchmark.extra_info["cpu_s_median"]`."""
+    cpu: list[float] = []
+
+    def run() -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(command, check=True, cwd=REPO_ROOT, capture_output=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        return time.perf_counter() - start
+
+    run()  # warm the file cache (the first import compiles .pyc files)
+    benchmark.pedantic(run, rounds=rounds, iterations=1)
+    benchmark.extra_info["cpu_s_median"] = sorted(cpu)[len(cpu) // 2]
