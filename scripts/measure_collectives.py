@@ -6,10 +6,13 @@
     .venv/bin/python scripts/measure_collectives.py --only micro e2e # some parts
     .venv/bin/python scripts/measure_collectives.py --quick          # a tiny campaign into /tmp (smoke test)
 
-Parts: micro (CPU micro-benchmark -> data/devices/this_machine_cpu.toml), collectives (psum /
+Parts: micro (CPU micro-benchmark -> data/devices/this_machine_cpu.toml), colocated (1, 2 and 4 plain
+processes running TinyLlama-42M's decode layers and GEMV chains at once -> data/cluster/colocated.csv: each
+process's share of the machine), collectives (psum /
 all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
 when root -> data/cluster/collectives.csv, then the fit), fit (only refit o / L / beta from the stored
-CSV -> data/constants/cluster.toml), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
+CSV -> data/constants/cluster.toml), chains (1, 8 and 32 star all-reduces in one program on 2 and 4
+processes -> data/cluster/sync_chain.csv: the per-sync time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
 -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
 data/cluster/layers_cpu.csv), stacks (Galaxy's partitioned stack and the MCU head-wise stack across 2 and 4
 processes -> data/cluster/stacks.csv). The notebook only reads these files; nothing in CI re-measures.
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
-PARTS = ("micro", "collectives", "fit", "e2e", "layers", "stacks")
+PARTS = ("micro", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks")
 E2E_RUNS = (  # (model, prompt_len, n_new, repeats)
     ("tiny", 8, 8, 3),
     ("TinyLlama-42M", 32, 8, 3),
@@ -72,6 +75,18 @@ def measure_micro(out: Path, machine: str, date: str) -> None:
     consts = device_constants(bench, "data/cluster/microbench.csv", machine, date)
     write_text_atomic(out / "devices" / "this_machine_cpu.toml", device_toml(consts, machine, date))
     log(f"micro: {bench[['benchmark', 'size', 'rate']].to_string(index=False)}")
+
+
+def measure_colocated(out: Path, quick: bool, machine: str, date: str) -> None:
+    """1, 2 and 4 plain processes running the same programs at once (`microbench.run_colocated`)."""
+    from workbench.cluster.microbench import colocated_shares, run_colocated
+
+    table = run_colocated((1, 2) if quick else (1, 2, 4), reps=3 if quick else 15)
+    table.insert(0, "date", date)
+    table.insert(1, "machine", machine)
+    table["load_1min"] = os.getloadavg()[0]
+    write_csv_atomic(out / "cluster" / "colocated.csv", table)
+    log(f"colocated:\n{colocated_shares(table).to_string(index=False)}")
 
 
 def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_existing: bool = False,
@@ -137,15 +152,57 @@ def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
             params = {"model": model, "prompt_len": prompt_len, "n_new": n_new, "repeats": repeats}
             run = launch(ClusterSpec(processes, "tpi_llm", params, shape=shape, timeout_s=1800), announce=log)
             master = run.rows[run.rows.process == 0]
+            fastest = _fastest_steps(run.rows)
             for r in master.itertuples():
                 rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": processes,
                              "model": r.model, "allreduce": r.allreduce, "prompt_len": r.prompt_len,
                              "n_new": r.n_new, "repeat": r.repeat, "ttft_s": r.ttft_s, "per_token_s": r.per_token_s,
+                             "per_token_min_s": fastest[r.repeat],
                              "tokens": " ".join(map(str, r.tokens)), "matches_reference": bool(r.matches_reference),
                              "load_1min": os.getloadavg()[0]})
             log(f"e2e {model} ({processes} processes, {run.link_class}): ttft {master.ttft_s.median():.4f} s, per token "
                 f"{master.per_token_s.median():.4f} s, matches reference: {bool(master.matches_reference.all())}")
     write_csv_atomic(out / "cluster" / "tpi_llm_e2e.csv", pd.DataFrame(rows))
+
+
+def _fastest_steps(rows: pd.DataFrame) -> dict[int, float]:
+    """Per repeat, the fastest decode step (a step ends when its slowest process is done): the time without
+    the scheduler's waits, the statistic the collectives' `min_s` is (see workbench.cluster.fit)."""
+    import numpy as np
+
+    out = {}
+    for repeat, group in rows.groupby("repeat"):
+        steps = np.max(np.stack([np.asarray(t, float) for t in group["step_times_s"]]), axis=0)
+        out[repeat] = float(steps[1:].min()) if steps.size > 1 else float("nan")
+    return out
+
+
+CHAIN_SIZES = (2048, 65536)  # a decode step's hidden state of TinyLlama-42M (512 fp32), and 32 tokens of it
+CHAIN_LENGTHS = (1, 8, 32)
+
+
+def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
+    """K star all-reduces in one program (`sync_chain`): per call the slowest process, then min / median / mean."""
+    import numpy as np
+
+    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.netns import LinkShape, shaping_unavailable
+
+    rows = []
+    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
+        params = {"programs": ["star"], "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
+                  "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15}
+        run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800), announce=log)
+        for (program, size, length), group in run.rows.groupby(["program", "message_bytes", "length"], sort=False):
+            per_call = np.max(np.stack([np.asarray(t, float) for t in group["times_s"]]), axis=0)
+            rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": processes,
+                         "program": program, "message_bytes": int(size), "length": int(length),
+                         "reps": len(per_call), "min_s": float(per_call.min()),
+                         "median_s": float(np.median(per_call)), "mean_s": float(per_call.mean()),
+                         "load_1min": os.getloadavg()[0]})
+        log(f"chains ({processes} processes, {run.link_class}): {len(rows)} rows")
+    write_csv_atomic(out / "cluster" / "sync_chain.csv", pd.DataFrame(rows))
 
 
 STACK_RUNS = (  # (experiment, parameters): one prefill of one block, as the arena's scheme costs it
@@ -216,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     for part in PARTS:
         if part in args.only:
             log(f"part {part} ...")
-            if part in ("micro", "e2e", "layers", "stacks"):
+            if part in ("micro", "colocated", "chains", "e2e", "layers", "stacks"):
                 wait_for_quiet(args.max_load, args.max_wait * 60)
             part_start, load_before = time.time(), os.getloadavg()
             if part == "micro":

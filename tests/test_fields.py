@@ -26,6 +26,8 @@ from workbench.userconfig import (
     parse_config,
 )
 
+# keys that must be set together (both > 0 or both 0): the other one, set when a test sets one
+PARTNERS = {"small_kernel_mib": "core_stream_gb_per_s = 10", "core_stream_gb_per_s": "small_kernel_mib = 4"}
 README_BLOCK = re.compile(r"<!-- device-keys:[^\n]*-->\n(.*?)<!-- /device-keys -->", re.S)
 CONFIG = """
 [model]
@@ -75,11 +77,12 @@ def test_each_number_key_is_checked_in_toml_units_and_scaled_to_si(field_name):
     spec = DeviceSpec.__dataclass_fields__[field_name].metadata["spec"]
     [(key, scale, _)] = spec.toml
     high = min(spec.high, spec.file_high) / scale
-    device = config_from_text(CONFIG.replace("{extra}", f"{key} = {high!r}"), "t.toml").cluster.devices[0]
+    partner = PARTNERS.get(key, "")  # a key that is on only together with another
+    device = config_from_text(CONFIG.replace("{extra}", f"{key} = {high!r}\n{partner}"), "t.toml").cluster.devices[0]
     assert getattr(device, field_name) == pytest.approx(high * scale)
     assert PRESET_OVERRIDES[key] == (field_name, scale)
     with pytest.raises(WorkbenchError) as info:
-        config_from_text(CONFIG.replace("{extra}", f"{key} = {high * 2!r}"), "t.toml")
+        config_from_text(CONFIG.replace("{extra}", f"{key} = {high * 2!r}\n{partner}"), "t.toml")
     message = str(info.value)
     assert "\n" not in message and f"devices[0].{key} must be {spec.range_text(scale, from_file=True)}" in message
 

@@ -15,7 +15,11 @@ from workbench.userconfig import parse_config
 def test_the_deployment_names_a_device_file_equal_to_the_process_share(processes, tmp_path):
     doc = O.deployment(processes, "loopback", tmp_path)
     config = parse_config(doc, "deploy.toml", tmp_path)
-    share = shared_device(load_device("this_machine_cpu"), processes)
+    from workbench.papers import cluster as stored
+
+    measured = stored.colocated_share(processes)
+    assert measured is not None and 1.0 / processes < measured < 1.0  # measured, and more than an even split
+    share = shared_device(load_device("this_machine_cpu"), processes, measured)
     device = config.cluster.devices[0]
     assert config.cluster.n == processes
     assert device.peak_flops == pytest.approx(share.peak_flops)
@@ -23,6 +27,8 @@ def test_the_deployment_names_a_device_file_equal_to_the_process_share(processes
     assert (device.kernel_launch_s, device.layer_overhead_s) == pytest.approx((share.kernel_launch_s,
                                                                                share.layer_overhead_s))
     assert config.cluster.topology.link.message_overhead_s > 0
+    assert (device.small_kernel_bytes, device.core_stream_bytes_per_s) == pytest.approx(
+        (share.small_kernel_bytes, share.core_stream_bytes_per_s)) and device.small_kernel_bytes > 0
 
 
 def test_every_stored_run_has_a_prediction_and_an_error(tmp_path):
@@ -43,3 +49,23 @@ def test_calibration_fits_on_the_ttft_row_only(tmp_path):
 def test_unknown_link_class_is_one_line(tmp_path):
     with pytest.raises(WorkbenchError, match="unknown link class 'wifi'"):
         O.deployment(2, "wifi", tmp_path)
+
+
+def test_the_link_is_what_a_running_program_pays_per_sync(tmp_path):
+    # the deployment's per-message time is the chain fit's (slope of syncs in one program), far below the
+    # single-call fit that absorbs each call's dispatch and scheduler waits
+    doc = O.deployment(2, "loopback", tmp_path)
+    from workbench.cluster.fit import link_models
+    from workbench.papers import cluster as stored
+
+    chain_o = stored.program_links()["loopback"].message_overhead_s
+    assert doc["network"]["message_overhead_us"] == pytest.approx(chain_o * 1e6)
+    assert chain_o < 0.5 * link_models(stored.stored_fits())["loopback"].message_overhead_s
+    chains = stored.chain_table()
+    assert set(chains.role) == {"calibration", "validation"}
+    assert chains[chains.role == "calibration"].processes.eq(2).all()
+
+
+def test_fastest_rows_are_never_slower_than_typical_ones():
+    rows = O.measured_rows()
+    assert (rows.latency_s <= rows.typical_s).all() and (rows.latency_s > 0).all()

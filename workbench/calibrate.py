@@ -109,15 +109,23 @@ def with_values(document: dict, values: dict[str, float]) -> dict:
     return doc
 
 
+PARTS = ("compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s", "other_s")
+
+
 def predict(document: dict, rows: pd.DataFrame, where: str, base_dir: Path | None) -> np.ndarray:
     """The arena's latency for every measured row under `document`."""
+    return predict_parts(document, rows, where, base_dir)["latency_s"].to_numpy()
+
+
+def predict_parts(document: dict, rows: pd.DataFrame, where: str, base_dir: Path | None) -> pd.DataFrame:
+    """The arena's latency and its breakdown (`PARTS`) for every measured row under `document`."""
     from workbench.schemes.base import SCHEMES, Workload, load_all
     from workbench.userconfig import parse_config
 
     load_all()
-    out = np.empty(len(rows))
+    out = []
     configs: dict[int | None, object] = {}
-    for i, row in enumerate(rows.itertuples(index=False)):
+    for row in rows.itertuples(index=False):
         devices = int(row.devices) if "devices" in rows.columns else None
         if devices not in configs:
             configs[devices] = parse_config(_with_devices(document, devices), where, base_dir)
@@ -130,8 +138,9 @@ def predict(document: dict, rows: pd.DataFrame, where: str, base_dir: Path | Non
         tokens = int(row.tokens)
         workload = Workload(row.phase, seq_len=tokens, kv_len=tokens, weight_bits=config.weight_bits,
                             activation_bits=config.activation_bits)
-        out[i] = SCHEMES[scheme][1](model, config.cluster, workload).latency_s
-    return out
+        result = SCHEMES[scheme][1](model, config.cluster, workload).row()
+        out.append({part: float(result.get(part, 0.0)) for part in ("latency_s", *PARTS)})
+    return pd.DataFrame(out, index=rows.index)
 
 
 def _model(name: str):

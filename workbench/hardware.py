@@ -12,7 +12,9 @@ provenance-carrying constant (see `workbench.constants`). A preset file looks li
 
 Compute time = FLOPs / (peak[dtype] x efficiency), where efficiency depends on the kernel's shape
 (GEMM vs GEMV) and falls for small kernels: eff = base x w / (w + w_half), w = FLOPs of the kernel.
-Streaming time = bytes / (bandwidth x memory_efficiency).
+Streaming time = bytes / (bandwidth x memory_efficiency); a kernel streaming fewer than `small_kernel_bytes`
+is not split across the cores by the runtime and streams at most at `core_stream_bytes_per_s` (one core's
+rate; `kernel_stream_time`; 0 = off).
 
 Fixed costs (typed fields a preset or a user TOML sets; 0 = none): `kernel_launch_s` is paid by every
 kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join and DMA set-up), whatever
@@ -228,6 +230,12 @@ class DeviceSpec:
         TomlKey("layer_overhead_us", 1e-6, "µs"), "layer_overhead", file_high=10.0), 0.0)
     memory_efficiency: float = declared(_fraction(
         "achieved fraction of each memory level's bandwidth when streaming", "memory_efficiency"), 1.0)
+    small_kernel_bytes: float = declared(_number(
+        "kernel bytes below which a kernel is not split across the cores: it streams at the core rate (0: off)", "B",
+        0.0, math.inf, TomlKey("small_kernel_mib", MIB, "MiB"), "small_kernel_bytes", file_high=2.0**40), 0.0)
+    core_stream_bytes_per_s: float = declared(_number(
+        "streaming rate of a kernel below the small-kernel size (one core's; 0: off)", "B/s", 0.0, math.inf,
+        TomlKey("core_stream_gb_per_s", 1e9, "GB/s"), "core_stream_bandwidth", file_high=1e14), 0.0)
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -238,6 +246,10 @@ class DeviceSpec:
             require_choice("dtype", dtype, DTYPES)
             spec.check(f"{self.name} peak_flops[{dtype}]", peak)
         check_declared(self)
+        if (self.small_kernel_bytes > 0) != (self.core_stream_bytes_per_s > 0):
+            raise WorkbenchError(
+                f"device {self.name!r}: small_kernel_bytes and core_stream_bytes_per_s must both be > 0 (small-kernel "
+                f"streaming on) or both 0 (off), got {self.small_kernel_bytes!r} and {self.core_stream_bytes_per_s!r}")
         for inner, outer in zip(self.memory, self.memory[1:]):
             if inner.capacity_bytes > outer.capacity_bytes:
                 raise WorkbenchError(
@@ -288,6 +300,17 @@ class DeviceSpec:
             return np.zeros_like(np.asarray(n_bytes, dtype=float))
         mem = self.memory_level(level) if level else self.memory[-1]
         return np.asarray(mem.transfer_time(n_bytes), dtype=float) / self.memory_efficiency
+
+    def kernel_stream_time(self, n_bytes):
+        """Seconds for kernels streaming `n_bytes` each from the outermost memory (vectorised): `stream_time`,
+        except a kernel of 0 < bytes < small_kernel_bytes, which the runtime does not split across the cores,
+        streams at min(bandwidth x memory_efficiency, core_stream_bytes_per_s)."""
+        bulk = self.stream_time(n_bytes)
+        if not self.memory or self.small_kernel_bytes == 0:
+            return bulk
+        b = np.asarray(n_bytes, dtype=float)
+        rate = min(self.memory[-1].bandwidth_bytes_per_s * self.memory_efficiency, self.core_stream_bytes_per_s)
+        return np.where((b > 0) & (b < self.small_kernel_bytes), b / rate, bulk)
 
     def memory_level(self, name: str) -> MemoryLevel:
         """The memory level called `name`."""

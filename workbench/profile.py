@@ -1,7 +1,9 @@
 """`python -m workbench profile [--out FILE.toml] [--quick]`: measure the machine it runs on as a device TOML.
 
 Matmul throughput across sizes and dtypes (GEMM and GEMV; fp32, bf16 and int8 where the backend runs
-them) through JAX/XLA and numpy, the memory bandwidth and its efficiency for a GEMV, the fixed costs
+them) through JAX/XLA and numpy, the memory bandwidth and its efficiency for a GEMV, the streaming rate of
+GEMV chains across matrix sizes (small kernels the runtime does not split across the cores stream at one
+core's rate: core_stream_bandwidth below small_kernel_bytes), the fixed costs
 (per-kernel launch inside a compiled program, per layer, per call; `workbench.cluster.microbench`), and
 the read rate of a fresh file with the page cache bypassed (O_DIRECT where the OS allows it, else
 POSIX_FADV_DONTNEED). Every number is written with kind = "measured", the date, the machine and the
@@ -34,6 +36,8 @@ from workbench.errors import WorkbenchError, require_int
 
 DTYPES = ("fp32", "bf16", "int8")
 SIZES = {"full": (256, 512, 1024, 2048), "quick": (128, 256, 512)}
+# GEMV chain sweep (small-kernel streaming): n x n fp32 matrices, 0.25 to 16 MiB each (1 and 16 MiB quick)
+SWEEP_SIZES = {"full": (362, 512, 1024, 2048), "quick": (512, 2048)}
 STORAGE_MIB = {"full": 512, "quick": 32}
 BLOCK = 1 << 20  # read size for the storage test (1 MiB, a multiple of any sector size)
 
@@ -46,12 +50,15 @@ class Settings:
     reps: int
     storage_mib: int
     storage_dir: Path
+    sweep_sizes: tuple[int, ...] = SWEEP_SIZES["quick"]
 
     def __post_init__(self) -> None:
         require_int("reps", self.reps, low=1)
         require_int("storage_mib", self.storage_mib, low=1, high=1 << 16)
         if not self.sizes or any(int(n) < 8 for n in self.sizes):
             raise WorkbenchError(f"sizes must be matrix sizes >= 8, got {self.sizes}")
+        if any(int(n) < 8 for n in self.sweep_sizes):
+            raise WorkbenchError(f"sweep_sizes must be matrix sizes >= 8, got {self.sweep_sizes}")
         if not Path(self.storage_dir).is_dir():
             raise WorkbenchError(f"--storage-dir {str(self.storage_dir)!r} is not a folder")
 
@@ -59,7 +66,8 @@ class Settings:
 def settings(quick: bool, storage_dir: str | Path | None = None) -> Settings:
     """The full or the quick profile (a few seconds of matmuls, a 32 MiB file)."""
     mode = "quick" if quick else "full"
-    return Settings(SIZES[mode], 3 if quick else 10, STORAGE_MIB[mode], Path(storage_dir or tempfile.gettempdir()))
+    return Settings(SIZES[mode], 3 if quick else 10, STORAGE_MIB[mode], Path(storage_dir or tempfile.gettempdir()),
+                    SWEEP_SIZES[mode])
 
 
 def machine_label() -> str:
@@ -151,6 +159,18 @@ def memory_rows(s: Settings) -> list[dict]:
              "note": ""}] + chain
 
 
+def sweep_rows(s: Settings) -> list[dict]:
+    """Per-GEMV streaming rate of chains of distinct n x n fp32 matrices at each sweep size (the slope between
+    two chain lengths past the cache; `microbench.gemv_size_calls`), the calls of all sizes interleaved: a
+    kernel too small for the runtime to split across the cores streams at one core's rate."""
+    from workbench.cluster.microbench import _interleaved_min, gemv_size_calls, gemv_size_rows
+
+    if not s.sweep_sizes:
+        return []
+    best = _interleaved_min(gemv_size_calls(s.sweep_sizes), calls=1, rounds=s.reps)
+    return [{k: v for k, v in row.items() if k != "unit"} for row in gemv_size_rows(best)]
+
+
 def fixed_rows(quick: bool) -> list[dict]:
     """The fixed costs of `workbench.cluster.microbench` (launch, per layer, dispatch, numpy op)."""
     from workbench.cluster.microbench import run_fixed_cost_benchmarks
@@ -222,6 +242,7 @@ def measure(s: Settings, quick: bool, progress=None) -> pd.DataFrame:
     """Every benchmark's row: matmuls, memory, fixed costs and storage."""
     rows = matmul_rows(s, progress)
     rows += memory_rows(s)
+    rows += sweep_rows(s)
     if progress:
         progress("memory")
     rows += fixed_rows(quick)
@@ -235,7 +256,13 @@ def measure(s: Settings, quick: bool, progress=None) -> pd.DataFrame:
 
 def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, Constant]:
     """The preset's constants from the benchmark rows, each measured, dated and saying how."""
-    from workbench.cluster.microbench import chain_stream_rate, fixed_costs, memory_total_bytes
+    from workbench.cluster.microbench import (
+        GEMV_SWEEP_BYTES,
+        chain_stream_rate,
+        fixed_costs,
+        memory_total_bytes,
+        small_kernel_stream,
+    )
 
     where = f"python -m workbench profile on {machine}, {date}"
     out: dict[str, Constant] = {}
@@ -253,6 +280,15 @@ def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, 
     chain = chain_stream_rate(bench)
     fixed = fixed_costs(bench)
     storage = bench[bench.benchmark == "storage_read"].iloc[0]
+    efficiency = float(min(chain / read, 1.0))
+    sweep = bench[bench.benchmark == "gemv_size_fp32"]
+    core_rate, split = small_kernel_stream(bench, float(read) * efficiency)
+    rates = ", ".join(f"{b / 2**20:g} MiB {r / 1e9:.1f} GB/s" for b, r in zip(sweep["size"], sweep.rate))
+    how = (f"{where}: GEMV chain sweep, per-GEMV slope between two chain lengths of distinct n x n fp32 matrices "
+           f"(>= {GEMV_SWEEP_BYTES // 2**20} MiB in the longer, past the cache), best of interleaved calls; "
+           f"{rates or 'no sizes'}; "
+           f"large-kernel rate mem_DRAM_bandwidth x memory_efficiency {float(read) * efficiency / 1e9:.1f} GB/s")
+    off = "" if split else " (no size split: small-kernel streaming off)"
     out.update({
         "efficiency_gemm": Constant("efficiency_gemm", 1.0, "1", "derived", "the peaks are themselves measured GEMM rates"),
         "efficiency_gemv": Constant("efficiency_gemv", 1.0, "1", "derived",
@@ -261,10 +297,17 @@ def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, 
                                       f"{where}: MemTotal in /proc/meminfo"),
         "mem_DRAM_bandwidth": Constant("mem_DRAM_bandwidth", float(read), "B/s", "measured",
                                        f"{where}: best read-only streaming rate (a jitted sum over a large fp32 array)"),
-        "memory_efficiency": Constant("memory_efficiency", float(min(chain / read, 1.0)), "1", "measured",
+        "memory_efficiency": Constant("memory_efficiency", efficiency, "1", "measured",
                                       f"{where}: streaming rate of a chain of distinct fp32 GEMVs in one program "
                                       f"(1 / the slope of seconds vs bytes), how a layer streams its weights, over "
                                       f"the best streaming rate"),
+        "core_stream_bandwidth": Constant(
+            "core_stream_bandwidth", core_rate, "B/s", "measured",
+            f"{how}: the median rate of the sizes below small_kernel_bytes (one core's){off}"),
+        "small_kernel_bytes": Constant(
+            "small_kernel_bytes", split, "B", "measured",
+            f"{how}: the smallest size streaming at >= the midpoint of the smallest size's rate and the "
+            f"large-kernel rate (the runtime splits it across the cores){off}"),
         "kernel_launch": Constant("kernel_launch", fixed["kernel_launch"], "s", "measured",
                                   f"{where}: slope over K of one jitted program of K dependent 8x8 matmuls"),
         "layer_overhead": Constant("layer_overhead", fixed["layer_overhead"], "s", "measured",
@@ -358,7 +401,7 @@ def main(args: argparse.Namespace) -> int:
     write_text_atomic(out, device_toml(constants, machine, date, args.name or f"this machine ({machine})"))
     write_csv_atomic(out.with_suffix(".csv"), bench)
     for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_int8", "mem_DRAM_bandwidth", "memory_efficiency",
-                "kernel_launch", "layer_overhead", "storage_read_bandwidth"):
+                "core_stream_bandwidth", "small_kernel_bytes", "kernel_launch", "layer_overhead", "storage_read_bandwidth"):
         if key in constants:
             print(f"{key:24s} {constants[key].value:.4g} {constants[key].unit}")
     print(f"wrote {out} (+ every measured row in {out.with_suffix('.csv')})")

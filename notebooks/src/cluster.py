@@ -319,6 +319,24 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
      "measured_per_token_s", "predicted_fastest_per_token_s", "predicted_per_token_s"]]
 
 # %% [markdown]
+# ### The link a running program sees, and the fastest step
+# A decoder step's syncs run inside one compiled program. Chains of 1, 8 and 32 star all-reduces in one
+# program (`python -m workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv) measure that: the
+# slope over the chain's length is one sync, without the program's dispatch and the first wait that a
+# single call pays. The 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs
+# sharing one tbf bucket); the 4-process chains are validation. With that link the arena is held to the
+# *fastest* run (the model has no scheduler: TTFT's fastest repeat, and per token the median over repeats
+# of each generation's fastest step).
+
+# %%
+chains = wb.chain_table()
+chains[["link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
+
+# %%
+e2e[["model", "link_class", "processes", "measured_fastest_ttft_s", "predicted_program_ttft_s", "ttft_program_error",
+     "measured_fastest_per_token_s", "predicted_program_per_token_s", "per_token_program_error"]]
+
+# %% [markdown]
 # Reading it: the arena is evaluated twice, with the link constants fitted on the median calls (stored in
 # `data/constants/cluster.toml`, what `whatif` and the arena use) and with the same fit on the fastest calls
 # (section 3). A real program's sync sits between the two: it meets the scheduler's tick less often than

@@ -6,6 +6,7 @@ process's rows on process 0.
 
   hello        psum of (device index + 1) over the global mesh: a smoke test of the runtime
   collectives  median latency of psum / all_gather / psum_scatter / star over message sizes
+  sync_chain   k all-reduces in a row inside one program: the per-sync time a running program pays
   tpi_llm      TPI-LLM's tensor-parallel greedy decoder: tokens, time to first token, per-token latency
   galaxy_stack Galaxy's partitioned block stack (HMP, Megatron TP, SP): one prefill, timed, checked
   mcu_stack    the MCU paper's head-wise stack with its hierarchical reduce: one prefill, timed, checked
@@ -20,7 +21,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, require_int
 
 Experiment = Callable[..., list[dict] | None]
 
@@ -128,6 +129,71 @@ def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ri
     return rows
 
 
+CHAIN_PROGRAMS = ("star", "psum")
+
+
+def make_chain(program: str, mesh, length: int, axis: str = "x"):
+    """A jitted shard_map running `length` dependent all-reduces of `program` (star or psum) in one program,
+    each scaled by 1/n so the values stay put: how a decoder's layers chain their syncs."""
+    import jax
+    from jax.sharding import PartitionSpec
+
+    from workbench.errors import require_choice
+
+    require_choice("program", program, CHAIN_PROGRAMS)
+    require_int("length", length, low=1, high=256)
+    n = mesh.shape[axis]
+    if program == "star":
+        from workbench.kernels.tpi_llm import star_allreduce
+
+        def reduce(x):
+            return star_allreduce(x, axis, n)
+    else:
+        def reduce(x):
+            return jax.lax.psum(x, axis)
+
+    def body(x):
+        for _ in range(length):
+            x = reduce(x) * (1.0 / n)
+        return x
+
+    spec = PartitionSpec(axis)
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+
+
+def sync_chain(ctx, programs=CHAIN_PROGRAMS, sizes=(2048, 16384, 131072), lengths=(1, 8, 32), reps: int = 15,
+               rounds: int = 5) -> list[dict]:
+    """Per-call seconds of `length` chained all-reduces in one program, per program, message size and length.
+
+    The slope over `length` is what one sync costs inside a running program (a decoder step holds two per
+    layer); the intercept is the program's dispatch and first wait. Calls are spread over `rounds` passes
+    through every point; every process records its own times (the slowest is the call's)."""
+    import numpy as np
+
+    from workbench.cluster.programs import global_input, program_input
+
+    mesh = _global_mesh()
+    points = []
+    for name in programs:
+        for size in sizes:
+            pi = program_input("psum", float(size), ctx.n_devices)
+            x = global_input(pi, mesh)
+            for length in lengths:
+                fn = make_chain(name, mesh, int(length))
+                out = fn(x)  # compiles; a chain of scaled sums leaves every element at the mean of 1..n
+                if not np.allclose(np.asarray(out.addressable_shards[0].data), (ctx.n_devices + 1) / 2, rtol=1e-4):
+                    raise AssertionError(f"sync_chain {name} x{length} at {pi.message_bytes} B: wrong result")
+                points.append((name, pi.message_bytes, int(length), fn, x))
+    per_round = max(1, math.ceil(reps / rounds))
+    times: list[list[float]] = [[] for _ in points]
+    for _ in range(rounds):
+        _allgather_max(0.0)  # line the processes up before each round
+        for i, (_, _, _, fn, x) in enumerate(points):
+            times[i] += [_time_call(fn, x) for _ in range(per_round)]
+    return [{"program": name, "message_bytes": m, "length": length, "n_devices": ctx.n_devices,
+             "reps": len(times[i]), "times_s": times[i]} for i, (name, m, length, _, _) in enumerate(points)]
+
+
 def tpi_llm(ctx, model: str = "tiny", prompt_len: int = 8, n_new: int = 4, seed: int = 0,
             allreduce: str = "star", repeats: int = 1, reference: bool = True) -> list[dict]:
     """Run `workbench.kernels.tpi_llm.tp_generate` across the cluster (see `workbench.cluster.e2e`)."""
@@ -167,7 +233,7 @@ def crash(ctx, process: int = 1, exit_code: int = 7) -> list[dict]:
     return []
 
 
-EXPERIMENTS: dict[str, Experiment] = {"hello": hello, "collectives": collectives, "tpi_llm": tpi_llm,
+EXPERIMENTS: dict[str, Experiment] = {"hello": hello, "collectives": collectives, "sync_chain": sync_chain, "tpi_llm": tpi_llm,
                                       "galaxy_stack": galaxy_stack, "mcu_stack": mcu_stack,
                                       "sleep": sleep, "crash": crash}
 

@@ -68,7 +68,8 @@ ENDPOINT_SIDES = {"ring_ppermute": 2}
 FIT_PROGRAM, FIT_PROCESSES = "psum", 2
 LOOPBACK = "loopback"
 STATISTICS = ("mean_s", "median_s", "min_s", "p25_s")
-SCHEDULER_FREE = ("min_s",)  # statistics of calls no scheduler tick delayed: no wait, CPU sharing only
+SCHEDULER_FREE = ("min_s", "per_sync_s")  # statistics no scheduler tick delayed: no wait, CPU sharing only
+WITH_BUCKET = ("min_s",)  # statistics of a call that starts with a full tbf bucket (one call, then idle)
 
 
 @dataclass(frozen=True)
@@ -252,10 +253,14 @@ def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTI
 
 
 def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None,
-            program: str = FIT_PROGRAM) -> pd.DataFrame:
+            program: str = FIT_PROGRAM, bucket_share: float | None = None) -> pd.DataFrame:
     """One fit per link class on its calibration rows: loopback first (o, beta), then the shaped classes
-    (L, beta) with loopback's o; without loopback data every class fits its own o (L = 0)."""
+    (L, beta) with loopback's o; without loopback data every class fits its own o (L = 0). A shaped class's
+    tbf bucket passes `bucket_share` of its bytes per call at loopback's rate (default: the whole bucket for a
+    single call's statistic, `WITH_BUCKET`, none otherwise)."""
     stat = stat or statistic(measured)
+    if bucket_share is None:
+        bucket_share = 1.0 if stat in WITH_BUCKET else 0.0
     calib = measured[is_calibration(measured, program)]
     if calib.empty:
         raise WorkbenchError(f"no calibration rows (2-process {program}) in the measurements")
@@ -264,7 +269,7 @@ def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None,
     for link in links:
         group = calib[calib["link_class"] == link]
         shaped = link != LOOPBACK and o_loop is not None
-        burst = tbf_burst_bytes(link) if shaped and stat in SCHEDULER_FREE else 0.0
+        burst = tbf_burst_bytes(link) * bucket_share if shaped else 0.0
         o, lat, beta, residual = fit_link(group, host, stat, o_loop if shaped else None, burst, beta_loop)
         if link == LOOPBACK:
             o_loop, beta_loop = o, beta
@@ -282,6 +287,48 @@ def tbf_burst_bytes(link_class: str) -> float:
     if not match:
         raise WorkbenchError(f"link class must be 'loopback' or 'tbf_<rate>mbit', got {link_class!r}")
     return float(LinkShape(float(match.group(1))).burst)
+
+
+CHAIN_STATISTIC = "per_sync_s"
+
+
+def chain_slopes(chains: pd.DataFrame, stat: str = "min_s") -> pd.DataFrame:
+    """Per (link class, processes, program, size): seconds of one more sync inside a running program, the
+    least-squares slope of a chain's `stat` over its length (`sync_chain`); dispatch and the first wait are
+    its intercept. Slopes of fastest calls are scheduler-free, and a steady stream of syncs finds the tbf
+    bucket empty, so they are modelled with CPU sharing, no wait and no bucket (`per_sync_s`)."""
+    need = {"link_class", "processes", "program", "message_bytes", "length", stat}
+    if not need <= set(chains.columns):
+        raise WorkbenchError(f"chain rows need columns {sorted(need)}, got {sorted(chains.columns)}")
+    rows = []
+    for (link, n, program, m), group in chains.groupby(["link_class", "processes", "program", "message_bytes"],
+                                                       sort=False):
+        if group["length"].nunique() < 2:
+            raise WorkbenchError(f"a chain slope needs two lengths or more: {link}, {n} processes, {program}, {m} B")
+        slope, intercept = np.polyfit(group["length"].to_numpy(float), group[stat].to_numpy(float), 1)
+        rows.append({"link_class": link, "processes": int(n), "program": program, "message_bytes": int(m),
+                     CHAIN_STATISTIC: float(slope), "intercept_s": float(intercept)})
+    return pd.DataFrame(rows)
+
+
+def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32) -> pd.DataFrame:
+    """Per link class, o / L / beta fitted on the 2-process star's per-sync slopes (`chain_slopes`): the
+    constants a running program pays per message, beside `fit_all`'s per-call ones (no dispatch, no wait).
+    The syncs of a chain share one tbf bucket: each passes 1/`longest` of it at loopback's rate."""
+    require_int("longest", longest, low=1)
+    return fit_all(slopes, HostModel(cores, 0.0, 0.0), CHAIN_STATISTIC, program="star", bucket_share=1.0 / longest)
+
+
+def predict_chains(slopes: pd.DataFrame, fits: pd.DataFrame, cores: int) -> pd.DataFrame:
+    """Every per-sync slope beside the model's with `fits` (calibration: the 2-process star of each class)."""
+    host = HostModel(cores, 0.0, 0.0)
+    links = link_models(fits)
+    out = slopes.copy()
+    out["predicted_s"] = [model_time(r.program, r.processes, r.message_bytes, links[r.link_class], host,
+                                     CHAIN_STATISTIC)["pred_s"] for r in slopes.itertuples()]
+    out["error"] = out["predicted_s"] / out[CHAIN_STATISTIC] - 1
+    out["role"] = np.where(is_calibration(slopes, "star"), "calibration", "validation")
+    return out
 
 
 def link_models(fits: pd.DataFrame) -> dict[str, LinkModel]:

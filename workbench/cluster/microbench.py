@@ -52,15 +52,19 @@ def run_microbenchmarks(reps: int = 20, stream_mib: int = 256, gemm_sizes=GEMM_S
     inputs[("stream_read_fp32", elements)] = (total, v)
     timed = {k: (lambda f=f, a=a: f(*a).block_until_ready()) for k, (f, *a) in inputs.items()}
     timed.update(gemv_chain_calls(GEMV_CHAIN_N, GEMV_CHAIN_LENGTHS))
+    sweep = gemv_size_calls(GEMV_SWEEP_SIZES)
+    timed.update({("gemv_sweep", key): fn for key, fn in sweep.items()})
     best = _interleaved_min(timed, calls=1, rounds=reps)
+    sweep_rows = gemv_size_rows({key: best.pop(("gemv_sweep", key)) for key in sweep})
     work = {"gemm_fp32": lambda n: 2.0 * n**3, "gemv_fp32": lambda n: 2.0 * n**2,
             "gemv_large_fp32": lambda n: 4.0 * n * n, "stream_scale_fp32": lambda n: 2.0 * n * 4,
             "stream_read_fp32": lambda n: 4.0 * n, "gemv_chain_fp32": lambda k: 4.0 * k * GEMV_CHAIN_N**2}
     unit = {"gemm_fp32": "FLOP/s", "gemv_fp32": "FLOP/s"}
     rows = [{"benchmark": k, "size": n, "seconds": s, "rate": work[k](n) / s, "unit": unit.get(k, "B/s")}
             for (k, n), s in best.items()]
-    del inputs, v, timed
-    return pd.concat([pd.DataFrame(rows), run_fixed_cost_benchmarks()], ignore_index=True)
+    del inputs, v, timed, sweep
+    sweep_frame = pd.DataFrame(sweep_rows).drop(columns=["note"])
+    return pd.concat([pd.DataFrame(rows), sweep_frame, run_fixed_cost_benchmarks()], ignore_index=True)
 
 
 def gemv_chain_calls(n: int, lengths) -> dict:
@@ -82,6 +86,59 @@ def gemv_chain_calls(n: int, lengths) -> dict:
 
     program = jax.jit(chain)
     return {("gemv_chain_fp32", k): (lambda ws=tuple(mats[:k]): program(ws, x).block_until_ready()) for k in lengths}
+
+
+# Small kernels: the per-GEMV stream rate at several matrix sizes (`gemv_size_calls`), each the slope between
+# two chain lengths whose distinct matrices (>= 64 MiB in the shorter chain, twice that in the longer) are past a
+# 32 MiB last-level cache: with a shorter chain of 32 MiB the cache held part of it and the rate read high.
+GEMV_SWEEP_BYTES = 128 * 2**20
+GEMV_SWEEP_SIZES = (362, 512, 724, 1024, 1448, 2048)  # 0.5 to 16 MiB fp32 matrices
+SMALL_KERNEL_STEP = 0.8  # small kernels must stream below this fraction of the large-kernel rate to count
+
+
+def gemv_sweep_lengths(n: int, total_bytes: int = GEMV_SWEEP_BYTES) -> tuple[int, int]:
+    """(short, long) chain lengths of n x n fp32 GEMVs: the long chain's matrices stream >= `total_bytes`, the
+    short one's half as many, so both are past the cache and their slope is the streaming rate."""
+    long = max(2, -(-total_bytes // (4 * n * n)))
+    return long // 2, long
+
+
+def gemv_size_calls(sizes) -> dict:
+    """{(n, K): a call of one jitted chain of K distinct n x n fp32 GEMVs} for each size n at its two
+    `gemv_sweep_lengths` (`gemv_chain_calls`: how a layer's kernels stream, one after another)."""
+    calls = {}
+    for n in sizes:
+        calls.update({(int(n), k): fn for (_, k), fn in gemv_chain_calls(int(n), gemv_sweep_lengths(int(n))).items()})
+    return calls
+
+
+def gemv_size_rows(best: dict) -> list[dict]:
+    """One "gemv_size_fp32" row per matrix size from {(n, K): best seconds}: size = one matrix's bytes, seconds =
+    the per-GEMV slope between the two chain lengths (a call's fixed cost drops out), rate = bytes / seconds."""
+    rows = []
+    for n in sorted({n for n, _ in best}):
+        (k0, t0), (k1, t1) = sorted((k, t) for (m, k), t in best.items() if m == n)[:2]
+        per_gemv = (t1 - t0) / (k1 - k0)
+        rows.append({"benchmark": "gemv_size_fp32", "size": 4 * n * n, "seconds": per_gemv,
+                     "rate": 4.0 * n * n / per_gemv if per_gemv > 0 else np.nan, "unit": "B/s",
+                     "note": f"per-GEMV slope between chains of {k0} and {k1} distinct {n}x{n} fp32 matrices"})
+    return rows
+
+
+def small_kernel_stream(rows: pd.DataFrame, bulk_rate: float) -> tuple[float, float]:
+    """(core_stream_bandwidth B/s, small_kernel_bytes B) from "gemv_size_fp32" rows (size = one kernel's bytes,
+    rate = its streaming rate) and the large-kernel rate `bulk_rate` (bandwidth x memory_efficiency): the split
+    is the smallest size streaming at >= the midpoint of the smallest size's rate and `bulk_rate`, the core rate
+    the median rate of the sizes below it; (0, 0), the mechanism off, when no size splits or the sizes below
+    the split stream at more than `SMALL_KERNEL_STEP` of `bulk_rate` (a gap within a shared machine's noise)."""
+    sweep = rows[(rows.benchmark == "gemv_size_fp32") & (rows.rate > 0)].sort_values("size")
+    if len(sweep) < 2:
+        return 0.0, 0.0
+    fast = sweep[sweep.rate >= (float(sweep.rate.iloc[0]) + bulk_rate) / 2]
+    below = sweep[sweep["size"] < float(fast["size"].iloc[0])] if not fast.empty else sweep.iloc[:0]
+    if below.empty or float(below.rate.median()) > SMALL_KERNEL_STEP * bulk_rate:
+        return 0.0, 0.0
+    return float(below.rate.median()), float(fast["size"].iloc[0])
 
 
 def chain_stream_rate(bench: pd.DataFrame) -> float:
@@ -117,6 +174,9 @@ def device_constants(bench: pd.DataFrame, bench_file: str, machine: str, date: s
     read_rate = max(float(read.rate.max()), float(gemv.rate.max()))  # the best read-only streaming rate seen
     chain_rate = chain_stream_rate(bench)
     fixed = fixed_costs(bench)
+    core_rate, split = small_kernel_stream(bench, read_rate * min(chain_rate / read_rate, 1.0))
+    sweep = bench[bench.benchmark == "gemv_size_fp32"].sort_values("size")
+    swept = ", ".join(f"{s / 2**20:.2g} MiB {r / 1e9:.1f} GB/s" for s, r in zip(sweep["size"], sweep["rate"]))
     shared = "a shared, busy machine: minimum over 30 interleaved batches"
     return {
         "peak_flops_fp32": Constant("peak_flops_fp32", float(best.rate), "FLOP/s", "measured",
@@ -158,6 +218,16 @@ def device_constants(bench: pd.DataFrame, bench_file: str, machine: str, date: s
         "numpy_op": Constant("numpy_op", fixed["numpy_op"], "s", "measured",
                              f"{where}: one np.add of two 8-element float32 arrays; {shared}"),
         "cores": Constant("cores", int(os.cpu_count() or 1), "1", "measured", "os.cpu_count() on this machine"),
+        "core_stream_bandwidth": Constant(
+            "core_stream_bandwidth", core_rate, "B/s", "measured",
+            f"{where}: GEMV chain sweep, per-GEMV slope between two chain lengths past the cache at each matrix "
+            f"size (best of {reps} interleaved calls): {swept}; the median rate of the sizes below the split "
+            f"(microbench.small_kernel_stream; 0: no split seen)"),
+        "small_kernel_bytes": Constant(
+            "small_kernel_bytes", split, "B", "measured",
+            f"{where}: GEMV chain sweep (rates under core_stream_bandwidth): the smallest swept kernel streaming "
+            f"at or past the midpoint of the small kernels' rate and bandwidth x memory_efficiency "
+            f"(microbench.small_kernel_stream; 0: no split seen)"),
     }
 
 
@@ -175,27 +245,33 @@ def device_toml(constants: dict[str, Constant], machine: str, date: str) -> str:
     return f"{head}\n\n{meta}{rest}" if rest else meta + body
 
 
-def shared_device(device, processes: int):
+def shared_device(device, processes: int, share: float | None = None):
     """Each process's share of `device` when `processes` processes compute at the same time on it.
 
     The preset's rates are for the whole machine (all cores, one process); tensor-parallel processes
-    compute concurrently, so each gets 1/processes of the compute and of the memory bandwidth (an
-    even-share assumption: it ignores scheduling overhead and cache effects). The fixed costs
-    (kernel launch, per-layer time) were measured in one process on one core; with more processes than
-    cores each process runs on cores/processes of a core, so they stretch by processes/cores."""
-    from workbench.errors import require_int
+    compute concurrently, so each gets `share` of the compute, of the memory bandwidth and of a small
+    kernel's streaming rate: 1/processes unless a measured share is given (`colocated_shares`: on this
+    machine two processes running the same decode layers each get 0.61 of one alone, four get 0.24; two
+    running chains of 1 MiB GEMVs each get 0.55, so a small kernel's rate is shared too, not one core's
+    each). The fixed costs (kernel launch, per-layer time) were measured in one process on one core; with
+    more processes than cores each process runs on cores/processes of a core, so they stretch by
+    processes/cores."""
+    from workbench.errors import WorkbenchError, require_int
 
     require_int("processes", processes, low=1)
     if processes == 1:
         return device
-    share = 1.0 / processes
+    share = 1.0 / processes if share is None else float(share)
+    if not 0.0 < share <= 1.0:
+        raise WorkbenchError(f"share must be a fraction of the machine in (0, 1], got {share!r}")
     stretch = max(1.0, processes / max(int(device.cores), 1))
     peaks = {k: v * share for k, v in device.peak_flops.items()}
     memory = tuple(level.__class__(level.name, level.capacity_bytes / processes, level.bandwidth_bytes_per_s * share,
                                    level.energy_pj_per_byte) for level in device.memory)
     return device.with_changes(name=f"{device.name} / {processes} processes", peak_flops=peaks, memory=memory,
                                kernel_launch_s=device.kernel_launch_s * stretch,
-                               layer_overhead_s=device.layer_overhead_s * stretch)
+                               layer_overhead_s=device.layer_overhead_s * stretch,
+                               core_stream_bytes_per_s=device.core_stream_bytes_per_s * share)
 
 
 def gemm_rate_table(bench: pd.DataFrame) -> pd.DataFrame:
@@ -305,3 +381,92 @@ def fixed_costs(bench: pd.DataFrame) -> dict[str, float]:
             "per_layer": per_layer, "program_dispatch": max(intercept, 0.0),
             "jit_dispatch": float(bench.loc[bench.benchmark == "jit_dispatch", "seconds"].iloc[0]),
             "numpy_op": float(bench.loc[bench.benchmark == "numpy_op", "seconds"].iloc[0])}
+
+
+# ---- co-located processes: how much of the machine each of k processes running at once gets ----------------
+COLOCATED_PROGRAMS = ("decode_layers", "gemv_1mib", "gemv_16mib")
+
+
+def colocated_calls(model: str = "TinyLlama-42M") -> dict:
+    """{program: a call} for the co-location benchmark: one token through every layer of `model` (distinct
+    weights per layer, the reference block), and chains of distinct 1 MiB and 16 MiB fp32 GEMVs (64 MiB and
+    256 MiB in all: past the cache)."""
+    import jax
+    import jax.numpy as jnp
+
+    from workbench.kernels import reference as ref
+    from workbench.models import get_model
+
+    cfg = get_model(model)
+    blocks = [ref.init_block_params(cfg, jax.random.PRNGKey(i)) for i in range(cfg.n_layers)]
+    h = jnp.ones((1, cfg.d_model), jnp.float32)
+    pos = jnp.zeros((1,), jnp.int32)
+
+    def layers(x, ps):
+        for p in ps:
+            x = ref.block_forward(cfg, p, x, pos)[0]
+        return x
+
+    forward = jax.jit(layers)
+    calls = {"decode_layers": lambda: forward(h, blocks).block_until_ready()}
+    calls["gemv_1mib"] = gemv_chain_calls(512, (64,))[("gemv_chain_fp32", 64)]
+    calls["gemv_16mib"] = gemv_chain_calls(2048, (16,))[("gemv_chain_fp32", 16)]
+    return calls
+
+
+def colocated_worker(start_at: float, reps: int = 15) -> dict[str, list[float]]:
+    """In one of k processes started together: compile, wait for the common start time, then `reps` rounds
+    of one call of each co-location program: {program: seconds per call}."""
+    calls = colocated_calls()
+    for fn in calls.values():
+        fn()
+    while time.time() < start_at:
+        time.sleep(0.005)
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    for _ in range(reps):
+        for name, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def run_colocated(process_counts=(1, 2, 4), reps: int = 15, warmup_s: float = 25.0) -> pd.DataFrame:
+    """Each program's best time in each of k plain processes (no jax.distributed) running it at the same time,
+    for every k: a process's share of the machine is (time alone) / (time with k - 1 others)."""
+    import json
+    import subprocess
+    import sys
+
+    rows = []
+    for k in process_counts:
+        start_at = time.time() + warmup_s
+        code = ("import json, sys; from workbench.cluster.microbench import colocated_worker; "
+                f"print(json.dumps(colocated_worker({start_at!r}, {int(reps)})))")
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "JAX_PLATFORMS": "cpu"}) for _ in range(k)]
+        for i, proc in enumerate(procs):
+            out, _ = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"co-located process {i} of {k} failed (exit {proc.returncode})")
+            for program, seconds in json.loads(out.strip().splitlines()[-1]).items():
+                rows.append({"processes": k, "process": i, "program": program, "best_s": min(seconds),
+                             "median_s": float(np.median(seconds))})
+    return pd.DataFrame(rows)
+
+
+COLOCATED_STATISTIC = "median_s"  # calls while the others run too (a best call may find the others idle)
+
+
+def colocated_shares(table: pd.DataFrame, stat: str = COLOCATED_STATISTIC) -> pd.DataFrame:
+    """Per program and process count: the slowest process's time (`stat` over its calls), and each process's
+    share of the machine, time alone / that time (1 / k when k processes split the machine evenly)."""
+    from workbench.errors import WorkbenchError
+
+    if stat not in table or not (table.processes == 1).any():
+        raise WorkbenchError(f"co-location rows need a {stat} column and a 1-process run")
+    slowest = table.groupby(["program", "processes"], as_index=False)[stat].max()
+    alone = slowest[slowest.processes == 1].set_index("program")[stat]
+    slowest["share"] = slowest["program"].map(alone) / slowest[stat]
+    slowest["even_share"] = 1.0 / slowest["processes"]
+    return slowest

@@ -26,12 +26,12 @@ E2E_OPTIONS = {"scheduler": False, "first_token_loads": False, "split": "equal",
 TOPOLOGY = "direct"  # the fitted L is per traversal of the whole path, so one hop carries it
 
 
-def this_machine_cluster(device: DeviceSpec, processes: int, link: LinkModel) -> Cluster:
-    """`processes` shares of `device` joined by the fitted link class."""
+def this_machine_cluster(device: DeviceSpec, processes: int, link: LinkModel, share: float | None = None) -> Cluster:
+    """`processes` shares of `device` (`share` each, default 1/processes) joined by the fitted link class."""
     require_int("processes", processes, low=1)
     wire = Link(link.bandwidth_bytes_per_s, link.latency_s, name=link.link_class,
                 message_overhead_s=link.message_overhead_s)
-    return Cluster((shared_device(device, processes),) * processes, Topology(TOPOLOGY, processes, wire))
+    return Cluster((shared_device(device, processes, share),) * processes, Topology(TOPOLOGY, processes, wire))
 
 
 def arena_evaluator():
@@ -55,9 +55,9 @@ def evaluate(cfg: TransformerConfig, cluster: Cluster, phase: str, prompt_len: i
 
 
 def predict_generation(cfg: TransformerConfig, device: DeviceSpec, link: LinkModel, processes: int,
-                       prompt_len: int, n_new: int) -> dict[str, float]:
+                       prompt_len: int, n_new: int, share: float | None = None) -> dict[str, float]:
     """Predicted time to first token and per-token latency with the arena's breakdown of each."""
-    cluster = this_machine_cluster(device, processes, link)
+    cluster = this_machine_cluster(device, processes, link, share)
     out = {}
     for key, phase in (("ttft", "prefill"), ("per_token", "decode")):
         row = evaluate(cfg, cluster, phase, prompt_len, n_new).row()
@@ -69,13 +69,13 @@ def predict_generation(cfg: TransformerConfig, device: DeviceSpec, link: LinkMod
 
 
 def predict_scheme(scheme: str, cfg: TransformerConfig, device: DeviceSpec, link: LinkModel, processes: int,
-                   workload: Workload) -> dict[str, float]:
+                   workload: Workload, share: float | None = None) -> dict[str, float]:
     """The arena's registered evaluator of `scheme` on `processes` shares of `device` joined by `link`:
     its latency and breakdown (what the cluster notebook holds the measured kernels to)."""
     schemes = SCHEMES if scheme in SCHEMES else load_all()
     if scheme not in schemes:
         raise WorkbenchError(f"scheme must be a registered scheme ({', '.join(sorted(schemes))}), got {scheme!r}")
-    row = schemes[scheme][1](cfg, this_machine_cluster(device, processes, link), workload).row()
+    row = schemes[scheme][1](cfg, this_machine_cluster(device, processes, link, share), workload).row()
     parts = ("latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
              "other_s")
     return {part: float(row.get(part, 0.0)) for part in parts}

@@ -16,17 +16,22 @@ import pandas as pd
 from workbench.accelerator import compare
 from workbench.cluster.fit import (
     HostModel,
+    LinkModel,
+    chain_slopes,
     fit_all,
+    fit_chains,
     fits_from_constants,
     is_calibration,
     legacy_predict,
     link_models,
     predict,
+    predict_chains,
     star_vs_ring,
     statistic,
     validation_summary,
 )
 from workbench.cluster.host import host_model
+from workbench.cluster.microbench import colocated_shares
 from workbench.cluster.predict import predict_generation
 from workbench.constants import load_constants
 from workbench.errors import WorkbenchError
@@ -240,12 +245,47 @@ def stack_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     return out
 
 
+SHARE_PROGRAM = "decode_layers"  # the co-location program whose share a process of a decoder gets
+
+
+def colocated_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Each co-location program's time alone and with 1 or 3 others, and the share of the machine each gets."""
+    return colocated_shares(_read_csv("colocated.csv", data_dir))
+
+
+def colocated_share(processes: int, data_dir: Path = DATA_DIR) -> float | None:
+    """The measured share of this machine one of `processes` co-located decoder processes gets (None: not
+    measured at that count, so `shared_device` takes 1/processes)."""
+    table = colocated_table(data_dir)
+    row = table[(table.program == SHARE_PROGRAM) & (table.processes == processes)]
+    return None if row.empty or processes == 1 else float(row["share"].iloc[0])
+
+
+def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Per-sync seconds inside a running program (every stored `sync_chain` slope of the fastest calls) beside
+    the model's, fitted on the 2-process star chains of each link class (`workbench.cluster.fit.fit_chains`)."""
+    slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
+    cores = int(cpu_preset(data_dir).cores)
+    return predict_chains(slopes, fit_chains(slopes, cores), cores)
+
+
+def program_links(data_dir: Path = DATA_DIR) -> dict[str, LinkModel]:
+    """The link classes a running program sees: o and beta (L on a shaped class) fitted on the 2-process star
+    chains of data/cluster/sync_chain.csv, beside the single-call fits of data/constants/cluster.toml."""
+    slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
+    return link_models(fit_chains(slopes, int(cpu_preset(data_dir).cores)))
+
+
 def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """TPI-LLM on 4 processes: measured TTFT / per-token latency (median of repeats) beside the arena's
-    evaluation of its TPI-LLM scheme on this machine's preset and the fitted link class."""
+    """TPI-LLM on 2 and 4 processes: measured TTFT / per-token latency (median of repeats; and the fastest:
+    TTFT's fastest repeat, the median of each repeat's fastest step) beside the arena's evaluation of its
+    TPI-LLM scheme on this machine's preset with three links: fitted on median single calls, on fastest
+    single calls (both with the even 1/n share of the machine), and on syncs inside a running program
+    (`program_links`, with the measured co-located share `colocated_share`; held to the fastest runs)."""
     runs = _read_csv("tpi_llm_e2e.csv", data_dir)
     links = link_models(stored_fits(data_dir))
     fastest = link_models(fit_all(measurements(data_dir), host(data_dir), "min_s"))
+    in_program = program_links(data_dir)
     device = cpu_preset(data_dir)
     rows = []
     for (model, link, processes, prompt_len, n_new), group in runs.groupby(
@@ -255,6 +295,8 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
         cfg = get_model(model) if model != "tiny-llama" else _tiny()
         pred = predict_generation(cfg, device, links[link], int(processes), int(prompt_len), int(n_new))
         quick = predict_generation(cfg, device, fastest[link], int(processes), int(prompt_len), int(n_new))
+        program = predict_generation(cfg, device, in_program[link], int(processes), int(prompt_len), int(n_new),
+                                     colocated_share(int(processes), data_dir))
         rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
                      "n_new": int(n_new), "repeats": len(group),
                      "tokens_match_reference": bool(group["matches_reference"].all()),
@@ -263,11 +305,16 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
                      "measured_per_token_s": float(group["per_token_s"].median()),
                      "predicted_per_token_s": pred["per_token_s"],
                      "predicted_fastest_ttft_s": quick["ttft_s"], "predicted_fastest_per_token_s": quick["per_token_s"],
+                     "measured_fastest_ttft_s": float(group["ttft_s"].min()),
+                     "measured_fastest_per_token_s": float(group["per_token_min_s"].median()),
+                     "predicted_program_ttft_s": program["ttft_s"],
+                     "predicted_program_per_token_s": program["per_token_s"],
                      **{k: v for k, v in pred.items() if k not in ("ttft_s", "per_token_s")}})
     out = pd.DataFrame(rows)
     out["ttft_measured_over_predicted"] = out["measured_ttft_s"] / out["predicted_ttft_s"]
     out["per_token_measured_over_predicted"] = out["measured_per_token_s"] / out["predicted_per_token_s"]
     for key in ("ttft", "per_token"):
+        out[f"{key}_program_error"] = out[f"predicted_program_{key}_s"] / out[f"measured_fastest_{key}_s"] - 1
         low = np.minimum(out[f"predicted_{key}_s"], out[f"predicted_fastest_{key}_s"])
         high = np.maximum(out[f"predicted_{key}_s"], out[f"predicted_fastest_{key}_s"])
         out[f"{key}_between_fastest_and_typical"] = (out[f"measured_{key}_s"] >= low) & (out[f"measured_{key}_s"] <= high)
@@ -322,7 +369,9 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
         _rows("tpi_llm end to end vs arena", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
                                                                       f"prompt={r.prompt_len},new={r.n_new}", axis=1),
               {"measured_ttft_s": "s", "predicted_ttft_s": "s", "measured_per_token_s": "s",
-               "predicted_per_token_s": "s", "predicted_fastest_ttft_s": "s", "predicted_fastest_per_token_s": "s"},
+               "predicted_per_token_s": "s", "predicted_fastest_ttft_s": "s", "predicted_fastest_per_token_s": "s",
+               "measured_fastest_ttft_s": "s", "measured_fastest_per_token_s": "s", "predicted_program_ttft_s": "s",
+               "predicted_program_per_token_s": "s", "ttft_program_error": "1", "per_token_program_error": "1"},
               model=e2e["model"]),
         _rows("per-layer roofline", accel, accel.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len}",
                                                        axis=1),

@@ -14,7 +14,8 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
 * **Kernel shape** (`kernel_kind`): one new token (decode) is a GEMV, more are a GEMM; the efficiency is
   the device's for that shape (`DeviceSpec.efficiency`), falling for small kernels of either shape.
 * **Roofline per kernel** (`roofline_time`): max(FLOPs at that rate, bytes the kernel streams from the
-  device's outermost memory at its bandwidth x `memory_efficiency`), plus the device's fixed
+  device's outermost memory at its bandwidth x `memory_efficiency`, or at one core's rate for a kernel too
+  small to be split across the cores: `DeviceSpec.kernel_stream_time`), plus the device's fixed
   `kernel_launch_s` for every kernel that runs (a split kernel is still one launch on each device, so the
   fixed cost does not shrink with the split). A weight read by several kernels (row tiles) is streamed by
   each. The small-kernel loss applies to GEMMs and GEMVs alike, at each kernel's FLOPs.
@@ -129,7 +130,7 @@ def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "g
     """Seconds of one kernel: its launch plus the slower of its compute and streaming its `n_bytes`
     (vectorised; a kernel with no FLOPs and no bytes is not launched)."""
     compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops), dtype=float)
-    busy = compute if not device.memory else np.maximum(compute, stream_time(device, n_bytes))
+    busy = compute if not device.memory else np.maximum(compute, device.kernel_stream_time(n_bytes))
     return busy + launched(device, np.asarray(flops, dtype=float) + np.asarray(n_bytes, dtype=float))
 
 

@@ -1,0 +1,81 @@
+"""Syncs inside a running program: the chain experiment, its slope, and the link fitted on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.cluster.fit import (
+    CHAIN_STATISTIC,
+    HostModel,
+    LinkModel,
+    chain_slopes,
+    fit_chains,
+    model_time,
+    predict_chains,
+)
+from workbench.errors import WorkbenchError
+
+
+def _chain_rows(per_sync: dict, intercept: float = 3e-4, lengths=(1, 8, 32)) -> pd.DataFrame:
+    return pd.DataFrame([{"link_class": link, "processes": n, "program": "star", "message_bytes": m, "length": k,
+                          "min_s": intercept + k * t} for (link, n, m), t in per_sync.items() for k in lengths])
+
+
+def test_chain_slope_is_the_per_sync_time_and_drops_the_intercept():
+    slopes = chain_slopes(_chain_rows({("loopback", 2, 2048): 1.1e-4, ("loopback", 4, 2048): 4.9e-4}))
+    assert slopes[CHAIN_STATISTIC].tolist() == pytest.approx([1.1e-4, 4.9e-4])
+    assert slopes["intercept_s"].tolist() == pytest.approx([3e-4, 3e-4])
+
+
+def test_a_chain_measured_at_one_length_is_refused():
+    with pytest.raises(WorkbenchError, match="two lengths or more"):
+        chain_slopes(_chain_rows({("loopback", 2, 2048): 1e-4}, lengths=(8,)))
+
+
+def test_fit_on_two_process_chains_recovers_the_link_and_predicts_four():
+    truth = LinkModel("loopback", 5e-5, 0.0, 1 / 3e8)
+    host = HostModel(2, 0.0, 0.0)
+    per_sync = {("loopback", n, m): model_time("star", n, m, truth, host, CHAIN_STATISTIC)["pred_s"]
+                for n in (2, 4) for m in (2048, 65536)}
+    slopes = chain_slopes(_chain_rows(per_sync))
+    fits = fit_chains(slopes, cores=2).set_index("link_class")
+    assert fits.loc["loopback", "message_overhead_s"] == pytest.approx(5e-5, rel=1e-3)
+    assert fits.loc["loopback", "bandwidth_bytes_per_s"] == pytest.approx(3e8, rel=1e-3)
+    checked = predict_chains(slopes, fits.reset_index(), cores=2)
+    assert set(checked.role) == {"calibration", "validation"}
+    assert np.abs(checked.error).max() < 1e-3
+    # a star at 4 processes handles 6 messages at its master, not 2: the slope is ~3x the 2-process one
+    four, two = (checked[(checked.processes == n) & (checked.message_bytes == 2048)][CHAIN_STATISTIC].iloc[0]
+                 for n in (4, 2))
+    assert four / two == pytest.approx(3.0, rel=0.05)
+
+
+def test_chains_of_one_shaped_class_share_one_bucket():
+    # 32 syncs of 2 KiB fit a 64 KiB bucket: the shaped fit charges each sync 1/32 of the bucket at loopback's
+    # rate, so its per-byte cost is what the 64 KiB chain pays past the bucket, not the small chain's
+    host = HostModel(2, 0.0, 0.0)
+    loop = LinkModel("loopback", 5e-5, 0.0, 1 / 3e8)
+    shaped = LinkModel("tbf_100mbit", 5e-5, 1e-5, 8 / 100e6, 65536 / 32, 1 / 3e8)
+    per_sync = {(link.link_class, 2, m): model_time("star", 2, m, link, host, CHAIN_STATISTIC)["pred_s"]
+                for link in (loop, shaped) for m in (2048, 65536)}
+    fits = fit_chains(chain_slopes(_chain_rows(per_sync)), cores=2).set_index("link_class")
+    assert fits.loc["tbf_100mbit", "burst_bytes"] == pytest.approx(65536 / 32)
+    assert fits.loc["tbf_100mbit", "bandwidth_bytes_per_s"] == pytest.approx(100e6 / 8, rel=1e-2)
+
+
+@pytest.mark.slow
+def test_sync_chain_runs_on_host_devices_and_checks_its_result():
+    from types import SimpleNamespace
+
+    import jax
+
+    from workbench.cluster import experiments
+
+    ctx = SimpleNamespace(n_devices=len(jax.devices()))
+    rows = experiments.sync_chain(ctx, programs=("star", "psum"), sizes=(64,), lengths=(1, 4), reps=2, rounds=1)
+    assert {(r["program"], r["length"]) for r in rows} == {("star", 1), ("star", 4), ("psum", 1), ("psum", 4)}
+    assert all(len(r["times_s"]) == 2 and min(r["times_s"]) > 0 for r in rows)
+    with pytest.raises(WorkbenchError, match="length"):
+        experiments.make_chain("star", experiments._global_mesh(), 0)
