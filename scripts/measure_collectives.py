@@ -12,7 +12,8 @@ process's share of the machine), collectives (psum /
 all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
 when root -> data/cluster/collectives.csv, then the fit), fit (only refit o / L / beta from the stored
 CSV -> data/constants/cluster.toml), chains (1, 8 and 32 star all-reduces in one program on 2 and 4
-processes -> data/cluster/sync_chain.csv: the per-sync time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
+processes, bare and each after a small GEMM, and the GEMMs alone -> data/cluster/sync_chain.csv: the per-sync
+time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
 -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
 data/cluster/layers_cpu.csv), stacks (Galaxy's partitioned stack and the MCU head-wise stack across 2 and 4
 processes -> data/cluster/stacks.csv). The notebook only reads these files; nothing in CI re-measures.
@@ -191,7 +192,8 @@ def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     rows = []
     links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
-        params = {"programs": ["star"], "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
+        params = {"programs": ["star", "star_after_gemm", "gemm_only"],
+                  "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
                   "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15}
         run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800), announce=log)
         for (program, size, length), group in run.rows.groupby(["program", "message_bytes", "length"], sort=False):

@@ -74,8 +74,33 @@ def test_sync_chain_runs_on_host_devices_and_checks_its_result():
     from workbench.cluster import experiments
 
     ctx = SimpleNamespace(n_devices=len(jax.devices()))
-    rows = experiments.sync_chain(ctx, programs=("star", "psum"), sizes=(64,), lengths=(1, 4), reps=2, rounds=1)
-    assert {(r["program"], r["length"]) for r in rows} == {("star", 1), ("star", 4), ("psum", 1), ("psum", 4)}
+    rows = experiments.sync_chain(ctx, programs=experiments.CHAIN_PROGRAMS, sizes=(64,), lengths=(1, 4), reps=2,
+                                  rounds=1)
+    assert {(r["program"], r["length"]) for r in rows} == {(p, k) for p in experiments.CHAIN_PROGRAMS for k in (1, 4)}
     assert all(len(r["times_s"]) == 2 and min(r["times_s"]) > 0 for r in rows)
     with pytest.raises(WorkbenchError, match="length"):
         experiments.make_chain("star", experiments._global_mesh(), 0)
+
+
+def test_a_sync_after_compute_is_the_step_minus_its_compute():
+    from workbench.cluster.fit import sync_after_compute
+
+    rows = []
+    for program, per_step in (("star_after_gemm", 6e-4), ("gemm_only", 4e-4), ("star", 1e-4)):
+        rows += _chain_rows({("loopback", 2, 2048): per_step}).assign(program=program).to_dict("records")
+    after = sync_after_compute(chain_slopes(pd.DataFrame(rows)))
+    assert after.program.tolist() == ["star"] and after[CHAIN_STATISTIC].tolist() == pytest.approx([2e-4])
+    with pytest.raises(WorkbenchError, match="gemm_only"):
+        sync_after_compute(chain_slopes(pd.DataFrame([r for r in rows if r["program"] != "gemm_only"])))
+
+
+def test_the_decoders_link_is_fitted_on_syncs_after_compute():
+    from workbench.cluster.fit import link_models
+    from workbench.papers import cluster as stored
+
+    links, bare = stored.program_links(), stored.chain_table()
+    after = bare[(bare.syncs == "after compute") & (bare.role == "calibration") & (bare.link_class == "loopback")]
+    small = after[after.message_bytes == after.message_bytes.min()].iloc[0]
+    # the 2-process star handles 2 messages at its master: o is half the per-sync time (less its bytes)
+    assert links["loopback"].message_overhead_s == pytest.approx(small.per_sync_s / 2, rel=0.2)
+    assert links["loopback"].message_overhead_s < link_models(stored.stored_fits())["loopback"].message_overhead_s

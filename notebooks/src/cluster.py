@@ -320,17 +320,20 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 
 # %% [markdown]
 # ### The link a running program sees, and the fastest step
-# A decoder step's syncs run inside one compiled program. Chains of 1, 8 and 32 star all-reduces in one
-# program (`python -m workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv) measure that: the
-# slope over the chain's length is one sync, without the program's dispatch and the first wait that a
-# single call pays. The 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs
-# sharing one tbf bucket); the 4-process chains are validation. With that link the arena is held to the
+# A decoder step's syncs run inside one compiled program, each after a layer's kernels. Chains of 1, 8
+# and 32 steps in one program (`python -m workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv)
+# measure that: the slope over the chain's length is one step, without the program's dispatch and the
+# first wait that a single call pays; a step is a bare star all-reduce, or a small GEMM then the star
+# (less the GEMMs alone: `after compute`, what a decoder's sync costs, about twice the bare one here). The
+# 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs sharing one tbf
+# bucket); the 4-process chains are validation. The end-to-end prediction uses `after compute`.
+# With that link the arena is held to the
 # *fastest* run (the model has no scheduler: TTFT's fastest repeat, and per token the median over repeats
 # of each generation's fastest step).
 
 # %%
 chains = wb.chain_table()
-chains[["link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
+chains[["syncs", "link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
 
 # %%
 e2e[["model", "link_class", "processes", "measured_fastest_ttft_s", "predicted_program_ttft_s", "ttft_program_error",
@@ -388,7 +391,7 @@ accel
 # each run's rates). No preset constant is fitted on these rows (they are the validation of the roofline).
 
 # %%
-rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before, stacks, choices))
+rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before, stacks, choices, chains))
 rec.write()
 
 # %%

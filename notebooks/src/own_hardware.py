@@ -45,16 +45,19 @@ profile[["constant", "value", "unit", "kind"]]
 
 # %% [markdown]
 # ## 2. The link a running program sees
-# A decoder step runs its syncs inside one compiled program, so the link's per-message time is measured
-# there: chains of 1, 8 and 32 star all-reduces in one program (`python -m workbench cluster -n 2
-# sync_chain`; data/cluster/sync_chain.csv, fastest call per length). The slope is one sync; the 2-process
-# chains fit o and beta (and a shaped class's L and beta), the 4-process chains are validation. A single
-# call also pays the program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the
-# single-call fit of `data/constants/cluster.toml` charges each message ten times more.
+# A decoder step runs its syncs inside one compiled program, each right after a layer's kernels, so the
+# link's per-message time is measured there: chains of 1, 8 and 32 steps in one program (`python -m
+# workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv, fastest call per length), each step a
+# star all-reduce (`bare`), or a small GEMM then the star, less the GEMMs alone (`after compute`: the
+# sync wakes processes whose runtime threads were just computing, which costs twice the bare sync here).
+# The slope is one sync; the 2-process chains fit o and beta (and a shaped class's L and beta), the
+# 4-process chains are validation. The deployments use `after compute`. A single call also pays the
+# program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the single-call fit of
+# `data/constants/cluster.toml` charges each message several times more.
 
 # %%
 chains = stored.chain_table()
-chains[["link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
+chains[["syncs", "link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
 
 # %% [markdown]
 # ## 3. A deployment that names the device file, and the arena's prediction

@@ -80,8 +80,10 @@ def _checked_call(fn, x, pi) -> int:
 
 
 def _time_call(fn, x) -> float:
+    """Seconds of one call of `fn` on `x` (a tuple: its arguments)."""
+    args = x if isinstance(x, tuple) else (x,)
     start = time.perf_counter()
-    fn(x).block_until_ready()
+    fn(*args).block_until_ready()
     return time.perf_counter() - start
 
 
@@ -129,13 +131,19 @@ def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ri
     return rows
 
 
-CHAIN_PROGRAMS = ("star", "psum")
+CHAIN_PROGRAMS = ("star", "psum", "star_after_gemm", "gemm_only")
+# Each compute step: (64, 512) @ (512, 512) fp32, the same cache-resident matrix every step (33 MFLOP, split across the
+# runtime's worker threads; no memory traffic that would change with the chain's length)
+GEMM_ROWS, GEMM_WIDTH = 64, 512
 
 
 def make_chain(program: str, mesh, length: int, axis: str = "x"):
-    """A jitted shard_map running `length` dependent all-reduces of `program` (star or psum) in one program,
-    each scaled by 1/n so the values stay put: how a decoder's layers chain their syncs."""
+    """A jitted shard_map of `length` dependent steps in one program, as a decoder chains its layers: a star or
+    psum all-reduce (scaled by 1/n so the values stay put); `star_after_gemm`, a small GEMM then the star (a sync
+    that finds the runtime's worker threads just done computing); `gemm_only`, the GEMMs without the syncs.
+    Called as fn(x, w) with w (GEMM_WIDTH, GEMM_WIDTH), replicated."""
     import jax
+    import jax.numpy as jnp
     from jax.sharding import PartitionSpec
 
     from workbench.errors import require_choice
@@ -143,36 +151,54 @@ def make_chain(program: str, mesh, length: int, axis: str = "x"):
     require_choice("program", program, CHAIN_PROGRAMS)
     require_int("length", length, low=1, high=256)
     n = mesh.shape[axis]
-    if program == "star":
+    if program in ("star", "star_after_gemm"):
         from workbench.kernels.tpi_llm import star_allreduce
 
         def reduce(x):
-            return star_allreduce(x, axis, n)
+            return star_allreduce(x, axis, n) * (1.0 / n)
+    elif program == "psum":
+        def reduce(x):
+            return jax.lax.psum(x, axis) * (1.0 / n)
     else:
         def reduce(x):
-            return jax.lax.psum(x, axis)
+            return x
+    compute = program in ("star_after_gemm", "gemm_only")
 
-    def body(x):
+    def body(x, w):
         for _ in range(length):
-            x = reduce(x) * (1.0 / n)
+            if compute:  # the GEMM feeds the sync (a tiny weight keeps the values, not the dependency, out)
+                rows = jnp.resize(x, (GEMM_ROWS, GEMM_WIDTH))
+                x = x + 1e-30 * jnp.sum(jnp.tanh(rows @ w))
+            x = reduce(x)
         return x
 
     spec = PartitionSpec(axis)
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec, PartitionSpec()), out_specs=spec))
 
 
-def sync_chain(ctx, programs=CHAIN_PROGRAMS, sizes=(2048, 16384, 131072), lengths=(1, 8, 32), reps: int = 15,
+def chain_weights(mesh, seed: int = 0):
+    """The compute programs' matrix, (GEMM_WIDTH, GEMM_WIDTH) fp32, the same on every process."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    w = np.random.default_rng(seed).standard_normal((GEMM_WIDTH, GEMM_WIDTH), dtype=np.float32) * 0.01
+    return jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec()), w, w.shape)
+
+
+def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), lengths=(1, 8, 32), reps: int = 15,
                rounds: int = 5) -> list[dict]:
-    """Per-call seconds of `length` chained all-reduces in one program, per program, message size and length.
+    """Per-call seconds of `length` chained steps in one program (`make_chain`), per program, size and length.
 
-    The slope over `length` is what one sync costs inside a running program (a decoder step holds two per
-    layer); the intercept is the program's dispatch and first wait. Calls are spread over `rounds` passes
+    The slope over `length` is what one step costs inside a running program (a decoder step holds two syncs
+    per layer); the intercept is the program's dispatch and first wait. Calls are spread over `rounds` passes
     through every point; every process records its own times (the slowest is the call's)."""
     import numpy as np
 
     from workbench.cluster.programs import global_input, program_input
 
     mesh = _global_mesh()
+    w = chain_weights(mesh)
     points = []
     for name in programs:
         for size in sizes:
@@ -180,16 +206,18 @@ def sync_chain(ctx, programs=CHAIN_PROGRAMS, sizes=(2048, 16384, 131072), length
             x = global_input(pi, mesh)
             for length in lengths:
                 fn = make_chain(name, mesh, int(length))
-                out = fn(x)  # compiles; a chain of scaled sums leaves every element at the mean of 1..n
-                if not np.allclose(np.asarray(out.addressable_shards[0].data), (ctx.n_devices + 1) / 2, rtol=1e-4):
+                out = fn(x, w)  # compiles; a chain of scaled sums leaves every element at the mean of 1..n
+                want = (ctx.n_devices + 1) / 2 if name != "gemm_only" else None
+                got = np.asarray(out.addressable_shards[0].data)
+                if want is not None and not np.allclose(got, want, rtol=1e-4):
                     raise AssertionError(f"sync_chain {name} x{length} at {pi.message_bytes} B: wrong result")
-                points.append((name, pi.message_bytes, int(length), fn, x))
+                points.append((name, pi.message_bytes, int(length), fn, (x, w)))
     per_round = max(1, math.ceil(reps / rounds))
     times: list[list[float]] = [[] for _ in points]
     for _ in range(rounds):
         _allgather_max(0.0)  # line the processes up before each round
-        for i, (_, _, _, fn, x) in enumerate(points):
-            times[i] += [_time_call(fn, x) for _ in range(per_round)]
+        for i, (_, _, _, fn, args) in enumerate(points):
+            times[i] += [_time_call(fn, args) for _ in range(per_round)]
     return [{"program": name, "message_bytes": m, "length": length, "n_devices": ctx.n_devices,
              "reps": len(times[i]), "times_s": times[i]} for i, (name, m, length, _, _) in enumerate(points)]
 

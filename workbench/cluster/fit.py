@@ -311,6 +311,23 @@ def chain_slopes(chains: pd.DataFrame, stat: str = "min_s") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+AFTER_COMPUTE, COMPUTE_ONLY = "star_after_gemm", "gemm_only"
+
+
+def sync_after_compute(slopes: pd.DataFrame) -> pd.DataFrame:
+    """Per (link class, processes, size): what one star sync adds to a step that computes first (the slope of
+    `star_after_gemm` minus that of `gemm_only`), as star rows: in a decoder each sync wakes processes whose
+    runtime threads were just computing, which the bare chain of syncs does not see."""
+    keys = ["link_class", "processes", "message_bytes"]
+    after = slopes[slopes.program == AFTER_COMPUTE].set_index(keys)[CHAIN_STATISTIC]
+    alone = slopes[slopes.program == COMPUTE_ONLY].set_index(keys)[CHAIN_STATISTIC]
+    both = after.index.intersection(alone.index)
+    if both.empty:
+        raise WorkbenchError(f"sync after compute needs {AFTER_COMPUTE} and {COMPUTE_ONLY} chains at the same points")
+    out = (after[both] - alone[both]).rename(CHAIN_STATISTIC).reset_index()
+    return out.assign(program="star")[["link_class", "processes", "program", "message_bytes", CHAIN_STATISTIC]]
+
+
 def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32) -> pd.DataFrame:
     """Per link class, o / L / beta fitted on the 2-process star's per-sync slopes (`chain_slopes`): the
     constants a running program pays per message, beside `fit_all`'s per-call ones (no dispatch, no wait).

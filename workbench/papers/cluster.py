@@ -28,6 +28,7 @@ from workbench.cluster.fit import (
     predict_chains,
     star_vs_ring,
     statistic,
+    sync_after_compute,
     validation_summary,
 )
 from workbench.cluster.host import host_model
@@ -261,19 +262,27 @@ def colocated_share(processes: int, data_dir: Path = DATA_DIR) -> float | None:
     return None if row.empty or processes == 1 else float(row["share"].iloc[0])
 
 
-def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
-    """Per-sync seconds inside a running program (every stored `sync_chain` slope of the fastest calls) beside
-    the model's, fitted on the 2-process star chains of each link class (`workbench.cluster.fit.fit_chains`)."""
+def _program_slopes(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(bare star chains' per-sync slopes, per-sync slopes after a compute step) from sync_chain.csv."""
     slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
+    return slopes[slopes.program == "star"], sync_after_compute(slopes)
+
+
+def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """Per-sync seconds inside a running program (stored `sync_chain` slopes of the fastest calls; bare syncs,
+    and syncs after a compute step) beside the model's, each kind fitted on its own 2-process star rows."""
     cores = int(cpu_preset(data_dir).cores)
-    return predict_chains(slopes, fit_chains(slopes, cores), cores)
+    parts = []
+    for kind, slopes in zip(("bare", "after compute"), _program_slopes(data_dir)):
+        parts.append(predict_chains(slopes, fit_chains(slopes, cores), cores).assign(syncs=kind))
+    return pd.concat(parts, ignore_index=True)
 
 
 def program_links(data_dir: Path = DATA_DIR) -> dict[str, LinkModel]:
-    """The link classes a running program sees: o and beta (L on a shaped class) fitted on the 2-process star
-    chains of data/cluster/sync_chain.csv, beside the single-call fits of data/constants/cluster.toml."""
-    slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
-    return link_models(fit_chains(slopes, int(cpu_preset(data_dir).cores)))
+    """The link classes a decoder's running program sees: o and beta (L on a shaped class) fitted on the
+    2-process star syncs after a compute step (data/cluster/sync_chain.csv), beside the single-call fits of
+    data/constants/cluster.toml."""
+    return link_models(fit_chains(_program_slopes(data_dir)[1], int(cpu_preset(data_dir).cores)))
 
 
 def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
@@ -350,7 +359,8 @@ def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: di
 
 def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
                 e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None,
-                stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None) -> pd.DataFrame:
+                stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None,
+                chains: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the cluster notebook shows, as tidy result rows."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
@@ -377,6 +387,11 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                                                        axis=1),
               {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
     ]
+    if chains is not None:
+        parts.append(_rows("syncs in a running program", chains,
+                           chains.apply(lambda r: f"syncs={r.syncs},link={r.link_class},processes={r.processes},"
+                                                  f"bytes={r.message_bytes},role={r.role}", axis=1),
+                           {"per_sync_s": "s", "predicted_s": "s", "error": "1"}))
     if choices is not None:
         parts.append(_rows("calibration program and statistic", choices,
                            "calibrate=" + choices["calibration_program"] + ",statistic=" + choices["statistic"],

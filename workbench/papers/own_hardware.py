@@ -7,8 +7,9 @@ parallelism on it (`tpi_star_tp_resident`: every weight resident, as the measure
 model run for real across 2 and 4 processes (`python -m workbench cluster`, loopback and a 100 Mbit tbf
 link; data/cluster/tpi_llm_e2e.csv), measured against predicted, and `calibrate` on the user's own rows.
 
-The link is what a running program pays per sync: o and beta fitted on the 2-process star chains
-(`sync_chain`, data/cluster/sync_chain.csv: the slope of 1, 8 and 32 syncs in one program), not on single
+The link is what a running program pays per sync: o and beta fitted on the 2-process star chains after a
+compute step (`sync_chain`, data/cluster/sync_chain.csv: the slope of 1, 8 and 32 steps in one program, a
+small GEMM then the star, less the GEMMs alone), not on single
 calls (a single call pays the program's dispatch and, on this VM, often a scheduler tick: data/cluster/
 collectives.csv's fit absorbs those and charges them to every sync). On a shaped class the syncs of a chain
 share one tbf bucket (its 2 KiB chains cost what loopback's do); the arena has no bucket, so the fitted
@@ -170,8 +171,8 @@ def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFr
                                "quantity": "median_abs_error_typical", "value": summary["median_abs_error_typical"],
                                "unit": "1"}))
     if chains is not None:
-        chain_setting = chains.apply(lambda r: f"link={r.link_class},processes={r.processes},bytes={r.message_bytes},"
-                                               f"role={r.role}", axis=1)
+        chain_setting = chains.apply(lambda r: f"syncs={r.syncs},link={r.link_class},processes={r.processes},"
+                                               f"bytes={r.message_bytes},role={r.role}", axis=1)
         for column in ("per_sync_s", "predicted_s", "error"):
             parts.append(pd.DataFrame({"artifact": "sync chain", "model": "", "setting": chain_setting,
                                        "quantity": column, "value": chains[column],
