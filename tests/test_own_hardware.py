@@ -29,6 +29,7 @@ def test_the_deployment_names_a_device_file_equal_to_the_process_share(processes
     assert config.cluster.topology.link.message_overhead_s > 0
     assert (device.small_kernel_bytes, device.core_stream_bytes_per_s) == pytest.approx(
         (share.small_kernel_bytes, share.core_stream_bytes_per_s)) and device.small_kernel_bytes > 0
+    assert device.gemm_half_rows == pytest.approx(share.gemm_half_rows) and device.gemm_half_rows > 0
 
 
 def test_every_stored_run_has_a_prediction_and_an_error(tmp_path):

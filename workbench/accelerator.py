@@ -85,9 +85,11 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
     ops = block_operators(cfg, phase, seq_len, kv_len, weight_bits or bits, activation_bits or bits)
     arithmetic = matmul_dtype(device, dtype, precision)
     rows = []
+    tokens = seq_len if phase == "prefill" else 1  # the rows every GEMM of the block multiplies
     for op in ops:
-        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind))
-        memory_s = float(device.stream_time(op.bytes, memory_level))
+        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind, rows=tokens))
+        memory_s = float(device.stream_time(op.bytes, memory_level) if memory_level
+                         else device.kernel_stream_time(op.bytes))
         launch_s = float(device.kernel_launch_s)
         rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind,
                      "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": compute_s,

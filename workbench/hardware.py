@@ -11,7 +11,9 @@ provenance-carrying constant (see `workbench.constants`). A preset file looks li
     [mem_L2_bandwidth] ...   [mem_L2_energy] (pJ/B, optional)
 
 Compute time = FLOPs / (peak[dtype] x efficiency), where efficiency depends on the kernel's shape
-(GEMM vs GEMV) and falls for small kernels: eff = base x w / (w + w_half), w = FLOPs of the kernel.
+(GEMM vs GEMV) and falls for small kernels: eff = base x w / (w + w_half), w = FLOPs of the kernel, and for
+a skinny GEMM: x M / (M + `gemm_half_rows`), M = its rows (tokens; measured on XLA:CPU, a 32-row GEMM runs
+at about half the square-GEMM rate whatever K and N; 0 = off).
 Streaming time = bytes / (bandwidth x memory_efficiency); a kernel streaming fewer than `small_kernel_bytes`
 is not split across the cores by the runtime and streams at most at `core_stream_bytes_per_s` (one core's
 rate; `kernel_stream_time`; 0 = off).
@@ -212,6 +214,9 @@ class DeviceSpec:
     small_kernel_flops: float = declared(_number(
         "kernel size at which efficiency is halved (0: no small-kernel loss)", "FLOP", 0.0, math.inf,
         TomlKey("small_kernel_mflop", 1e6, "MFLOP"), "small_kernel_flops", file_high=1e12), 0.0)
+    gemm_half_rows: float = declared(_number(
+        "GEMM rows (tokens) at which a GEMM's efficiency is halved: x M / (M + this) (0: no row loss)", "rows", 0.0,
+        math.inf, TomlKey("gemm_half_rows", 1.0, "rows"), "gemm_half_rows", file_high=1e5), 0.0)
     memory: tuple[MemoryLevel, ...] = declared(FieldSpec(
         "memory levels, innermost first: [[devices.memory]] tables", kind="levels", toml=(TomlKey("memory"),)), ())
     power_w: float = declared(_number("active power while computing", "W", 0.0, math.inf,
@@ -273,19 +278,24 @@ class DeviceSpec:
         """Peak op/s for `dtype` work: the rate of `rate_dtype(dtype)`."""
         return self.peak_flops[self.rate_dtype(dtype)]
 
-    def efficiency(self, kind: str = "gemm", kernel_flops=None):
-        """Achievable fraction of peak for a kernel of `kind` and size `kernel_flops` (vectorised)."""
+    def efficiency(self, kind: str = "gemm", kernel_flops=None, rows=None):
+        """Achievable fraction of peak for a kernel of `kind`, size `kernel_flops` and, for a GEMM, `rows` rows
+        (vectorised): a skinny GEMM (few tokens) runs further from peak, x rows / (rows + gemm_half_rows)."""
         require_choice("kernel kind", kind, KERNEL_KINDS)
-        base = self.efficiency_gemm if kind == "gemm" else self.efficiency_gemv
-        if kernel_flops is None or self.small_kernel_flops == 0:
-            return base
-        w = np.asarray(kernel_flops, dtype=float)
-        return base * w / (w + self.small_kernel_flops)
+        eff = self.efficiency_gemm if kind == "gemm" else self.efficiency_gemv
+        if kernel_flops is not None and self.small_kernel_flops != 0:
+            w = np.asarray(kernel_flops, dtype=float)
+            eff = eff * w / (w + self.small_kernel_flops)
+        if rows is not None and kind == "gemm" and self.gemm_half_rows != 0:
+            m = np.asarray(rows, dtype=float)
+            eff = eff * (m / (m + self.gemm_half_rows))
+        return eff
 
-    def compute_time(self, flops, dtype: str = "fp16", kind: str = "gemm", kernel_flops=None):
-        """Seconds to execute `flops` of `kind` kernels (each of `kernel_flops`, default all in one)."""
+    def compute_time(self, flops, dtype: str = "fp16", kind: str = "gemm", kernel_flops=None, rows=None):
+        """Seconds to execute `flops` of `kind` kernels (each of `kernel_flops`, default all in one; a GEMM's
+        `rows` rows, default not row-limited)."""
         flops = np.asarray(flops, dtype=float)
-        eff = self.efficiency(kind, flops if kernel_flops is None else kernel_flops)
+        eff = self.efficiency(kind, flops if kernel_flops is None else kernel_flops, rows)
         return np.where(flops > 0, flops / np.maximum(self.peak(dtype) * eff, 1e-300), 0.0)
 
     def launch_time(self, kernels):

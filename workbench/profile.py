@@ -3,7 +3,8 @@
 Matmul throughput across sizes and dtypes (GEMM and GEMV; fp32, bf16 and int8 where the backend runs
 them) through JAX/XLA and numpy, the memory bandwidth and its efficiency for a GEMV, the streaming rate of
 GEMV chains across matrix sizes (small kernels the runtime does not split across the cores stream at one
-core's rate: core_stream_bandwidth below small_kernel_bytes), the fixed costs
+core's rate: core_stream_bandwidth below small_kernel_bytes), skinny GEMMs of M rows through a chain of
+distinct matrices (the rows at which a GEMM runs at half the peak: gemm_half_rows), the fixed costs
 (per-kernel launch inside a compiled program, per layer, per call; `workbench.cluster.microbench`), and
 the read rate of a fresh file with the page cache bypassed (O_DIRECT where the OS allows it, else
 POSIX_FADV_DONTNEED). Every number is written with kind = "measured", the date, the machine and the
@@ -38,6 +39,8 @@ DTYPES = ("fp32", "bf16", "int8")
 SIZES = {"full": (256, 512, 1024, 2048), "quick": (128, 256, 512)}
 # GEMV chain sweep (small-kernel streaming): n x n fp32 matrices, 0.25 to 16 MiB each (1 and 16 MiB quick)
 SWEEP_SIZES = {"full": (362, 512, 1024, 2048), "quick": (512, 2048)}
+# Skinny GEMMs (gemm_half_rows): M rows through a chain of distinct 1024 x 1024 fp32 matrices
+GEMM_ROWS = {"full": (32, 128, 512), "quick": (32, 512)}
 STORAGE_MIB = {"full": 512, "quick": 32}
 BLOCK = 1 << 20  # read size for the storage test (1 MiB, a multiple of any sector size)
 
@@ -51,6 +54,7 @@ class Settings:
     storage_mib: int
     storage_dir: Path
     sweep_sizes: tuple[int, ...] = SWEEP_SIZES["quick"]
+    gemm_rows: tuple[int, ...] = GEMM_ROWS["quick"]
 
     def __post_init__(self) -> None:
         require_int("reps", self.reps, low=1)
@@ -59,6 +63,8 @@ class Settings:
             raise WorkbenchError(f"sizes must be matrix sizes >= 8, got {self.sizes}")
         if any(int(n) < 8 for n in self.sweep_sizes):
             raise WorkbenchError(f"sweep_sizes must be matrix sizes >= 8, got {self.sweep_sizes}")
+        if any(int(m) < 1 for m in self.gemm_rows):
+            raise WorkbenchError(f"gemm_rows must be row counts >= 1, got {self.gemm_rows}")
         if not Path(self.storage_dir).is_dir():
             raise WorkbenchError(f"--storage-dir {str(self.storage_dir)!r} is not a folder")
 
@@ -67,7 +73,7 @@ def settings(quick: bool, storage_dir: str | Path | None = None) -> Settings:
     """The full or the quick profile (a few seconds of matmuls, a 32 MiB file)."""
     mode = "quick" if quick else "full"
     return Settings(SIZES[mode], 3 if quick else 10, STORAGE_MIB[mode], Path(storage_dir or tempfile.gettempdir()),
-                    SWEEP_SIZES[mode])
+                    SWEEP_SIZES[mode], GEMM_ROWS[mode])
 
 
 def machine_label() -> str:
@@ -171,6 +177,25 @@ def sweep_rows(s: Settings) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "unit"} for row in gemv_size_rows(best)]
 
 
+def gemm_rows_rows(s: Settings) -> list[dict]:
+    """Rate of one jitted chain of distinct (M x K) @ (K x K) fp32 GEMMs at each M of `s.gemm_rows`, the calls
+    of all M interleaved (`microbench.gemm_rows_calls`): a prompt of M tokens runs its weight GEMMs so."""
+    from workbench.cluster.microbench import (
+        GEMM_ROWS_CHAIN,
+        GEMM_ROWS_N,
+        _interleaved_min,
+        gemm_rows_calls,
+        gemm_rows_flops,
+    )
+
+    if not s.gemm_rows:
+        return []
+    best = _interleaved_min(gemm_rows_calls(s.gemm_rows), calls=1, rounds=s.reps)
+    note = f"{GEMM_ROWS_CHAIN} dependent (M x {GEMM_ROWS_N}) @ ({GEMM_ROWS_N} x {GEMM_ROWS_N}) fp32 GEMMs in one program"
+    return [{"benchmark": bench, "size": m, "seconds": t, "rate": gemm_rows_flops(m) / t, "note": note}
+            for (bench, m), t in best.items()]
+
+
 def fixed_rows(quick: bool) -> list[dict]:
     """The fixed costs of `workbench.cluster.microbench` (launch, per layer, dispatch, numpy op)."""
     from workbench.cluster.microbench import run_fixed_cost_benchmarks
@@ -243,6 +268,7 @@ def measure(s: Settings, quick: bool, progress=None) -> pd.DataFrame:
     rows = matmul_rows(s, progress)
     rows += memory_rows(s)
     rows += sweep_rows(s)
+    rows += gemm_rows_rows(s)
     if progress:
         progress("memory")
     rows += fixed_rows(quick)
@@ -257,9 +283,12 @@ def measure(s: Settings, quick: bool, progress=None) -> pd.DataFrame:
 def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, Constant]:
     """The preset's constants from the benchmark rows, each measured, dated and saying how."""
     from workbench.cluster.microbench import (
+        GEMM_ROWS_FLAT,
         GEMV_SWEEP_BYTES,
         chain_stream_rate,
         fixed_costs,
+        gemm_half_rows,
+        gemm_rows_text,
         memory_total_bytes,
         small_kernel_stream,
     )
@@ -289,10 +318,18 @@ def device_constants(bench: pd.DataFrame, machine: str, date: str) -> dict[str, 
            f"{rates or 'no sizes'}; "
            f"large-kernel rate mem_DRAM_bandwidth x memory_efficiency {float(read) * efficiency / 1e9:.1f} GB/s")
     off = "" if split else " (no size split: small-kernel streaming off)"
+    peak = out["peak_flops_fp32"].value
+    half_rows = gemm_half_rows(bench, peak)
     out.update({
         "efficiency_gemm": Constant("efficiency_gemm", 1.0, "1", "derived", "the peaks are themselves measured GEMM rates"),
         "efficiency_gemv": Constant("efficiency_gemv", 1.0, "1", "derived",
                                     "a GEMV is costed as memory-bound through mem_DRAM_bandwidth x memory_efficiency"),
+        "gemm_half_rows": Constant(
+            "gemm_half_rows", half_rows, "rows", "measured",
+            f"{where}: GEMM rows sweep, one jitted program of dependent (M x K) @ (K x K) fp32 GEMMs over distinct "
+            f"matrices at each M, best of interleaved calls: {gemm_rows_text(bench)} against peak_flops_fp32 "
+            f"{peak / 1e9:.2f} GFLOP/s; least squares of log(rate / peak) = log(M / (M + h)), h >= 0 "
+            f"(microbench.gemm_half_rows; 0: no rows, or every M within {GEMM_ROWS_FLAT:.0%} of the peak)"),
         "mem_DRAM_capacity": Constant("mem_DRAM_capacity", memory_total_bytes(), "B", "measured",
                                       f"{where}: MemTotal in /proc/meminfo"),
         "mem_DRAM_bandwidth": Constant("mem_DRAM_bandwidth", float(read), "B/s", "measured",
@@ -401,7 +438,8 @@ def main(args: argparse.Namespace) -> int:
     write_text_atomic(out, device_toml(constants, machine, date, args.name or f"this machine ({machine})"))
     write_csv_atomic(out.with_suffix(".csv"), bench)
     for key in ("peak_flops_fp32", "peak_flops_bf16", "peak_flops_int8", "mem_DRAM_bandwidth", "memory_efficiency",
-                "core_stream_bandwidth", "small_kernel_bytes", "kernel_launch", "layer_overhead", "storage_read_bandwidth"):
+                "gemm_half_rows", "core_stream_bandwidth", "small_kernel_bytes", "kernel_launch", "layer_overhead",
+                "storage_read_bandwidth"):
         if key in constants:
             print(f"{key:24s} {constants[key].value:.4g} {constants[key].unit}")
     print(f"wrote {out} (+ every measured row in {out.with_suffix('.csv')})")

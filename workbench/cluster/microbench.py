@@ -4,7 +4,9 @@ peak_flops_fp32 = the best jitted float32 GEMM rate over a few square sizes (so 
 construction); mem_DRAM_bandwidth = the best read-only streaming rate (a jitted sum over a 256 MiB
 array, or a fp32 GEMV whose 256 MiB matrix fits in no cache: what streaming weights needs; the read +
 write rate of a jitted scale is kept beside them in the CSV); memory_efficiency = that GEMV's
-effective rate over the best read rate; capacity and cores are read from the OS. Fixed costs (`run_fixed_cost_benchmarks`):
+effective rate over the best read rate; gemm_half_rows = the rows M at which a skinny GEMM (an M-token
+prompt's weight GEMM) runs at half the peak (`gemm_half_rows`, from chains of M x K by K x K GEMMs at a few M);
+capacity and cores are read from the OS. Fixed costs (`run_fixed_cost_benchmarks`):
 kernel_launch = the per-kernel slope of a jitted chain of tiny matmuls, layer_overhead = the per-layer
 slope of jitted tiny decoder layers minus their KERNELS_PER_LAYER launches, plus the per-call dispatch of
 a compiled program and numpy's per-op time (extra measured constants). Best-of-N, because the machine
@@ -13,6 +15,7 @@ is shared and the question is what the hardware and runtime cost, not what a bus
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -27,9 +30,16 @@ GEMV_LARGE = 8192  # a 256 MiB fp32 matrix: larger than any last-level cache (EP
 # fp32 matrices chained in one program (16 MiB each at n = 2048; 256 MiB in all at K = 16, past any cache).
 GEMV_CHAIN_N = 2048
 GEMV_CHAIN_LENGTHS = (4, 8, 16)
+# Skinny GEMMs: an M-row activation through a chain of distinct K x K fp32 matrices (K = N = 1024, 4 MiB each),
+# at several M; the rate against the square-GEMM peak gives `gemm_half_rows`.
+GEMM_ROWS = (32, 128, 512)
+GEMM_ROWS_N = 1024
+GEMM_ROWS_CHAIN = 16
+GEMM_ROWS_FLAT = 0.05  # every M within this fraction of the peak: no row loss (gemm_half_rows = 0)
 
 
-def run_microbenchmarks(reps: int = 20, stream_mib: int = 256, gemm_sizes=GEMM_SIZES) -> pd.DataFrame:
+def run_microbenchmarks(reps: int = 20, stream_mib: int = 256, gemm_sizes=GEMM_SIZES,
+                        gemm_rows=GEMM_ROWS) -> pd.DataFrame:
     """GEMM, GEMV and streaming rates on JAX's CPU backend, then the fixed costs: one row per benchmark and
     size (under a minute). Each rate is the best of `reps` calls, the calls of all benchmarks interleaved
     round by round (`_interleaved_min`), so a burst of other users' load costs one call of each."""
@@ -52,14 +62,16 @@ def run_microbenchmarks(reps: int = 20, stream_mib: int = 256, gemm_sizes=GEMM_S
     inputs[("stream_read_fp32", elements)] = (total, v)
     timed = {k: (lambda f=f, a=a: f(*a).block_until_ready()) for k, (f, *a) in inputs.items()}
     timed.update(gemv_chain_calls(GEMV_CHAIN_N, GEMV_CHAIN_LENGTHS))
+    timed.update(gemm_rows_calls(gemm_rows))
     sweep = gemv_size_calls(GEMV_SWEEP_SIZES)
     timed.update({("gemv_sweep", key): fn for key, fn in sweep.items()})
     best = _interleaved_min(timed, calls=1, rounds=reps)
     sweep_rows = gemv_size_rows({key: best.pop(("gemv_sweep", key)) for key in sweep})
     work = {"gemm_fp32": lambda n: 2.0 * n**3, "gemv_fp32": lambda n: 2.0 * n**2,
             "gemv_large_fp32": lambda n: 4.0 * n * n, "stream_scale_fp32": lambda n: 2.0 * n * 4,
-            "stream_read_fp32": lambda n: 4.0 * n, "gemv_chain_fp32": lambda k: 4.0 * k * GEMV_CHAIN_N**2}
-    unit = {"gemm_fp32": "FLOP/s", "gemv_fp32": "FLOP/s"}
+            "stream_read_fp32": lambda n: 4.0 * n, "gemv_chain_fp32": lambda k: 4.0 * k * GEMV_CHAIN_N**2,
+            "gemm_rows_fp32": gemm_rows_flops}
+    unit = {"gemm_fp32": "FLOP/s", "gemv_fp32": "FLOP/s", "gemm_rows_fp32": "FLOP/s"}
     rows = [{"benchmark": k, "size": n, "seconds": s, "rate": work[k](n) / s, "unit": unit.get(k, "B/s")}
             for (k, n), s in best.items()]
     del inputs, v, timed, sweep
@@ -75,8 +87,7 @@ def gemv_chain_calls(n: int, lengths) -> dict:
     import jax
     import jax.numpy as jnp
 
-    rng = np.random.default_rng(0)
-    mats = [jnp.asarray(rng.standard_normal((n, n), dtype=np.float32) * 0.01) for _ in range(max(lengths))]
+    mats = _distinct_matrices(n, max(lengths), 0.01)
     x = jnp.ones((n,), jnp.float32)
 
     def chain(ws, v):
@@ -86,6 +97,75 @@ def gemv_chain_calls(n: int, lengths) -> dict:
 
     program = jax.jit(chain)
     return {("gemv_chain_fp32", k): (lambda ws=tuple(mats[:k]): program(ws, x).block_until_ready()) for k in lengths}
+
+
+def _distinct_matrices(n: int, count: int, scale: float) -> list:
+    """`count` distinct n x n fp32 JAX arrays of normal entries x `scale` (seeded: the same every run)."""
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    return [jnp.asarray(rng.standard_normal((n, n), dtype=np.float32) * scale) for _ in range(count)]
+
+
+def gemm_rows_flops(rows: int, n: int = GEMM_ROWS_N, length: int = GEMM_ROWS_CHAIN) -> float:
+    """FLOPs of one `gemm_rows_calls` call: `length` (rows x n) @ (n x n) GEMMs."""
+    return 2.0 * rows * n * n * length
+
+
+def gemm_rows_calls(rows, n: int = GEMM_ROWS_N, length: int = GEMM_ROWS_CHAIN) -> dict:
+    """{("gemm_rows_fp32", M): a call of one jitted program of `length` dependent (M x n) @ (n x n) fp32 GEMMs
+    over distinct matrices} for each M in `rows`: a prompt's weight GEMMs, kernel after kernel, as
+    `gemv_chain_calls` does for decode (weights scaled by 1 / sqrt(n), so activations keep their size with no
+    non-linearity to time)."""
+    import jax
+    import jax.numpy as jnp
+
+    mats = tuple(_distinct_matrices(n, length, 1.0 / np.sqrt(n)))
+
+    def chain(ws, x):
+        for w in ws:
+            x = x @ w
+        return x
+
+    program = jax.jit(chain)
+    inputs = {int(m): jnp.ones((int(m), n), jnp.float32) for m in rows}
+    return {("gemm_rows_fp32", m): (lambda x=x: program(mats, x).block_until_ready()) for m, x in inputs.items()}
+
+
+def gemm_half_rows(rows: pd.DataFrame, peak: float) -> float:
+    """The rows h at which a GEMM runs at half of `peak` (FLOP/s), from "gemm_rows_fp32" rows (size = M, rate):
+    least squares of log(eff) = log(M / (M + h)) over h >= 0, eff = rate / peak capped at 1; 0 (no row loss)
+    when there are no rows or every M runs within `GEMM_ROWS_FLAT` of the peak."""
+    from scipy.optimize import minimize_scalar
+
+    from workbench.errors import WorkbenchError
+    from workbench.hardware import DeviceSpec
+
+    if not (math.isfinite(peak) and peak > 0):
+        raise WorkbenchError(f"peak must be a finite rate > 0 FLOP/s, got {peak!r}")
+    sweep = rows[(rows.benchmark == "gemm_rows_fp32") & (rows.rate > 0) & (rows["size"] > 0)]
+    m = sweep["size"].to_numpy(dtype=float)
+    eff = np.minimum(sweep["rate"].to_numpy(dtype=float) / peak, 1.0)
+    if m.size == 0 or bool(np.all(eff >= 1.0 - GEMM_ROWS_FLAT)):
+        return 0.0
+    log_eff = np.log(eff)
+
+    def loss(h: float) -> float:
+        return float(np.sum((np.log(m / (m + h)) - log_eff) ** 2))
+
+    high = DeviceSpec.__dataclass_fields__["gemm_half_rows"].metadata["spec"].file_high
+    grid = np.concatenate(([0.0], np.geomspace(1e-3, high, 801)))
+    i = int(np.argmin([loss(h) for h in grid]))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    fit = minimize_scalar(loss, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10 * max(hi, 1.0)})
+    return float(fit.x) if loss(fit.x) <= loss(grid[i]) else float(grid[i])
+
+
+def gemm_rows_text(rows: pd.DataFrame) -> str:
+    """'M=32 115.5, M=128 179.9 GFLOP/s' from "gemm_rows_fp32" rows, for a constant's source."""
+    sweep = rows[rows.benchmark == "gemm_rows_fp32"].sort_values("size")
+    rates = ", ".join(f"M={int(m)} {r / 1e9:.1f}" for m, r in zip(sweep["size"], sweep["rate"]))
+    return f"{rates} GFLOP/s" if rates else "no rows measured"
 
 
 # Small kernels: the per-GEMV stream rate at several matrix sizes (`gemv_size_calls`), each the slope between
@@ -175,6 +255,7 @@ def device_constants(bench: pd.DataFrame, bench_file: str, machine: str, date: s
     chain_rate = chain_stream_rate(bench)
     fixed = fixed_costs(bench)
     core_rate, split = small_kernel_stream(bench, read_rate * min(chain_rate / read_rate, 1.0))
+    half_rows = gemm_half_rows(bench, float(best.rate))
     sweep = bench[bench.benchmark == "gemv_size_fp32"].sort_values("size")
     swept = ", ".join(f"{s / 2**20:.2g} MiB {r / 1e9:.1f} GB/s" for s, r in zip(sweep["size"], sweep["rate"]))
     shared = "a shared, busy machine: minimum over 30 interleaved batches"
@@ -186,6 +267,13 @@ def device_constants(bench: pd.DataFrame, bench_file: str, machine: str, date: s
                                     "peak_flops_fp32 is itself the measured GEMM rate"),
         "efficiency_gemv": Constant("efficiency_gemv", 1.0, "1", "assumed",
                                     "GEMV is modelled as memory-bound through mem_DRAM_bandwidth (roofline)"),
+        "gemm_half_rows": Constant(
+            "gemm_half_rows", half_rows, "rows", "measured",
+            f"{where}: GEMM rows sweep, one jitted program of {GEMM_ROWS_CHAIN} dependent (M x {GEMM_ROWS_N}) @ "
+            f"({GEMM_ROWS_N} x {GEMM_ROWS_N}) fp32 GEMMs over distinct matrices at each M (best of {reps} interleaved "
+            f"calls): {gemm_rows_text(bench)} against peak_flops_fp32 {float(best.rate) / 1e9:.2f} GFLOP/s; least "
+            f"squares of log(rate / peak) = log(M / (M + h)), h >= 0 (microbench.gemm_half_rows; 0: every M within "
+            f"{GEMM_ROWS_FLAT:.0%} of the peak)"),
         "mem_DRAM_capacity": Constant("mem_DRAM_capacity", memory_total_bytes(), "B", "measured",
                                       f"/proc/meminfo MemTotal on this machine ({date})"),
         "mem_DRAM_bandwidth": Constant("mem_DRAM_bandwidth", read_rate, "B/s", "measured",

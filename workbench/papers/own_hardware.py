@@ -61,6 +61,8 @@ def device_file_text(device: DeviceSpec, note: str) -> str:
                     "efficiency_gemm": (device.efficiency_gemm, "1"), "efficiency_gemv": (device.efficiency_gemv, "1"),
                     "memory_efficiency": (device.memory_efficiency, "1"), "kernel_launch": (device.kernel_launch_s, "s"),
                     "layer_overhead": (device.layer_overhead_s, "s"), "cores": (device.cores, "1")})
+    if device.gemm_half_rows:
+        entries["gemm_half_rows"] = (device.gemm_half_rows, "rows")
     if device.small_kernel_bytes:  # the small-kernel streaming pair (on together)
         entries["small_kernel_bytes"] = (device.small_kernel_bytes, "B")
         entries["core_stream_bandwidth"] = (device.core_stream_bytes_per_s, "B/s")

@@ -12,7 +12,8 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   another precision says so through the operands it passes (Galaxy's CPU runs exchange fp32 activations,
   `activation_bits_cpu` in data/constants/galaxy.toml; STI dequantises its shards to fp32 before the GEMM).
 * **Kernel shape** (`kernel_kind`): one new token (decode) is a GEMV, more are a GEMM; the efficiency is
-  the device's for that shape (`DeviceSpec.efficiency`), falling for small kernels of either shape.
+  the device's for that shape (`DeviceSpec.efficiency`), falling for small kernels of either shape, and for
+  a weight GEMM of few rows (`kernel_times` passes its tokens: `DeviceSpec.gemm_half_rows`).
 * **Roofline per kernel** (`roofline_time`): max(FLOPs at that rate, bytes the kernel streams from the
   device's outermost memory at its bandwidth x `memory_efficiency`, or at one core's rate for a kernel too
   small to be split across the cores: `DeviceSpec.kernel_stream_time`), plus the device's fixed
@@ -108,11 +109,12 @@ def kernel_kind(new_tokens: int) -> str:
     return "gemv" if new_tokens == 1 else "gemm"
 
 
-def matmul_time(device: DeviceSpec, flops, dtype: str, kind: str = "gemm", kernel_flops=None):
-    """Seconds for `flops` at peak[dtype] x efficiency(kind, size); size = `kernel_flops` (default: the
-    FLOPs themselves). Vectorised; 0 FLOPs take 0 s. No launch cost (see `roofline_time`)."""
+def matmul_time(device: DeviceSpec, flops, dtype: str, kind: str = "gemm", kernel_flops=None, rows=None):
+    """Seconds for `flops` at peak[dtype] x efficiency(kind, size, rows); size = `kernel_flops` (default: the
+    FLOPs themselves), `rows` a GEMM's row count (default: not row-limited). Vectorised; 0 FLOPs take 0 s.
+    No launch cost (see `roofline_time`)."""
     flops = np.asarray(flops, dtype=float)
-    eff = device.efficiency(kind, flops if kernel_flops is None else kernel_flops)
+    eff = device.efficiency(kind, flops if kernel_flops is None else kernel_flops, rows)
     return np.where(flops > 0, flops / np.maximum(device.peak(dtype) * eff, 1e-300), 0.0)
 
 
@@ -126,10 +128,11 @@ def launched(device: DeviceSpec, work) -> np.ndarray:
     return np.where(np.asarray(work, dtype=float) > 0, device.kernel_launch_s, 0.0)
 
 
-def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "gemm", kernel_flops=None):
-    """Seconds of one kernel: its launch plus the slower of its compute and streaming its `n_bytes`
-    (vectorised; a kernel with no FLOPs and no bytes is not launched)."""
-    compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops), dtype=float)
+def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "gemm", kernel_flops=None,
+                  rows=None):
+    """Seconds of one kernel: its launch plus the slower of its compute (a GEMM of `rows` rows when given)
+    and streaming its `n_bytes` (vectorised; a kernel with no FLOPs and no bytes is not launched)."""
+    compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops, rows), dtype=float)
     busy = compute if not device.memory else np.maximum(compute, device.kernel_stream_time(n_bytes))
     return busy + launched(device, np.asarray(flops, dtype=float) + np.asarray(n_bytes, dtype=float))
 
@@ -168,18 +171,20 @@ def ffn_down_flops(model: TransformerConfig, cols, tokens):
 def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, cols,
                  tokens) -> dict[str, np.ndarray]:
     """Seconds of the four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads
-    and `cols` FFN columns; each streams its whole weight slice (an empty tile reads nothing)."""
+    and `cols` FFN columns; each streams its whole weight slice (an empty tile reads nothing) and computes at
+    the efficiency of a GEMM of `tokens` rows (`DeviceSpec.gemm_half_rows`)."""
     dtype, kind = workload_dtype(device, workload), kernel_kind(workload.new_tokens)
     wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)
     kv_per_q = model.n_kv_heads / model.n_heads
     head_w = heads * model.d_head * model.d_model * wb
     col_w = cols * model.d_model * wb
     return {
-        "qkv": roofline_time(device, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), dtype, kind),
-        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind),
+        "qkv": roofline_time(device, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), dtype, kind,
+                             rows=tokens),
+        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind, rows=tokens),
         "ffn1": roofline_time(device, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1),
-                              dtype, kind),
-        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind),
+                              dtype, kind, rows=tokens),
+        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind, rows=tokens),
     }
 
 

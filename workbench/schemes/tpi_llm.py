@@ -250,10 +250,11 @@ def with_cores(device: DeviceSpec, cores: int) -> DeviceSpec:
 
 
 def compute_time(device: DeviceSpec, flops: float, weight_bytes: float, dtype: str = "fp32",
-                 kind: str = "gemm") -> float:
-    """Roofline of one block (`common.roofline_time`): max(FLOPs at peak[dtype] x efficiency(kind),
-    bytes at the streaming rate)."""
-    return float(common.roofline_time(device, flops, weight_bytes, dtype, kind))
+                 kind: str = "gemm", rows: int | None = None) -> float:
+    """Roofline of one block (`common.roofline_time`): max(FLOPs at peak[dtype] x efficiency(kind, rows),
+    bytes at the streaming rate); `rows` = the tokens every device's slice multiplies (tensor parallelism
+    splits columns, not rows)."""
+    return float(common.roofline_time(device, flops, weight_bytes, dtype, kind, rows=rows))
 
 
 def check_devices(model: TransformerConfig, n_devices: int) -> int:
@@ -405,8 +406,8 @@ def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share
     if blk.kind == "attn":
         flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
         kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
-        return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes, dtype, kind)
-    return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8, dtype, kind)
+        return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes, dtype, kind, rows=tokens)
+    return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8, dtype, kind, rows=tokens)
 
 
 def _retained(blk: Block, retain_every: int) -> bool:
