@@ -233,6 +233,9 @@ class DeviceSpec:
     layer_overhead_s: float = declared(_number(
         "fixed time per layer (framework time outside the kernels)", "s", 0.0, math.inf,
         TomlKey("layer_overhead_us", 1e-6, "µs"), "layer_overhead", file_high=10.0), 0.0)
+    step_overhead_s: float = declared(_number(
+        "fixed host time per model step outside the kernels (input preparation, sampling, output processing)",
+        "s", 0.0, math.inf, TomlKey("step_overhead_us", 1e-6, "µs"), "step_overhead", file_high=10.0), 0.0)
     memory_efficiency: float = declared(_fraction(
         "achieved fraction of each memory level's bandwidth when streaming", "memory_efficiency"), 1.0)
     small_kernel_bytes: float = declared(_number(

@@ -296,6 +296,11 @@ def device_constants(bench: pd.DataFrame, bench_file: str, machine: str, date: s
             f"{where}: per-layer slope of one jitted program of L tiny decoder layers (d_model 64; L = "
             f"{', '.join(map(str, FIXED_LAYER_COUNTS))}; {fixed['per_layer'] * 1e6:.2f} us per layer) minus "
             f"KERNELS_PER_LAYER x kernel_launch, floored at 0; {shared}"),
+        "step_overhead": Constant(
+            "step_overhead", fixed["host_step"], "s", "measured",
+            f"{where}: one decode step's host work outside its compiled programs (embedding lookup and copy to the "
+            f"host, input hand-over, output slice, argmax read back; microbench.host_step_call, as "
+            f"workbench.cluster.e2e.generate_timed runs it); {shared}"),
         "program_dispatch": Constant(
             "program_dispatch", fixed["program_dispatch"], "s", "measured",
             f"{where}: intercept of the matmul-chain line, i.e. one call of a compiled program from Python "
@@ -359,6 +364,7 @@ def shared_device(device, processes: int, share: float | None = None):
     return device.with_changes(name=f"{device.name} / {processes} processes", peak_flops=peaks, memory=memory,
                                kernel_launch_s=device.kernel_launch_s * stretch,
                                layer_overhead_s=device.layer_overhead_s * stretch,
+                               step_overhead_s=device.step_overhead_s * stretch,
                                core_stream_bytes_per_s=device.core_stream_bytes_per_s * share)
 
 
@@ -406,8 +412,9 @@ def run_fixed_cost_benchmarks(calls: int = 50, rounds: int = 30, chain_lengths=F
     kernel_chain: one jitted program of K dependent 8x8 matmuls (one XLA CPU thunk each; the slope over K
     is the per-kernel cost inside a compiled program); tiny_layers: one jitted program of L decoder layers
     of the 64-wide test config (the slope is one layer: its kernels plus whatever else XLA runs per layer);
-    numpy_op: one `np.add` of two 8-element arrays. Each is the minimum over `rounds` interleaved batches
-    of the mean per call (the machine is shared and busy: the minimum is the cost without other users).
+    numpy_op: one `np.add` of two 8-element arrays; host_step: a decode step's host work outside its compiled
+    programs (`host_step_call`). Each is the minimum over `rounds` interleaved batches of the mean per call
+    (the machine is shared and busy: the minimum is the cost without other users).
     """
     import jax
     import jax.numpy as jnp
@@ -441,7 +448,7 @@ def run_fixed_cost_benchmarks(calls: int = 50, rounds: int = 30, chain_lengths=F
         fn = jax.jit(layers)
         return lambda: fn(h, block).block_until_ready()
 
-    fns = {("jit_dispatch", 1): lambda: inc(x0).block_until_ready()}
+    fns = {("jit_dispatch", 1): lambda: inc(x0).block_until_ready(), ("host_step", 1): host_step_call()}
     fns.update({("kernel_chain", k): chain_fn(k) for k in chain_lengths})
     fns.update({("tiny_layers", n): layers_fn(n) for n in layer_counts})
     best = _interleaved_min(fns, calls, rounds)
@@ -449,6 +456,36 @@ def run_fixed_cost_benchmarks(calls: int = 50, rounds: int = 30, chain_lengths=F
     out = pd.DataFrame([{"benchmark": k, "size": n, "seconds": s} for (k, n), s in best.items()])
     out["rate"], out["unit"] = 1.0 / out["seconds"], "1/s"
     return out
+
+
+HOST_STEP_VOCAB, HOST_STEP_WIDTH = 32000, 512  # TinyLlama's vocabulary and width (the work is dispatch, not bytes)
+
+
+def host_step_call():
+    """A call doing one decode step's host work around its compiled programs, as the cluster's generation loop
+    (`workbench.cluster.e2e.generate_timed`) and most engines' token loops do: look up the new token's
+    embedding and copy it to the host, hand the input to the runtime, slice the output row, pick the next
+    token (argmax of the logits, read back): what vidur calls a step's CPU overhead."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    rng = np.random.default_rng(0)
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), P("x"))
+    embed = jnp.asarray(rng.standard_normal((HOST_STEP_VOCAB, HOST_STEP_WIDTH), dtype=np.float32))
+    hidden = jax.device_put(np.ones((1, 1, HOST_STEP_WIDTH), np.float32), sharding)
+    logits = jnp.asarray(rng.standard_normal((1, HOST_STEP_VOCAB), dtype=np.float32))
+
+    def step() -> int:
+        rows = np.zeros((1, 1, HOST_STEP_WIDTH), np.float32)
+        rows[0] = np.asarray(embed[jnp.asarray([5])])
+        jax.make_array_from_process_local_data(sharding, rows, rows.shape).block_until_ready()
+        hidden.addressable_shards[0].data[0].block_until_ready()
+        return int(jnp.argmax(logits[-1]))
+
+    step()
+    return step
 
 
 def fixed_costs(bench: pd.DataFrame) -> dict[str, float]:
@@ -468,6 +505,8 @@ def fixed_costs(bench: pd.DataFrame) -> dict[str, float]:
     return {"kernel_launch": max(launch, 0.0), "layer_overhead": max(per_layer - KERNELS_PER_LAYER * launch, 0.0),
             "per_layer": per_layer, "program_dispatch": max(intercept, 0.0),
             "jit_dispatch": float(bench.loc[bench.benchmark == "jit_dispatch", "seconds"].iloc[0]),
+            "host_step": float(bench.loc[bench.benchmark == "host_step", "seconds"].iloc[0])
+            if (bench.benchmark == "host_step").any() else 0.0,
             "numpy_op": float(bench.loc[bench.benchmark == "numpy_op", "seconds"].iloc[0])}
 
 

@@ -60,7 +60,8 @@ def device_file_text(device: DeviceSpec, note: str) -> str:
                     f"mem_{level.name}_bandwidth": (level.bandwidth_bytes_per_s, "B/s"),
                     "efficiency_gemm": (device.efficiency_gemm, "1"), "efficiency_gemv": (device.efficiency_gemv, "1"),
                     "memory_efficiency": (device.memory_efficiency, "1"), "kernel_launch": (device.kernel_launch_s, "s"),
-                    "layer_overhead": (device.layer_overhead_s, "s"), "cores": (device.cores, "1")})
+                    "layer_overhead": (device.layer_overhead_s, "s"), "step_overhead": (device.step_overhead_s, "s"),
+                    "cores": (device.cores, "1")})
     if device.gemm_half_rows:
         entries["gemm_half_rows"] = (device.gemm_half_rows, "rows")
     if device.small_kernel_bytes:  # the small-kernel streaming pair (on together)

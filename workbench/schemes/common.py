@@ -298,9 +298,11 @@ def output_head_time(model: TransformerConfig, devices, workload: Workload) -> f
 
 def step_fixed_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
                     lm_head: bool = True) -> float:
-    """The size-independent part of `step_time`: every layer's launches and overhead, and the head's launch."""
+    """The size-independent part of `step_time`: every layer's launches and overhead, and with the head its
+    launch and the step's host work (`DeviceSpec.step_overhead_s`: input preparation, sampling)."""
     layers = model.n_layers if n_layers is None else n_layers
-    head = device.kernel_launch_s if lm_head and workload.output_head and model.is_decoder else 0.0
+    head = device.kernel_launch_s + device.step_overhead_s if lm_head and workload.output_head and model.is_decoder \
+        else 0.0
     return layers * fixed_layer_time(device) + head
 
 

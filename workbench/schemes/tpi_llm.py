@@ -399,10 +399,11 @@ def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share
     dtype, kind = common.workload_dtype(dev, workload), common.kernel_kind(tokens)
     if blk.kind == "pre":
         return compute_time(dev, 0.0, tokens * model.d_model * bits / 8, dtype, kind)
-    if blk.kind == "post":  # the final norm and, in a generation step, the LM head
+    if blk.kind == "post":  # the final norm and, in a generation step, the LM head and the step's host work
         if not workload.output_head:
             return 0.0
-        return compute_time(dev, common.lm_head_flops(model), blk.params * bits / 8, dtype, "gemv")
+        head = compute_time(dev, common.lm_head_flops(model), blk.params * bits / 8, dtype, "gemv")
+        return head + dev.step_overhead_s
     if blk.kind == "attn":
         flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
         kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
