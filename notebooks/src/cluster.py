@@ -326,7 +326,9 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 # first wait that a single call pays; a step is a bare star all-reduce, or a small GEMM then the star
 # (less the GEMMs alone: `after compute`, what a decoder's sync costs, about twice the bare one here). The
 # 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs sharing one tbf
-# bucket); the 4-process chains are validation. The end-to-end prediction uses `after compute`.
+# bucket); the 4-process chains are validation. The end-to-end prediction uses `after compute`, whose CPU
+# work stretches by processes / cores when processes outnumber cores (every process must run to reach it;
+# `fit.colocated_link`), as the other fixed costs of a co-located process do.
 # With that link the arena is held to the
 # *fastest* run (the model has no scheduler: TTFT's fastest repeat, and per token the median over repeats
 # of each generation's fastest step).

@@ -51,7 +51,10 @@ profile[["constant", "value", "unit", "kind"]]
 # star all-reduce (`bare`), or a small GEMM then the star, less the GEMMs alone (`after compute`: the
 # sync wakes processes whose runtime threads were just computing, which costs twice the bare sync here).
 # The slope is one sync; the 2-process chains fit o and beta (and a shaped class's L and beta), the
-# 4-process chains are validation. The deployments use `after compute`. A single call also pays the
+# 4-process chains are validation. The deployments use `after compute`; with more processes than cores
+# every process must run to reach such a sync, so its CPU work (o, and the loopback copies) stretches by
+# processes / cores (`fit.colocated_link`: the 4-process loopback rows go from -44/-47 % to +12/+7 %). A
+# bare sync involves only the master and one worker at a time and is not stretched. A single call also pays the
 # program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the single-call fit of
 # `data/constants/cluster.toml` charges each message several times more.
 

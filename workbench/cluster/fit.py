@@ -54,7 +54,8 @@ CORE_ALGORITHMS = ("ring", "tree", "star")
 # (algorithm of workbench.network, collective) each measured program runs on XLA's CPU gloo backend.
 PROGRAM_ALGORITHM = {"psum": ("gloo_ring", "all_reduce"), "all_gather": ("gloo_ring", "all_gather"),
                      "psum_scatter": ("gloo_halving_doubling", "reduce_scatter"), "star": ("star", "all_reduce"),
-                     "ring_ppermute": ("ring", "all_reduce"), "tree_ppermute": ("tree", "all_reduce")}
+                     "ring_ppermute": ("ring", "all_reduce"), "tree_ppermute": ("tree", "all_reduce"),
+                     "star_after_compute": ("star", "all_reduce")}
 # The model before the fixed-costs issue (kept to report before -> after): one alpha per traversal of
 # the ideal ring / star / tree, the ring standing in for gloo's halving-doubling.
 LEGACY_ALGORITHM = {"psum": "ring", "all_gather": "ring", "psum_scatter": "ring", "star": "star",
@@ -153,6 +154,8 @@ def active_steps(program: str, processes: int, message_bytes: float = 4096.0) ->
     steps = float(program_cost(program, processes, message_bytes).steps)
     if program == "star":
         return [(2, 1.0)] * int(round(steps))
+    if program == "star_after_compute":  # every process has just computed: all of them act in every step
+        return [(processes, 1.0)] * int(round(steps))
     if program == "tree_ppermute":
         levels = [(max(processes // 2**level, 2), 1.0) for level in range(int(tree_depth(processes)))]
         return levels + levels[::-1]
@@ -312,12 +315,16 @@ def chain_slopes(chains: pd.DataFrame, stat: str = "min_s") -> pd.DataFrame:
 
 
 AFTER_COMPUTE, COMPUTE_ONLY = "star_after_gemm", "gemm_only"
+# A star sync that follows a compute step: the same messages as the star, but every process has just computed
+# and must run to reach it, so with more processes than cores its CPU work stretches by processes / cores
+# (`active_steps`; on 4 processes the 2-process fit under-predicts these syncs by 44-47 % on loopback without it)
+AFTER_COMPUTE_SYNC = "star_after_compute"
 
 
 def sync_after_compute(slopes: pd.DataFrame) -> pd.DataFrame:
     """Per (link class, processes, size): what one star sync adds to a step that computes first (the slope of
-    `star_after_gemm` minus that of `gemm_only`), as star rows: in a decoder each sync wakes processes whose
-    runtime threads were just computing, which the bare chain of syncs does not see."""
+    `star_after_gemm` minus that of `gemm_only`), as `AFTER_COMPUTE_SYNC` rows: in a decoder each sync wakes
+    processes whose runtime threads were just computing, which the bare chain of syncs does not see."""
     keys = ["link_class", "processes", "message_bytes"]
     after = slopes[slopes.program == AFTER_COMPUTE].set_index(keys)[CHAIN_STATISTIC]
     alone = slopes[slopes.program == COMPUTE_ONLY].set_index(keys)[CHAIN_STATISTIC]
@@ -325,7 +332,17 @@ def sync_after_compute(slopes: pd.DataFrame) -> pd.DataFrame:
     if both.empty:
         raise WorkbenchError(f"sync after compute needs {AFTER_COMPUTE} and {COMPUTE_ONLY} chains at the same points")
     out = (after[both] - alone[both]).rename(CHAIN_STATISTIC).reset_index()
-    return out.assign(program="star")[["link_class", "processes", "program", "message_bytes", CHAIN_STATISTIC]]
+    return out.assign(program=AFTER_COMPUTE_SYNC)[["link_class", "processes", "program", "message_bytes",
+                                                   CHAIN_STATISTIC]]
+
+
+def colocated_link(link: LinkModel, program: str, processes: int, cores: int) -> LinkModel:
+    """`link` as `processes` co-located processes on `cores` cores see it in `program`: its CPU work (o, and on
+    loopback the copies' beta) stretched by `cpu_share`, for a cost model that has no notion of cores."""
+    share = cpu_share(program, processes, cores)
+    copies = share if link.link_class == LOOPBACK else 1.0
+    return LinkModel(link.link_class, link.message_overhead_s * share, link.latency_s, link.byte_cost_s * copies,
+                     link.burst_bytes, link.burst_byte_cost_s * copies)
 
 
 def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32) -> pd.DataFrame:
@@ -333,7 +350,8 @@ def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32) -> pd.DataFr
     constants a running program pays per message, beside `fit_all`'s per-call ones (no dispatch, no wait).
     The syncs of a chain share one tbf bucket: each passes 1/`longest` of it at loopback's rate."""
     require_int("longest", longest, low=1)
-    return fit_all(slopes, HostModel(cores, 0.0, 0.0), CHAIN_STATISTIC, program="star", bucket_share=1.0 / longest)
+    program = str(slopes["program"].iloc[0]) if len(slopes) else "star"
+    return fit_all(slopes, HostModel(cores, 0.0, 0.0), CHAIN_STATISTIC, program=program, bucket_share=1.0 / longest)
 
 
 def predict_chains(slopes: pd.DataFrame, fits: pd.DataFrame, cores: int) -> pd.DataFrame:
@@ -344,7 +362,7 @@ def predict_chains(slopes: pd.DataFrame, fits: pd.DataFrame, cores: int) -> pd.D
     out["predicted_s"] = [model_time(r.program, r.processes, r.message_bytes, links[r.link_class], host,
                                      CHAIN_STATISTIC)["pred_s"] for r in slopes.itertuples()]
     out["error"] = out["predicted_s"] / out[CHAIN_STATISTIC] - 1
-    out["role"] = np.where(is_calibration(slopes, "star"), "calibration", "validation")
+    out["role"] = np.where(is_calibration(slopes, str(slopes["program"].iloc[0])), "calibration", "validation")
     return out
 
 

@@ -15,9 +15,11 @@ import pandas as pd
 
 from workbench.accelerator import compare
 from workbench.cluster.fit import (
+    AFTER_COMPUTE_SYNC,
     HostModel,
     LinkModel,
     chain_slopes,
+    colocated_link,
     fit_all,
     fit_chains,
     fits_from_constants,
@@ -290,7 +292,8 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     TTFT's fastest repeat, the median of each repeat's fastest step) beside the arena's evaluation of its
     TPI-LLM scheme on this machine's preset with three links: fitted on median single calls, on fastest
     single calls (both with the even 1/n share of the machine), and on syncs inside a running program
-    (`program_links`, with the measured co-located share `colocated_share`; held to the fastest runs)."""
+    (`program_links`, as co-located processes see it: `colocated_link`; with the measured co-located share
+    `colocated_share`; held to the fastest runs)."""
     runs = _read_csv("tpi_llm_e2e.csv", data_dir)
     links = link_models(stored_fits(data_dir))
     fastest = link_models(fit_all(measurements(data_dir), host(data_dir), "min_s"))
@@ -304,8 +307,9 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
         cfg = get_model(model) if model != "tiny-llama" else _tiny()
         pred = predict_generation(cfg, device, links[link], int(processes), int(prompt_len), int(n_new))
         quick = predict_generation(cfg, device, fastest[link], int(processes), int(prompt_len), int(n_new))
-        program = predict_generation(cfg, device, in_program[link], int(processes), int(prompt_len), int(n_new),
-                                     colocated_share(int(processes), data_dir))
+        program = predict_generation(cfg, device, colocated_link(in_program[link], AFTER_COMPUTE_SYNC, int(processes),
+                                                                 int(device.cores)),
+                                     int(processes), int(prompt_len), int(n_new), colocated_share(int(processes), data_dir))
         rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
                      "n_new": int(n_new), "repeats": len(group),
                      "tokens_match_reference": bool(group["matches_reference"].all()),

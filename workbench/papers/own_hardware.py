@@ -9,7 +9,8 @@ link; data/cluster/tpi_llm_e2e.csv), measured against predicted, and `calibrate`
 
 The link is what a running program pays per sync: o and beta fitted on the 2-process star chains after a
 compute step (`sync_chain`, data/cluster/sync_chain.csv: the slope of 1, 8 and 32 steps in one program, a
-small GEMM then the star, less the GEMMs alone), not on single
+small GEMM then the star, less the GEMMs alone; with more processes than cores its CPU work stretches by
+processes / cores, `fit.colocated_link`), not on single
 calls (a single call pays the program's dispatch and, on this VM, often a scheduler tick: data/cluster/
 collectives.csv's fit absorbs those and charges them to every sync). On a shaped class the syncs of a chain
 share one tbf bucket (its 2 KiB chains cost what loopback's do); the arena has no bucket, so the fitted
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.calibrate import calibrate
+from workbench.cluster.fit import AFTER_COMPUTE_SYNC, colocated_link
 from workbench.cluster.microbench import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec, load_device
@@ -83,7 +85,8 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
     links = stored.program_links()
     if link_class not in links:
         raise WorkbenchError(f"unknown link class {link_class!r}; fitted: {', '.join(sorted(links))}")
-    link = links[link_class]
+    cores = int(load_device("this_machine_cpu").cores)
+    link = colocated_link(links[link_class], AFTER_COMPUTE_SYNC, processes, cores)
     share = shared_device(load_device("this_machine_cpu"), processes, stored.colocated_share(processes))
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
