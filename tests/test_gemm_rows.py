@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from profile_rows import base_profile_rows
 
 from workbench.cluster.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
 from workbench.errors import WorkbenchError
@@ -101,15 +102,7 @@ def test_the_half_rows_are_recovered_from_the_sweep():
 def test_the_microbench_and_the_profile_write_it_measured():
     from workbench.profile import device_constants, device_toml
 
-    rows = [{"benchmark": "jax_gemm_fp32", "size": 1024, "seconds": 1.0, "rate": 2e11},
-            {"benchmark": "stream_read_fp32", "size": 1, "seconds": 1.0, "rate": 32e9},
-            {"benchmark": "storage_read", "size": 2**25, "seconds": 1.0, "rate": 1e9, "note": "O_DIRECT"},
-            {"benchmark": "jit_dispatch", "size": 1, "seconds": 5e-6, "rate": 2e5},
-            {"benchmark": "numpy_op", "size": 8, "seconds": 4e-7, "rate": 2.5e6}]
-    rows += [{"benchmark": "kernel_chain", "size": k, "seconds": 2e-5 + k * 1e-6, "rate": 0} for k in (1, 16)]
-    rows += [{"benchmark": "tiny_layers", "size": n, "seconds": 4e-5 + n * 1e-5, "rate": 0} for n in (1, 2)]
-    rows += [{"benchmark": "gemv_chain_fp32", "size": k, "seconds": t, "rate": k * 2**24 / t}
-             for k in (4, 8, 16) for t in [1e-4 + k * 2**24 / 24e9]]
+    rows = base_profile_rows()
     bench = pd.concat([pd.DataFrame(rows), _rows({m: 2e11 * m / (m + 24.0) for m in (32, 512)})], ignore_index=True)
     constants = device_constants(bench, "2 cores, test machine", "2020-01-01")
     dev = device_from_table(tomllib.loads(device_toml(constants, "m", "d", "t")), "t.toml")
