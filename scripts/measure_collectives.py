@@ -123,7 +123,7 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     import tomllib
 
     from workbench.cluster.fit import constants_toml, fit_all, fit_constants
-    from workbench.cluster.host import host_model, tick_constant
+    from workbench.cluster.host import fresh_page_constant, host_model, tick_constant
     from workbench.hardware import device_from_table
 
     done = pd.read_csv(out / "cluster" / "collectives.csv")
@@ -131,13 +131,16 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     with open(out / "devices" / "this_machine_cpu.toml", "rb") as f:
         device = device_from_table(tomllib.load(f), "this_machine_cpu.toml")
     tick = tick_constant(date, machine)
-    fits = fit_all(done, host_model(device, {"scheduler_tick": tick}))
+    fresh = fresh_page_constant(date, machine)
+    fits = fit_all(done, host_model(device, {"scheduler_tick": tick, "fresh_page": fresh}))
     header = ("Per-message endpoint software time (o), wire latency (L) and per-byte cost (beta) per link class,\n"
-              "fitted by workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv, and the\n"
-              "kernel's scheduler tick (for the oversubscription wait; not fitted).\n"
+              "fitted by workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv, the\n"
+              "kernel's scheduler tick (for the oversubscription wait; not fitted) and the cost of a fresh page\n"
+              "(buffers above malloc's mmap threshold, allocated per call; measured, not fitted).\n"
               "Calibration on this machine only (shared, 2 cores): not a property of any paper's hardware.")
     consts = fit_constants(fits, "data/cluster/collectives.csv", machine, measured_on)
     consts["scheduler_tick"] = tick
+    consts["fresh_page"] = fresh
     write_text_atomic(out / "constants" / "cluster.toml", constants_toml(consts, header))
     log(f"fit:\n{fits.to_string(index=False)}")
 
@@ -192,7 +195,7 @@ def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     rows = []
     links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
-        params = {"programs": ["star", "star_after_gemm", "gemm_only"],
+        params = {"programs": ["star", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only"],
                   "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
                   "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15}
         run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800), announce=log)

@@ -541,6 +541,8 @@ def test_stored_fit_matches_a_refit_of_the_stored_measurements():
     for name, c in consts.items():
         if name == "scheduler_tick":
             assert c.kind == "measured" and "CONFIG_HZ" in c.source
+        elif name == "fresh_page":
+            assert c.kind == "measured" and "mmap" in c.source and 0 < c.value < 1e-4
         elif c.kind == "fitted":
             assert "data/cluster/collectives.csv" in c.fitted_on and "processes=2" in c.fitted_on
         else:
@@ -989,3 +991,51 @@ def test_chain_stream_rate_is_the_slope_not_the_mean_rate():
         chain_stream_rate(flat)
     with pytest.raises(WorkbenchError, match="two chain lengths"):
         chain_stream_rate(rows[rows.benchmark != "gemv_chain_fp32"])
+
+
+# ---- fresh pages: buffers above malloc's mmap threshold are new memory on every call ------------------
+def test_fresh_pages_are_charged_only_for_buffers_above_the_mmap_threshold():
+    from workbench.cluster.fit import GLIBC_MMAP_THRESHOLD_MAX, PAGE_BYTES, fresh_buffers, fresh_page_time
+
+    host = HostModel(cores=2, scheduler_tick_s=0.004, fresh_page_s=2e-6)
+    big, small = 64 * 2**20, 8 * 2**20
+    assert GLIBC_MMAP_THRESHOLD_MAX == 32 * 2**20
+    assert fresh_page_time("psum", 2, small, host) == 0.0  # reused from the heap after the first call
+    assert fresh_page_time("psum", 2, big, host) == pytest.approx(big / PAGE_BYTES * 2e-6)  # the output
+    # reduce-scatter: XLA's temporary copy and gloo's two zero-filled vectors of the whole buffer, the 1/n output
+    assert fresh_buffers("psum_scatter", 2, big) == [big / 2, big, big, big]
+    assert fresh_page_time("psum_scatter", 2, big, host) == pytest.approx(3.5 * big / PAGE_BYTES * 2e-6)
+    assert fresh_page_time("psum_scatter", 4, big, host) == pytest.approx(3 * big / PAGE_BYTES * 2e-6)
+    parts = model_time("psum_scatter", 2, big, LinkModel("loopback", 1e-4, 0.0, 1e-9), host, "min_s")
+    assert parts["alloc_s"] == pytest.approx(fresh_page_time("psum_scatter", 2, big, host))
+    assert parts["pred_s"] == pytest.approx(sum(v for k, v in parts.items() if k != "pred_s"))
+    with pytest.raises(WorkbenchError, match="program"):
+        fresh_buffers("broadcast", 2, big)
+
+
+def test_fresh_page_cost_is_measured_here():
+    from workbench.cluster.host import fresh_page_seconds
+
+    seconds = fresh_page_seconds(region_bytes=8 * 2**20, reps=2)
+    assert 1e-8 < seconds < 1e-4  # a page fault and the kernel's zeroing of 4 KiB
+
+
+@needs_data
+def test_the_largest_loopback_calls_are_predicted_better_with_fresh_pages(monkeypatch):
+    import dataclasses
+
+    from workbench.papers import cluster as stored
+
+    def large_error() -> float:
+        table = stored.fastest_call_comparison()
+        rows = table[(table.role == "validation") & (table.link_class == "loopback")
+                     & (table.message_bytes >= 32 * 2**20)]
+        assert len(rows) >= 10
+        return float(rows.rel_error.median())
+
+    assert stored.host().fresh_page_s > 0  # measured, in data/constants/cluster.toml
+    with_pages = large_error()
+    measured_host = stored.host
+    monkeypatch.setattr(stored, "host", lambda data_dir=stored.DATA_DIR: dataclasses.replace(
+        measured_host(data_dir), fresh_page_s=0.0))
+    assert with_pages < large_error()

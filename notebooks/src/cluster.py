@@ -120,7 +120,7 @@ rec.chart(chart, "collectives_measured_vs_model", data=long)
 
 # %%
 table_columns = ["link_class", "processes", "program", "message_bytes", "reps", "statistic", "measured_s", "median_s",
-                 "p25_s", "p75_s", "min_s", "dispatch_s", "message_s", "wire_s", "bytes_s", "wait_s", "pred_s",
+                 "p25_s", "p75_s", "min_s", "dispatch_s", "alloc_s", "message_s", "wire_s", "bytes_s", "wait_s", "pred_s",
                  "model_algorithm", "rel_error", "role"]
 comparison[[c for c in table_columns if c in comparison]]
 
@@ -191,6 +191,15 @@ ticks
 # scheduler artefact and over-predicts every other 2-process program on it (`gaps`: measured / predicted
 # 0.1-0.2 for the small ppermute ring and tree). The 2026-11-22 campaign (another host, load 1-5) is
 # where the model's mechanisms show: its row of the before -> after table.
+#
+# **Fresh pages.** Every call allocates its own output (XLA's CPU client, `AlignedMalloc` per execution),
+# and a reduce-scatter also copies its input into a temporary and builds gloo's halving-doubling object with
+# two zero-filled vectors of the whole buffer. glibc serves a block above its mmap threshold (dynamic, at
+# most 32 MiB on 64-bit: `DEFAULT_MMAP_THRESHOLD_MAX`) with a fresh mapping and unmaps it on free, so such a
+# buffer is new memory on every call and each 4 KiB page faults (the kernel zeroes it) when first written:
+# 1.9 us a page here, measured (`fresh_page`, `host.fresh_page_seconds`), 32 ms per 64 MiB buffer. That is
+# the `alloc_s` column. It is why the 64 MiB rows sat far above the 8 MiB rows' trend: the fastest 2-process
+# loopback all_gather / psum_scatter at 64 MiB went from 2.9 / 5.9 times the prediction to 1.4 / 1.25.
 #
 # **Which statistic.** The median of a small message is decided by whether more than half of its calls
 # met a tick, and which program that happens to changes from run to run on this VM (three back-to-back
@@ -323,15 +332,25 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 # A decoder step's syncs run inside one compiled program, each after a layer's kernels. Chains of 1, 8
 # and 32 steps in one program (`python -m workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv)
 # measure that: the slope over the chain's length is one step, without the program's dispatch and the
-# first wait that a single call pays; a step is a bare star all-reduce, or a small GEMM then the star
-# (less the GEMMs alone: `after compute`, what a decoder's sync costs, about twice the bare one here). The
+# first wait that a single call pays. A step is a bare star all-reduce; or a small cache-resident GEMM then
+# the star, less the GEMMs alone (`after compute`: a prefill layer's sync); or a GEMV that streams a 3.2 MB
+# matrix of its own from memory then the star, less the GEMVs alone (`after streaming`: a decode layer's
+# sync, the weights a TinyLlama-42M layer streams per sync on 2 processes). On 2 processes a sync after
+# streaming costs about 1.8 times one after compute here (0.37 vs 0.21 ms at 2 KiB). Each kind's
 # 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs sharing one tbf
-# bucket); the 4-process chains are validation. The end-to-end prediction uses `after compute`, whose CPU
-# work stretches by processes / cores when processes outnumber cores (every process must run to reach it;
-# `fit.colocated_link`), as the other fixed costs of a co-located process do.
-# With that link the arena is held to the
-# *fastest* run (the model has no scheduler: TTFT's fastest repeat, and per token the median over repeats
-# of each generation's fastest step).
+# bucket); its 4-process chains are validation of that fit with the CPU work stretched by processes /
+# cores (`fit.colocated_link`: every process must run to reach a sync after work). The stretch predicts
+# the syncs after compute (+11 / +36 % on loopback; -44 / -32 % without it) but not those after streaming
+# (+109 / +61 %; +4 / -19 % without it): a mechanism the model does not hold.
+#
+# The end-to-end prediction (`deployed_link`) therefore takes, for each phase, the chains of the sync its
+# layers end in (prefill: after compute; decode: after streaming), fitted **at the deployment's own process
+# count** where chains were measured there (the network profiled as deployed, as `profile network` does on
+# real hosts; the stretch then reproduces the chain it was fitted on), else at 2 processes. The
+# generation's head computes the last position's logits only (as engines do in a prefill, and as the
+# scheme's post block costs it; before this session's re-measurement it computed all 32, 10-15 ms of the
+# 2-process TTFT). The arena is held to the *fastest* run (the model has no scheduler: TTFT's fastest
+# repeat, and per token the median over repeats of each generation's fastest step).
 
 # %%
 chains = wb.chain_table()

@@ -48,13 +48,15 @@ profile[["constant", "value", "unit", "kind"]]
 # A decoder step runs its syncs inside one compiled program, each right after a layer's kernels, so the
 # link's per-message time is measured there: chains of 1, 8 and 32 steps in one program (`python -m
 # workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv, fastest call per length), each step a
-# star all-reduce (`bare`), or a small GEMM then the star, less the GEMMs alone (`after compute`: the
-# sync wakes processes whose runtime threads were just computing, which costs twice the bare sync here).
-# The slope is one sync; the 2-process chains fit o and beta (and a shaped class's L and beta), the
-# 4-process chains are validation. The deployments use `after compute`; with more processes than cores
-# every process must run to reach such a sync, so its CPU work (o, and the loopback copies) stretches by
-# processes / cores (`fit.colocated_link`: the 4-process loopback rows go from -44/-47 % to +12/+7 %). A
-# bare sync involves only the master and one worker at a time and is not stretched. A single call also pays the
+# star all-reduce (`bare`), a small GEMM then the star (`after compute`), or a GEMV streaming a 3.2 MB
+# matrix of its own from memory then the star (`after streaming`), less the same steps without the star.
+# The slope is one sync. What a sync costs depends on the work before it: on 2 processes 0.09 ms bare,
+# 0.21 ms after compute, 0.37 ms after streaming (2 KiB). Each kind's 2-process chains fit o and beta (and a
+# shaped class's L and beta); its 4-process chains test that fit with the CPU work stretched by processes /
+# cores (`fit.colocated_link`), which holds for syncs after compute and fails for syncs after streaming
+# (the table's `error`). So each deployment takes the chains of the sync its phase's layers end in (a
+# prefill's GEMMs: after compute; a decode step's weight streaming: after streaming), fitted at its own
+# process count: the network profiled as deployed (`stored.deployed_link`). A single call also pays the
 # program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the single-call fit of
 # `data/constants/cluster.toml` charges each message several times more.
 
@@ -95,14 +97,24 @@ checked[["link_class", "devices", "phase", "tokens", "latency_s", "typical_s", "
          "error_typical", "repeats"]]
 
 # %% [markdown]
+# ### Which link: every choice, side by side
+# The same runs under each way of choosing the link (which chains' syncs; fitted on the 2-process chains
+# and stretched, or at the deployment's own count). None is fitted on an end-to-end row; the first row is
+# the previous session's model on today's runs, the last the one used above.
+
+# %%
+choices = wb.link_choice_table(work, model)
+choices
+
+# %% [markdown]
 # ### Where the predicted time goes, and what it leaves out
 # The arena's breakdown of each prediction (compute on the process's share of the machine, the master's
 # serial work, the link's per-message and per-byte time) and the measured time it does not explain. A
 # process's share of the machine is measured (section 1b below: two co-located processes running the same
-# decode layers each get about 0.6 of one alone). What the breakdown cannot hold is the scheduler: on this
-# VM a process woken by a sync often waits for a core held by the runtime's worker threads, even with one
-# process per core, so even the fastest decode step of a 2-process generation is about twice the sum of
-# its separately measured parts (the 1-process decode layers, the head, 17 syncs of the chain).
+# decode layers each get about 0.55 of one alone, four about 0.27). What the breakdown cannot hold: the
+# master's serial work (embedding, head, host work) runs while the other processes wait at their next sync,
+# so it gets more of the machine than the share the arena charges it at (4.8 ms at 2 processes, 9.9 ms at
+# 4); the 4-process points are over-predicted by about that much.
 
 # %%
 checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",
@@ -129,6 +141,6 @@ calibrated[["phase", "role", "latency_s", "before_s", "after_s", "error_before",
             "fitted_message_overhead_us"]]
 
 # %%
-rec.add(wb.result_rows(profile, checked, summary, calibrated, chains))
+rec.add(wb.result_rows(profile, checked, summary, calibrated, chains, choices))
 path = rec.write()
 print(f"wrote {path} ({len(rec.table())} rows)")

@@ -143,8 +143,10 @@ def generate_timed(tp, prompt: list[int], n_new: int, allreduce: str, cache_len:
             rows[0] = np.asarray(tp.master["embed"][jnp.asarray(feed)])
         h, k_cache, v_cache = backbone(tp.blocks, k_cache, v_cache, _local_rows(tp.mesh, rows), jnp.int32(start))
         if is_master:
-            h_master = h.addressable_shards[0].data[0]  # (S, E): the master's final hidden state
-            logits = _head(tp.master["final_norm_g"], tp.master["lm_head"], h_master)
+            # the last position's hidden state only: the next token's logits, as engines compute them in a
+            # prefill (llama.cpp's default; the TPI-LLM scheme's post block costs one token's head)
+            h_last = h.addressable_shards[0].data[0][-1:]  # (1, E)
+            logits = _head(tp.master["final_norm_g"], tp.master["lm_head"], h_last)
             tokens.append(int(jnp.argmax(logits[-1])))
         else:
             h.block_until_ready()

@@ -131,17 +131,23 @@ def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ri
     return rows
 
 
-CHAIN_PROGRAMS = ("star", "psum", "star_after_gemm", "gemm_only")
+CHAIN_PROGRAMS = ("star", "psum", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only")
 # Each compute step: (64, 512) @ (512, 512) fp32, the same cache-resident matrix every step (33 MFLOP, split across the
 # runtime's worker threads; no memory traffic that would change with the chain's length)
 GEMM_ROWS, GEMM_WIDTH = 64, 512
+# Each streaming step: one row @ a (896, 896) fp32 matrix of its own (3.2 MB read from memory, 1.6 MFLOP), what a
+# decode step streams between two syncs: a TinyLlama-42M layer's 12.6 MB of fp32 weights over 2 processes, 2 syncs
+STREAM_WIDTH = 896
+STREAMING = ("star_after_stream", "stream_only")
 
 
 def make_chain(program: str, mesh, length: int, axis: str = "x"):
     """A jitted shard_map of `length` dependent steps in one program, as a decoder chains its layers: a star or
     psum all-reduce (scaled by 1/n so the values stay put); `star_after_gemm`, a small GEMM then the star (a sync
-    that finds the runtime's worker threads just done computing); `gemm_only`, the GEMMs without the syncs.
-    Called as fn(x, w) with w (GEMM_WIDTH, GEMM_WIDTH), replicated."""
+    that finds the runtime's worker threads just done computing); `gemm_only`, the GEMMs without the syncs;
+    `star_after_stream` / `stream_only`, the same around a GEMV that streams a matrix of its own from memory (a
+    decode step's weights). Called as fn(x, w) with w (GEMM_WIDTH, GEMM_WIDTH), replicated, or for the streaming
+    programs a tuple of `length` (STREAM_WIDTH, STREAM_WIDTH) matrices (`chain_weights`)."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import PartitionSpec
@@ -151,7 +157,7 @@ def make_chain(program: str, mesh, length: int, axis: str = "x"):
     require_choice("program", program, CHAIN_PROGRAMS)
     require_int("length", length, low=1, high=256)
     n = mesh.shape[axis]
-    if program in ("star", "star_after_gemm"):
+    if program in ("star", "star_after_gemm", "star_after_stream"):
         from workbench.kernels.tpi_llm import star_allreduce
 
         def reduce(x):
@@ -163,27 +169,37 @@ def make_chain(program: str, mesh, length: int, axis: str = "x"):
         def reduce(x):
             return x
     compute = program in ("star_after_gemm", "gemm_only")
+    stream = program in STREAMING
 
     def body(x, w):
-        for _ in range(length):
+        for i in range(length):
             if compute:  # the GEMM feeds the sync (a tiny weight keeps the values, not the dependency, out)
                 rows = jnp.resize(x, (GEMM_ROWS, GEMM_WIDTH))
                 x = x + 1e-30 * jnp.sum(jnp.tanh(rows @ w))
+            if stream:  # step i reads its own matrix: nothing stays in cache from one step to the next
+                x = x + 1e-30 * jnp.sum(jnp.tanh(jnp.resize(x, (1, STREAM_WIDTH)) @ w[i]))
             x = reduce(x)
         return x
 
     spec = PartitionSpec(axis)
-    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec, PartitionSpec()), out_specs=spec))
+    w_spec = tuple(PartitionSpec() for _ in range(length)) if stream else PartitionSpec()
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(spec, w_spec), out_specs=spec))
 
 
-def chain_weights(mesh, seed: int = 0):
-    """The compute programs' matrix, (GEMM_WIDTH, GEMM_WIDTH) fp32, the same on every process."""
+def chain_weights(mesh, program: str = "star_after_gemm", length: int = 1, seed: int = 0):
+    """The compute programs' matrix, (GEMM_WIDTH, GEMM_WIDTH) fp32, or for a streaming program `length` matrices
+    (STREAM_WIDTH, STREAM_WIDTH), the same on every process."""
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec
 
-    w = np.random.default_rng(seed).standard_normal((GEMM_WIDTH, GEMM_WIDTH), dtype=np.float32) * 0.01
-    return jax.make_array_from_process_local_data(NamedSharding(mesh, PartitionSpec()), w, w.shape)
+    rng = np.random.default_rng(seed)
+    sharding = NamedSharding(mesh, PartitionSpec())
+    if program in STREAMING:
+        mats = [rng.standard_normal((STREAM_WIDTH, STREAM_WIDTH), dtype=np.float32) * 0.01 for _ in range(length)]
+        return tuple(jax.make_array_from_process_local_data(sharding, w, w.shape) for w in mats)
+    w = rng.standard_normal((GEMM_WIDTH, GEMM_WIDTH), dtype=np.float32) * 0.01
+    return jax.make_array_from_process_local_data(sharding, w, w.shape)
 
 
 def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), lengths=(1, 8, 32), reps: int = 15,
@@ -199,6 +215,8 @@ def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), le
 
     mesh = _global_mesh()
     w = chain_weights(mesh)
+    streamed = {length: chain_weights(mesh, STREAMING[0], int(length)) for length in lengths} \
+        if set(programs) & set(STREAMING) else {}
     points = []
     for name in programs:
         for size in sizes:
@@ -206,12 +224,13 @@ def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), le
             x = global_input(pi, mesh)
             for length in lengths:
                 fn = make_chain(name, mesh, int(length))
-                out = fn(x, w)  # compiles; a chain of scaled sums leaves every element at the mean of 1..n
-                want = (ctx.n_devices + 1) / 2 if name != "gemm_only" else None
+                weights = streamed[length] if name in STREAMING else w
+                out = fn(x, weights)  # compiles; a chain of scaled sums leaves every element at the mean of 1..n
+                want = (ctx.n_devices + 1) / 2 if name not in ("gemm_only", "stream_only") else None
                 got = np.asarray(out.addressable_shards[0].data)
                 if want is not None and not np.allclose(got, want, rtol=1e-4):
                     raise AssertionError(f"sync_chain {name} x{length} at {pi.message_bytes} B: wrong result")
-                points.append((name, pi.message_bytes, int(length), fn, (x, w)))
+                points.append((name, pi.message_bytes, int(length), fn, (x, weights)))
     per_round = max(1, math.ceil(reps / rounds))
     times: list[list[float]] = [[] for _ in points]
     for _ in range(rounds):

@@ -55,7 +55,7 @@ CORE_ALGORITHMS = ("ring", "tree", "star")
 PROGRAM_ALGORITHM = {"psum": ("gloo_ring", "all_reduce"), "all_gather": ("gloo_ring", "all_gather"),
                      "psum_scatter": ("gloo_halving_doubling", "reduce_scatter"), "star": ("star", "all_reduce"),
                      "ring_ppermute": ("ring", "all_reduce"), "tree_ppermute": ("tree", "all_reduce"),
-                     "star_after_compute": ("star", "all_reduce")}
+                     "star_after_compute": ("star", "all_reduce"), "star_after_streaming": ("star", "all_reduce")}
 # The model before the fixed-costs issue (kept to report before -> after): one alpha per traversal of
 # the ideal ring / star / tree, the ring standing in for gloo's halving-doubling.
 LEGACY_ALGORITHM = {"psum": "ring", "all_gather": "ring", "psum_scatter": "ring", "star": "star",
@@ -103,18 +103,52 @@ class LinkModel:
         return 1.0 / self.byte_cost_s
 
 
+# glibc's malloc serves a block of at least its mmap threshold with a fresh mmap and unmaps it on free; the
+# threshold starts at 128 KiB and rises to the size of each freed mmapped block, up to this (malloc/malloc.c:
+# DEFAULT_MMAP_THRESHOLD_MAX = 4 * 1024 * 1024 * sizeof(long), 32 MiB on 64-bit), so a buffer above it is new
+# memory on every call and every page of it faults (and is zeroed by the kernel) when first written
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20
+PAGE_BYTES = 4096
+
+
 @dataclass(frozen=True)
 class HostModel:
-    """What the machine adds around the network: its cores, the scheduler tick, the per-call dispatch."""
+    """What the machine adds around the network: its cores, the scheduler tick, the per-call dispatch, and
+    what a fresh page costs (first touch of a page the allocator mapped for this call; 0: not modelled)."""
 
     cores: int
     scheduler_tick_s: float
     dispatch_s: float = 0.0
+    fresh_page_s: float = 0.0
+    mmap_threshold_bytes: float = GLIBC_MMAP_THRESHOLD_MAX
 
     def __post_init__(self) -> None:
         require_int("cores", self.cores, low=1)
         require_non_negative("scheduler_tick_s", self.scheduler_tick_s)
         require_non_negative("dispatch_s", self.dispatch_s)
+        require_non_negative("fresh_page_s", self.fresh_page_s)
+        require_positive("mmap_threshold_bytes", self.mmap_threshold_bytes)
+
+
+def fresh_buffers(program: str, processes: int, message_bytes: float) -> list[float]:
+    """Bytes of each buffer one call of `program` allocates for itself. XLA's CPU client allocates every output
+    per execution (xla/pjrt/cpu/cpu_client.cc, `AlignedMalloc`): the reduced, gathered or permuted buffer (a
+    1/n slice for psum_scatter). XLA's gloo reduce-scatter also copies its input into a temporary of the whole
+    buffer, and gloo's ReduceScatterHalvingDoubling, built per call, holds two zero-filled vectors of it
+    (`recvBuf_`, `recvBufDist_`, gloo/reduce_scatter.h). gloo's ring all-reduce keeps two segments (<= 2 MiB)."""
+    if program not in PROGRAM_ALGORITHM:
+        raise WorkbenchError(f"program must be one of {sorted(PROGRAM_ALGORITHM)}, got {program!r}")
+    m = float(message_bytes)
+    if program == "psum_scatter":
+        return [m / max(int(processes), 1), m, m, m]
+    return [m]
+
+
+def fresh_page_time(program: str, processes: int, message_bytes: float, host: HostModel) -> float:
+    """Seconds one call spends faulting in the pages of its fresh buffers above the allocator's mmap threshold."""
+    pages = sum(np.ceil(b / PAGE_BYTES) for b in fresh_buffers(program, processes, message_bytes)
+                if b >= host.mmap_threshold_bytes)
+    return float(pages) * host.fresh_page_s
 
 
 DEFAULT_STATISTIC = "median_s"
@@ -127,9 +161,9 @@ def statistic(frame: pd.DataFrame) -> str:
     return DEFAULT_STATISTIC
 
 
-def is_calibration(frame: pd.DataFrame, program: str = FIT_PROGRAM) -> pd.Series:
-    """Rows used to fit: the 2-process `program` (the psum unless asked) of each link class."""
-    return (frame["program"] == program) & (frame["processes"] == FIT_PROCESSES)
+def is_calibration(frame: pd.DataFrame, program: str = FIT_PROGRAM, processes: int = FIT_PROCESSES) -> pd.Series:
+    """Rows used to fit: the 2-process (unless asked) `program` (the psum unless asked) of each link class."""
+    return (frame["program"] == program) & (frame["processes"] == processes)
 
 
 def program_cost(program: str, processes: int, message_bytes: float):
@@ -154,7 +188,7 @@ def active_steps(program: str, processes: int, message_bytes: float = 4096.0) ->
     steps = float(program_cost(program, processes, message_bytes).steps)
     if program == "star":
         return [(2, 1.0)] * int(round(steps))
-    if program == "star_after_compute":  # every process has just computed: all of them act in every step
+    if program in ("star_after_compute", "star_after_streaming"):  # every process has just worked: all act
         return [(processes, 1.0)] * int(round(steps))
     if program == "tree_ppermute":
         levels = [(max(processes // 2**level, 2), 1.0) for level in range(int(tree_depth(processes)))]
@@ -185,7 +219,7 @@ def cpu_share(program: str, processes: int, cores: int, message_bytes: float = 4
 
 def model_time(program: str, processes: int, message_bytes: float, link: LinkModel, host: HostModel,
                stat: str = "median_s") -> dict:
-    """Seconds of one call of `program`, broken down (dispatch, per-message, wire, bytes, scheduler wait).
+    """Seconds of one call of `program`, broken down (dispatch, fresh pages, per-message, wire, bytes, wait).
 
     For a scheduler-free statistic (`SCHEDULER_FREE`) there is no wait, and the CPU work (o, and beta on
     loopback) is stretched by `cpu_share`; otherwise the expected wait is added (`oversubscription_wait`)."""
@@ -194,6 +228,7 @@ def model_time(program: str, processes: int, message_bytes: float, link: LinkMod
     share = cpu_share(program, processes, host.cores, message_bytes) if free else 1.0
     copies = share if link.link_class == LOOPBACK else 1.0
     parts = {"dispatch_s": host.dispatch_s,
+             "alloc_s": fresh_page_time(program, processes, message_bytes, host),
              "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s * share,
              "wire_s": float(cost.steps) * link.latency_s,
              "bytes_s": link.bytes_time(cost.busiest_bytes) * copies,
@@ -218,7 +253,7 @@ def _terms(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTIC,
     steps = np.array([r["wire_s"] for r in l_only])
     messages = np.array([r["message_s"] for r in o_only])
     busiest = np.array([r["bytes_s"] for r in b_only])
-    fixed = np.array([r["dispatch_s"] + r["wait_s"] + r["bytes_s"] for r in fast])
+    fixed = np.array([r["dispatch_s"] + r["alloc_s"] + r["wait_s"] + r["bytes_s"] for r in fast])
     return steps, messages, busiest, fixed
 
 
@@ -256,7 +291,8 @@ def fit_link(points: pd.DataFrame, host: HostModel, stat: str = DEFAULT_STATISTI
 
 
 def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None,
-            program: str = FIT_PROGRAM, bucket_share: float | None = None) -> pd.DataFrame:
+            program: str = FIT_PROGRAM, bucket_share: float | None = None,
+            processes: int = FIT_PROCESSES) -> pd.DataFrame:
     """One fit per link class on its calibration rows: loopback first (o, beta), then the shaped classes
     (L, beta) with loopback's o; without loopback data every class fits its own o (L = 0). A shaped class's
     tbf bucket passes `bucket_share` of its bytes per call at loopback's rate (default: the whole bucket for a
@@ -264,9 +300,9 @@ def fit_all(measured: pd.DataFrame, host: HostModel, stat: str | None = None,
     stat = stat or statistic(measured)
     if bucket_share is None:
         bucket_share = 1.0 if stat in WITH_BUCKET else 0.0
-    calib = measured[is_calibration(measured, program)]
+    calib = measured[is_calibration(measured, program, processes)]
     if calib.empty:
-        raise WorkbenchError(f"no calibration rows (2-process {program}) in the measurements")
+        raise WorkbenchError(f"no calibration rows ({processes}-process {program}) in the measurements")
     links = sorted(set(calib["link_class"]), key=lambda k: (k != LOOPBACK, k))
     o_loop, beta_loop, rows = None, 0.0, []
     for link in links:
@@ -319,21 +355,33 @@ AFTER_COMPUTE, COMPUTE_ONLY = "star_after_gemm", "gemm_only"
 # and must run to reach it, so with more processes than cores its CPU work stretches by processes / cores
 # (`active_steps`; on 4 processes the 2-process fit under-predicts these syncs by 44-47 % on loopback without it)
 AFTER_COMPUTE_SYNC = "star_after_compute"
+# The same after a step that streams its weights from memory (a decode step), which costs more per sync here
+AFTER_STREAM, STREAM_ONLY = "star_after_stream", "stream_only"
+AFTER_STREAM_SYNC = "star_after_streaming"
+# derived sync kind -> (chain with the syncs, the same chain without them)
+SYNC_AFTER = {AFTER_COMPUTE_SYNC: (AFTER_COMPUTE, COMPUTE_ONLY), AFTER_STREAM_SYNC: (AFTER_STREAM, STREAM_ONLY)}
+
+
+def sync_after_step(slopes: pd.DataFrame, kind: str = AFTER_COMPUTE_SYNC) -> pd.DataFrame:
+    """Per (link class, processes, size): what one star sync adds to a step that works first (the slope of the
+    chain with syncs minus that of the same steps without them, `SYNC_AFTER`), as `kind` rows: in a decoder each
+    sync finds processes that were just computing or streaming, which the bare chain of syncs does not see."""
+    if kind not in SYNC_AFTER:
+        raise WorkbenchError(f"sync kind must be one of {sorted(SYNC_AFTER)}, got {kind!r}")
+    with_syncs, without = SYNC_AFTER[kind]
+    keys = ["link_class", "processes", "message_bytes"]
+    after = slopes[slopes.program == with_syncs].set_index(keys)[CHAIN_STATISTIC]
+    alone = slopes[slopes.program == without].set_index(keys)[CHAIN_STATISTIC]
+    both = after.index.intersection(alone.index)
+    if both.empty:
+        raise WorkbenchError(f"{kind} needs {with_syncs} and {without} chains at the same points")
+    out = (after[both] - alone[both]).rename(CHAIN_STATISTIC).reset_index()
+    return out.assign(program=kind)[["link_class", "processes", "program", "message_bytes", CHAIN_STATISTIC]]
 
 
 def sync_after_compute(slopes: pd.DataFrame) -> pd.DataFrame:
-    """Per (link class, processes, size): what one star sync adds to a step that computes first (the slope of
-    `star_after_gemm` minus that of `gemm_only`), as `AFTER_COMPUTE_SYNC` rows: in a decoder each sync wakes
-    processes whose runtime threads were just computing, which the bare chain of syncs does not see."""
-    keys = ["link_class", "processes", "message_bytes"]
-    after = slopes[slopes.program == AFTER_COMPUTE].set_index(keys)[CHAIN_STATISTIC]
-    alone = slopes[slopes.program == COMPUTE_ONLY].set_index(keys)[CHAIN_STATISTIC]
-    both = after.index.intersection(alone.index)
-    if both.empty:
-        raise WorkbenchError(f"sync after compute needs {AFTER_COMPUTE} and {COMPUTE_ONLY} chains at the same points")
-    out = (after[both] - alone[both]).rename(CHAIN_STATISTIC).reset_index()
-    return out.assign(program=AFTER_COMPUTE_SYNC)[["link_class", "processes", "program", "message_bytes",
-                                                   CHAIN_STATISTIC]]
+    """`sync_after_step` after a compute step (`star_after_gemm` minus `gemm_only`)."""
+    return sync_after_step(slopes, AFTER_COMPUTE_SYNC)
 
 
 def colocated_link(link: LinkModel, program: str, processes: int, cores: int) -> LinkModel:
@@ -345,13 +393,17 @@ def colocated_link(link: LinkModel, program: str, processes: int, cores: int) ->
                      link.burst_bytes, link.burst_byte_cost_s * copies)
 
 
-def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32) -> pd.DataFrame:
-    """Per link class, o / L / beta fitted on the 2-process star's per-sync slopes (`chain_slopes`): the
-    constants a running program pays per message, beside `fit_all`'s per-call ones (no dispatch, no wait).
-    The syncs of a chain share one tbf bucket: each passes 1/`longest` of it at loopback's rate."""
+def fit_chains(slopes: pd.DataFrame, cores: int, longest: int = 32, processes: int = FIT_PROCESSES) -> pd.DataFrame:
+    """Per link class, o / L / beta fitted on the star's per-sync slopes (`chain_slopes`) at `processes`
+    processes (2 unless asked): the constants a running program pays per message, beside `fit_all`'s per-call
+    ones (no dispatch, no wait). The syncs of a chain share one tbf bucket: each passes 1/`longest` of it at
+    loopback's rate. The slopes must be of one program (one kind of sync)."""
     require_int("longest", longest, low=1)
-    program = str(slopes["program"].iloc[0]) if len(slopes) else "star"
-    return fit_all(slopes, HostModel(cores, 0.0, 0.0), CHAIN_STATISTIC, program=program, bucket_share=1.0 / longest)
+    programs = sorted(set(slopes["program"])) if len(slopes) else ["star"]
+    if len(programs) != 1:
+        raise WorkbenchError(f"fit_chains fits one kind of sync at a time, got programs {programs}")
+    return fit_all(slopes, HostModel(cores, 0.0, 0.0), CHAIN_STATISTIC, program=programs[0],
+                   bucket_share=1.0 / longest, processes=processes)
 
 
 def predict_chains(slopes: pd.DataFrame, fits: pd.DataFrame, cores: int) -> pd.DataFrame:

@@ -41,11 +41,49 @@ def tick_constant(date: str, machine: str, paths=CONFIG_PATHS) -> Constant:
                     f"a woken process that finds every core busy runs at the next tick at the latest")
 
 
+FRESH_REGION_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB), as the largest collectives
+
+
+def fresh_page_seconds(region_bytes: int = FRESH_REGION_BYTES, reps: int = 5) -> float:
+    """Seconds per page to map a fresh anonymous region, write each page once and unmap it (fastest of `reps`):
+    what a buffer above the allocator's mmap threshold costs on every call (the kernel faults in and zeroes
+    each page on first write; `workbench.cluster.fit.fresh_page_time`)."""
+    import mmap
+    import time
+
+    import numpy as np
+
+    from workbench.cluster.fit import PAGE_BYTES
+
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        region = mmap.mmap(-1, region_bytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        view = np.frombuffer(region, dtype=np.uint8)
+        view[::PAGE_BYTES] = 1  # one write per page: the fault (and the kernel's zeroing) is the cost
+        del view
+        region.close()
+        best = min(best, time.perf_counter() - start)
+    return best / (region_bytes / PAGE_BYTES)
+
+
+def fresh_page_constant(date: str, machine: str, reps: int = 5) -> Constant:
+    """`fresh_page` (seconds per 4 KiB page of a fresh mapping, written once) as a measured constant."""
+    seconds = fresh_page_seconds(reps=reps)
+    return Constant("fresh_page", seconds, "s", "measured",
+                    f"workbench.cluster.host.fresh_page_seconds on this machine ({machine}; {date}): mmap a fresh "
+                    f"{FRESH_REGION_BYTES // 2**20} MiB anonymous region, write one byte per 4 KiB page, munmap; "
+                    f"fastest of {reps}, per page (transparent huge pages off for malloc's mappings: 'madvise')")
+
+
 def host_model(device: DeviceSpec, constants: dict[str, Constant]) -> HostModel:
-    """HostModel from the CPU preset (cores, program_dispatch) and the cluster constants (scheduler_tick)."""
+    """HostModel from the CPU preset (cores, program_dispatch) and the cluster constants (scheduler_tick, and
+    fresh_page where measured)."""
     if "scheduler_tick" not in constants:
         raise WorkbenchError("the cluster constants have no scheduler_tick (run scripts/measure_collectives.py "
                              "--only fit)")
     dispatch = device.provenance.get("program_dispatch")
+    fresh = constants.get("fresh_page")
     return HostModel(int(device.cores), float(constants["scheduler_tick"].value),
-                     float(dispatch.value) if dispatch is not None else 0.0)
+                     float(dispatch.value) if dispatch is not None else 0.0,
+                     float(fresh.value) if fresh is not None else 0.0)

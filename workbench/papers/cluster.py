@@ -16,6 +16,8 @@ import pandas as pd
 from workbench.accelerator import compare
 from workbench.cluster.fit import (
     AFTER_COMPUTE_SYNC,
+    AFTER_STREAM_SYNC,
+    FIT_PROCESSES,
     HostModel,
     LinkModel,
     chain_slopes,
@@ -30,14 +32,14 @@ from workbench.cluster.fit import (
     predict_chains,
     star_vs_ring,
     statistic,
-    sync_after_compute,
+    sync_after_step,
     validation_summary,
 )
 from workbench.cluster.host import host_model
 from workbench.cluster.microbench import colocated_shares
 from workbench.cluster.predict import predict_generation
 from workbench.constants import load_constants
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import device_from_table, load_device
 from workbench.io import DATA_DIR
 from workbench.models import get_model
@@ -87,7 +89,7 @@ def cpu_preset(data_dir: Path = DATA_DIR):
 
 
 def host(data_dir: Path = DATA_DIR) -> HostModel:
-    """Cores and per-call dispatch of the CPU preset, the kernel's scheduler tick."""
+    """Cores and per-call dispatch of the CPU preset, the kernel's scheduler tick, the cost of a fresh page."""
     return host_model(cpu_preset(data_dir), cluster_constants(data_dir))
 
 
@@ -264,27 +266,62 @@ def colocated_share(processes: int, data_dir: Path = DATA_DIR) -> float | None:
     return None if row.empty or processes == 1 else float(row["share"].iloc[0])
 
 
-def _program_slopes(data_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(bare star chains' per-sync slopes, per-sync slopes after a compute step) from sync_chain.csv."""
+SYNC_KINDS = {"bare": "star", "after compute": AFTER_COMPUTE_SYNC, "after streaming": AFTER_STREAM_SYNC}
+# Which kind of sync a phase's layers end in: a decode step streams each layer's weights from memory between two
+# syncs (one row per matrix), a 32-token prefill runs GEMMs on them (compute-bound on this CPU)
+PHASE_SYNC = {"prefill": "after compute", "decode": "after streaming"}
+
+
+def _program_slopes(data_dir: Path) -> dict[str, pd.DataFrame]:
+    """Per kind of sync (`SYNC_KINDS`), the stored chains' per-sync slopes (data/cluster/sync_chain.csv)."""
     slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
-    return slopes[slopes.program == "star"], sync_after_compute(slopes)
+    return {"bare": slopes[slopes.program == "star"], "after compute": sync_after_step(slopes, AFTER_COMPUTE_SYNC),
+            "after streaming": sync_after_step(slopes, AFTER_STREAM_SYNC)}
 
 
 def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Per-sync seconds inside a running program (stored `sync_chain` slopes of the fastest calls; bare syncs,
-    and syncs after a compute step) beside the model's, each kind fitted on its own 2-process star rows."""
+    and syncs after a compute or a streaming step) beside the model's, each kind fitted on its own 2-process
+    star rows."""
     cores = int(cpu_preset(data_dir).cores)
     parts = []
-    for kind, slopes in zip(("bare", "after compute"), _program_slopes(data_dir)):
+    for kind, slopes in _program_slopes(data_dir).items():
         parts.append(predict_chains(slopes, fit_chains(slopes, cores), cores).assign(syncs=kind))
     return pd.concat(parts, ignore_index=True)
 
 
-def program_links(data_dir: Path = DATA_DIR) -> dict[str, LinkModel]:
-    """The link classes a decoder's running program sees: o and beta (L on a shaped class) fitted on the
-    2-process star syncs after a compute step (data/cluster/sync_chain.csv), beside the single-call fits of
-    data/constants/cluster.toml."""
-    return link_models(fit_chains(_program_slopes(data_dir)[1], int(cpu_preset(data_dir).cores)))
+def chain_process_counts(data_dir: Path = DATA_DIR) -> list[int]:
+    """Process counts the stored chains were measured on."""
+    return sorted(int(n) for n in set(_read_csv("sync_chain.csv", data_dir)["processes"]))
+
+
+def program_links(data_dir: Path = DATA_DIR, kind: str = "after compute",
+                  processes: int = FIT_PROCESSES) -> dict[str, LinkModel]:
+    """The link classes a decoder's running program sees: o and beta (L on a shaped class) fitted on the star
+    syncs of `kind` (`SYNC_KINDS`) on `processes` processes (data/cluster/sync_chain.csv), beside the
+    single-call fits of data/constants/cluster.toml."""
+    require_choice("kind", kind, tuple(SYNC_KINDS))
+    slopes = _program_slopes(data_dir)[kind]
+    return link_models(fit_chains(slopes, int(cpu_preset(data_dir).cores), processes=processes))
+
+
+def deployed_link(processes: int, link_class: str, phase: str = "prefill", data_dir: Path = DATA_DIR,
+                  phase_sync: dict[str, str] | None = None, at_count: bool = True) -> LinkModel:
+    """The link a `phase` step of `processes` co-located processes sees: fitted on the star chains whose syncs
+    follow the work the phase's layers do (`PHASE_SYNC`), on the deployment's own process count when the chains
+    were measured there (the network profiled as deployed), else on 2 processes; as co-located processes see it
+    (`colocated_link`: the CPU work stretched by processes / cores, as the fit assumed). `phase_sync` and
+    `at_count=False` (always the 2-process chains) are the alternatives the notebooks compare."""
+    require_int("processes", processes, low=1, high=64)
+    phase_sync = PHASE_SYNC if phase_sync is None else phase_sync
+    require_choice("phase", phase, tuple(phase_sync))
+    kind = phase_sync[phase]
+    require_choice("sync kind", kind, tuple(SYNC_KINDS))
+    at_count = at_count and processes in chain_process_counts(data_dir)
+    links = program_links(data_dir, kind, processes if at_count else FIT_PROCESSES)
+    if link_class not in links:
+        raise WorkbenchError(f"unknown link class {link_class!r}; fitted: {', '.join(sorted(links))}")
+    return colocated_link(links[link_class], SYNC_KINDS[kind], processes, int(cpu_preset(data_dir).cores))
 
 
 def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
@@ -292,12 +329,11 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     TTFT's fastest repeat, the median of each repeat's fastest step) beside the arena's evaluation of its
     TPI-LLM scheme on this machine's preset with three links: fitted on median single calls, on fastest
     single calls (both with the even 1/n share of the machine), and on syncs inside a running program
-    (`program_links`, as co-located processes see it: `colocated_link`; with the measured co-located share
+    (`deployed_link`: per phase, fitted at the deployment's process count; with the measured co-located share
     `colocated_share`; held to the fastest runs)."""
     runs = _read_csv("tpi_llm_e2e.csv", data_dir)
     links = link_models(stored_fits(data_dir))
     fastest = link_models(fit_all(measurements(data_dir), host(data_dir), "min_s"))
-    in_program = program_links(data_dir)
     device = cpu_preset(data_dir)
     rows = []
     for (model, link, processes, prompt_len, n_new), group in runs.groupby(
@@ -307,9 +343,11 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
         cfg = get_model(model) if model != "tiny-llama" else _tiny()
         pred = predict_generation(cfg, device, links[link], int(processes), int(prompt_len), int(n_new))
         quick = predict_generation(cfg, device, fastest[link], int(processes), int(prompt_len), int(n_new))
-        program = predict_generation(cfg, device, colocated_link(in_program[link], AFTER_COMPUTE_SYNC, int(processes),
-                                                                 int(device.cores)),
-                                     int(processes), int(prompt_len), int(n_new), colocated_share(int(processes), data_dir))
+        share = colocated_share(int(processes), data_dir)
+        prefill, decode = (predict_generation(cfg, device, deployed_link(int(processes), link, phase, data_dir),
+                                              int(processes), int(prompt_len), int(n_new), share)
+                           for phase in ("prefill", "decode"))
+        program = {"ttft_s": prefill["ttft_s"], "per_token_s": decode["per_token_s"]}
         rows.append({"model": model, "link_class": link, "processes": int(processes), "prompt_len": int(prompt_len),
                      "n_new": int(n_new), "repeats": len(group),
                      "tokens_match_reference": bool(group["matches_reference"].all()),

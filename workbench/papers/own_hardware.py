@@ -7,10 +7,10 @@ parallelism on it (`tpi_star_tp_resident`: every weight resident, as the measure
 model run for real across 2 and 4 processes (`python -m workbench cluster`, loopback and a 100 Mbit tbf
 link; data/cluster/tpi_llm_e2e.csv), measured against predicted, and `calibrate` on the user's own rows.
 
-The link is what a running program pays per sync: o and beta fitted on the 2-process star chains after a
-compute step (`sync_chain`, data/cluster/sync_chain.csv: the slope of 1, 8 and 32 steps in one program, a
-small GEMM then the star, less the GEMMs alone; with more processes than cores its CPU work stretches by
-processes / cores, `fit.colocated_link`), not on single
+The link is what a running program pays per sync: o and beta fitted on the star chains whose syncs follow
+the work the phase's layers do (`sync_chain`, data/cluster/sync_chain.csv: the slope of 1, 8 and 32 steps in
+one program, a small GEMM (prefill) or a GEMV streaming its own matrix (decode) then the star, less the same
+steps alone), at the deployment's process count (`stored.deployed_link`), not on single
 calls (a single call pays the program's dispatch and, on this VM, often a scheduler tick: data/cluster/
 collectives.csv's fit absorbs those and charges them to every sync). On a shaped class the syncs of a chain
 share one tbf bucket (its 2 KiB chains cost what loopback's do); the arena has no bucket, so the fitted
@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from workbench.calibrate import calibrate
-from workbench.cluster.fit import AFTER_COMPUTE_SYNC, colocated_link
 from workbench.cluster.microbench import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec, load_device
@@ -78,15 +77,13 @@ def device_file_text(device: DeviceSpec, note: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def deployment(processes: int, link_class: str, folder: Path, model: str = "TinyLlama-42M") -> dict:
-    """A deployment document for `processes` processes of this machine on a measured link class; writes the
-    per-process device file into `folder` and names it by path (as a user names a shared board file)."""
+def deployment(processes: int, link_class: str, folder: Path, model: str = "TinyLlama-42M",
+               phase: str = "prefill", phase_sync: dict[str, str] | None = None, at_count: bool = True) -> dict:
+    """A deployment document for `processes` processes of this machine on a measured link class, with the link
+    a `phase` step sees (`stored.deployed_link`); writes the per-process device file into `folder` and names it by
+    path (as a user names a shared board file)."""
     require_int("processes", processes, low=1, high=64)
-    links = stored.program_links()
-    if link_class not in links:
-        raise WorkbenchError(f"unknown link class {link_class!r}; fitted: {', '.join(sorted(links))}")
-    cores = int(load_device("this_machine_cpu").cores)
-    link = colocated_link(links[link_class], AFTER_COMPUTE_SYNC, processes, cores)
+    link = stored.deployed_link(processes, link_class, phase, phase_sync=phase_sync, at_count=at_count)
     share = shared_device(load_device("this_machine_cpu"), processes, stored.colocated_share(processes))
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
@@ -119,16 +116,17 @@ def measured_rows(model: str = "TinyLlama-42M") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verify(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
-    """Every stored run beside the arena's prediction on its deployment (one per link class and count), with
-    the prediction's breakdown and what it leaves unexplained (measured - predicted)."""
+def verify(folder: Path, model: str = "TinyLlama-42M", phase_sync: dict[str, str] | None = None,
+           at_count: bool = True) -> pd.DataFrame:
+    """Every stored run beside the arena's prediction on its deployment (one per link class, count and phase),
+    with the prediction's breakdown and what it leaves unexplained (measured - predicted)."""
     from workbench.calibrate import predict_parts
 
     rows = measured_rows(model)
     parts = []
-    for (link, processes), group in rows.groupby(["link_class", "devices"]):
-        doc = deployment(int(processes), link, folder, model)
-        predicted = predict_parts(doc, group.drop(columns=["devices"]), f"{link}-{processes}p", folder)
+    for (link, processes, phase), group in rows.groupby(["link_class", "devices", "phase"], sort=False):
+        doc = deployment(int(processes), link, folder, model, phase, phase_sync, at_count)
+        predicted = predict_parts(doc, group.drop(columns=["devices"]), f"{link}-{processes}p-{phase}", folder)
         parts.append(pd.concat([group, predicted.rename(columns={"latency_s": "predicted_s"})], axis=1))
     out = pd.concat(parts, ignore_index=True)
     out["unexplained_s"] = out["latency_s"] - out["predicted_s"]
@@ -146,6 +144,27 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
                          for name, g in groups])
 
 
+LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count)
+    ("after compute, 2-process chains", {"prefill": "after compute", "decode": "after compute"}, False),
+    ("per phase, 2-process chains", None, False),
+    ("after compute, deployed count", {"prefill": "after compute", "decode": "after compute"}, True),
+    ("after streaming, deployed count", {"prefill": "after streaming", "decode": "after streaming"}, True),
+    ("per phase, deployed count (used)", None, True),
+)
+
+
+def link_choice_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
+    """The median |error| (fastest and typical) and each point's error under every way of choosing the link
+    (`LINK_CHOICES`): which chains' syncs, fitted at which process count. None is fitted on an end-to-end row."""
+    rows = []
+    for name, phase_sync, at_count in LINK_CHOICES:
+        table = verify(folder, model, phase_sync, at_count)
+        points = {f"{r.link_class}, {r.devices} proc, {r.phase}": r.error for r in table.itertuples()}
+        rows.append({"link": name, "median_abs_error": float(np.median(np.abs(table["error"]))),
+                     "median_abs_error_typical": float(np.median(np.abs(table["error_typical"]))), **points})
+    return pd.DataFrame(rows)
+
+
 def calibration(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
     """`calibrate` as a user runs it: the 2-process loopback TTFT row fits message_overhead_us, the
     2-process loopback per-token row is validation (the other runs use other deployments)."""
@@ -160,7 +179,8 @@ def calibration(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
 
 
 def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFrame,
-                calibrated: pd.DataFrame, chains: pd.DataFrame | None = None) -> pd.DataFrame:
+                calibrated: pd.DataFrame, chains: pd.DataFrame | None = None,
+                choices: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the notebook shows, as tidy result rows (measured wall times are stored data)."""
     setting = checked.apply(lambda r: f"link={r.link_class},processes={r.devices},phase={r.phase},tokens={r.tokens}",
                             axis=1)
@@ -183,6 +203,12 @@ def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFr
             parts.append(pd.DataFrame({"artifact": "sync chain", "model": "", "setting": chain_setting,
                                        "quantity": column, "value": chains[column],
                                        "unit": "1" if column == "error" else "s"}))
+    if choices is not None:
+        for column in [c for c in choices.columns if c != "link"]:
+            parts.append(pd.DataFrame({"artifact": "link choice", "model": "TinyLlama-42M",
+                                       "setting": "link=" + choices["link"] + ",point=" + column,
+                                       "quantity": "error" if "," in column else column,
+                                       "value": choices[column], "unit": "1"}))
     cal_setting = calibrated["phase"] + ",role=" + calibrated["role"]
     for column, unit in (("before_s", "s"), ("after_s", "s"), ("error_before", "1"), ("error_after", "1"),
                          ("fitted_message_overhead_us", "us")):
