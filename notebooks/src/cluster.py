@@ -409,7 +409,7 @@ accel
 # efficiency stood for before the second 2026-11-24 session), and a kernel smaller than the size the runtime
 # splits across cores streams at one core's rate (`small_kernel_bytes`, `core_stream_bandwidth`: a sweep of
 # GEMV chains). The prefill layers are compute-bound; a GEMM of M rows runs at M / (M + `gemm_half_rows`) of
-# the best square-GEMM rate (25.7 rows here, from (M x 1024) @ (1024 x 1024) chains at M = 32, 128, 512).
+# the best square-GEMM rate (23.1 rows here on 2026-11-24, from (M x 1024) @ (1024 x 1024) chains at M = 32, 128, 512).
 # Before the third session, with neither mechanism, measured / predicted was 1.12-1.65 (median |r - 1| 0.38).
 # The machine's own bandwidth moves between runs on this shared host (`data/cluster/microbench.csv` keeps
 # each run's rates). No preset constant is fitted on these rows (they are the validation of the roofline).
