@@ -77,7 +77,8 @@ bench[bench.benchmark.isin(["jit_dispatch", "kernel_chain", "tiny_layers", "nump
 # Steps, messages and bytes come from `workbench.network.collective_cost` for the algorithm the runtime
 # runs: psum = gloo's segmented ring (2 or more segments per rank, so a small all-reduce handles twice the
 # ideal ring's messages), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
-# ReduceScatterHalvingDoubling (log2 n rounds of data + notification, then a distribution round), the
+# ReduceScatterHalvingDoubling (log2 n rounds of data + notification, then a distribution round; only the
+# data is waited for in turn, the notifications once at the end, so a round costs one message's o), the
 # ppermute star / ring / tree = the TPI-LLM kernel's collective-permutes.
 # **Fitted rows:** the *2-process psum* of each link class only: on loopback o and beta (no wire: the
 # kernel's loopback path is endpoint software, in o); on a shaped class L and beta with loopback's o

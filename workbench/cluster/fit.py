@@ -64,8 +64,11 @@ MATCHED_ALGORITHM = {p: a for p, (a, _) in PROGRAM_ALGORITHM.items()}
 # Sides of each message a process handles in turn, per message of the table: in a collective-permute of the
 # ppermute ring every process sends to one neighbour and receives from the other, one after the other on
 # its thread (2); a star or tree collective-permute gives each process one side (1); gloo's ring and
-# halving-doubling keep two operations in flight, so a step's send and receive overlap (1).
-ENDPOINT_SIDES = {"ring_ppermute": 2}
+# halving-doubling keep two operations in flight, so a step's send and receive overlap (1). Of each round's
+# two messages in gloo's ReduceScatterHalvingDoubling only the data is waited for in turn: the notification is
+# sent after the round's reduction and its receive is waited for once, at the end of `run()`, long after it
+# arrived (gloo/reduce_scatter.h), so the table's data + notification pair costs one message's time (0.5 each).
+ENDPOINT_SIDES = {"ring_ppermute": 2, "psum_scatter": 0.5}
 FIT_PROGRAM, FIT_PROCESSES = "psum", 2
 LOOPBACK = "loopback"
 STATISTICS = ("mean_s", "median_s", "min_s", "p25_s")
