@@ -12,8 +12,8 @@ process's share of the machine), collectives (psum /
 all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
 when root -> data/cluster/collectives.csv, then the fit), fit (only refit o / L / beta from the stored
 CSV -> data/constants/cluster.toml), chains (1, 8 and 32 star all-reduces in one program on 2 and 4
-processes, bare and each after a small GEMM, and the GEMMs alone -> data/cluster/sync_chain.csv: the per-sync
-time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
+processes, bare, each after a small GEMM and each after a GEMV streaming its own matrix, and the GEMMs and
+GEMVs alone -> data/cluster/sync_chain.csv: the per-sync time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
 -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
 data/cluster/layers_cpu.csv), stacks (Galaxy's partitioned stack and the MCU head-wise stack across 2 and 4
 processes -> data/cluster/stacks.csv). The notebook only reads these files; nothing in CI re-measures.
