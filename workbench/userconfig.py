@@ -56,7 +56,7 @@ from workbench.units import GIB, MIB
 WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0": 8.5, "int4": 4.0,
                   "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
 
-TOP_KEYS = ("meta", "model", "workload", "network", "devices")
+TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
 ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
@@ -122,6 +122,9 @@ MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
 NETWORK_KEYS = (*NETWORK_FIELDS, "sources")
 WORKLOAD_KEYS = (*WORKLOAD_FIELDS, "sources")
 META_KEYS = ("name", "description", "sources")
+# [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
+# path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
+CLUSTER_KEYS = ("shared_machine", "sources")
 CAPACITY_UNITS = {tk.key: tk.scale for tk in MemoryLevel.__dataclass_fields__["capacity_bytes"].metadata["spec"].toml}
 PRESET_OVERRIDES = tunable_keys()
 
@@ -276,20 +279,20 @@ def parse_memory(where: str, key: str, table: dict) -> MemoryLevel:
     return MemoryLevel(_text(where, f"{key}.name", table["name"]), **numbers)
 
 
-def load_preset(where: str, key: str, preset: str, base_dir: Path | None) -> DeviceSpec:
+def load_preset(where: str, key: str, preset: str, base_dir: Path | None, field_name: str = "preset") -> DeviceSpec:
     """A device preset: a data/devices id, or a path to a device TOML (relative to the config file), so one
     board's description (e.g. written by `python -m workbench profile`) is shared between configs."""
     if not (preset.endswith(".toml") or "/" in preset):
         return load_device(preset)
     path = Path(preset) if Path(preset).is_absolute() or base_dir is None else base_dir / preset
     if not path.is_file():
-        raise WorkbenchError(f"{where}: {key}.preset file {str(path)!r} does not exist (a data/devices id or a "
+        raise WorkbenchError(f"{where}: {key}.{field_name} file {str(path)!r} does not exist (a data/devices id or a "
                              "path to a device TOML)")
     try:
         with open(path, "rb") as f:
             return device_from_table(tomllib.load(f), path.name)
     except tomllib.TOMLDecodeError as exc:
-        raise WorkbenchError(f"{where}: {key}.preset {path.name}: not valid TOML: {exc}") from None
+        raise WorkbenchError(f"{where}: {key}.{field_name} {path.name}: not valid TOML: {exc}") from None
 
 
 def parse_device(where: str, index: int, table: dict, base_dir: Path | None = None) -> tuple[DeviceSpec, int]:
@@ -372,6 +375,9 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
     rows += _key_rows("[network]", NETWORK_FIELDS.values())
     rows += _key_rows("[workload]", WORKLOAD_FIELDS.values())
+    rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
+                "co-located processes of this machine: work one device does while the others wait for it (a "
+                "master's embedding, head and host work) runs on all of it |")
     return "\n".join(rows) + "\n"
 
 
@@ -422,7 +428,12 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     if len(devices) > most:
         raise WorkbenchError(f"{where}: at most {most} devices in total, got {len(devices)}")
     topology = parse_network(where, table["network"], len(devices))
-    cluster = Cluster(tuple(devices), topology)
+    cluster_table = _table(where, "cluster", table.get("cluster", {}), CLUSTER_KEYS)
+    shared = None
+    if "shared_machine" in cluster_table:
+        shared = load_preset(where, "cluster", _text(where, "cluster.shared_machine", cluster_table["shared_machine"]),
+                             base_dir, "shared_machine")
+    cluster = Cluster(tuple(devices), topology, shared)
     workload = _table(where, "workload", table.get("workload", {}), WORKLOAD_KEYS)
     seq_len = _integer(where, "workload.seq_len", workload.get("seq_len", 128))
     kv_len = _integer(where, "workload.kv_len", workload.get("kv_len", seq_len))

@@ -67,7 +67,7 @@ chains[["syncs", "link_class", "processes", "message_bytes", "per_sync_s", "pred
 # %% [markdown]
 # ## 3. A deployment that names the device file, and the arena's prediction
 # Two processes on loopback; the link's per-message endpoint time, wire latency and bandwidth are those of
-# section 2.
+# section 2; `[cluster] shared_machine` says the devices are processes of this one machine.
 
 # %%
 print(to_toml(wb.deployment(2, "loopback", work, model)))
@@ -99,8 +99,9 @@ checked[["link_class", "devices", "phase", "tokens", "latency_s", "typical_s", "
 # %% [markdown]
 # ### Which link: every choice, side by side
 # The same runs under each way of choosing the link (which chains' syncs; fitted on the 2-process chains
-# and stretched, or at the deployment's own count). None is fitted on an end-to-end row; the first row is
-# the previous session's model on today's runs, the last the one used above.
+# and stretched, or at the deployment's own count) and the master's serial work (on its share, or on the
+# whole machine). None is fitted on an end-to-end row; the first row is the previous session's model on
+# today's runs, the last the one used above.
 
 # %%
 choices = wb.link_choice_table(work, model)
@@ -111,10 +112,10 @@ choices
 # The arena's breakdown of each prediction (compute on the process's share of the machine, the master's
 # serial work, the link's per-message and per-byte time) and the measured time it does not explain. A
 # process's share of the machine is measured (section 1b below: two co-located processes running the same
-# decode layers each get about 0.55 of one alone, four about 0.27). What the breakdown cannot hold: the
-# master's serial work (embedding, head, host work) runs while the other processes wait at their next sync,
-# so it gets more of the machine than the share the arena charges it at (4.8 ms at 2 processes, 9.9 ms at
-# 4); the 4-process points are over-predicted by about that much.
+# decode layers each get about 0.55 of one alone, four about 0.27). The master's serial work (embedding,
+# head, host work) runs while the other processes wait at their next sync, so it runs on the whole machine
+# (`[cluster] shared_machine`): 3.0 ms predicted, 3.5-4.0 ms measured on the master at 1, 2 and 4 processes
+# (2026-11-24), where the process's share would charge 4.8 ms (2 processes) and 9.8 ms (4).
 
 # %%
 checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",

@@ -27,11 +27,13 @@ TOPOLOGY = "direct"  # the fitted L is per traversal of the whole path, so one h
 
 
 def this_machine_cluster(device: DeviceSpec, processes: int, link: LinkModel, share: float | None = None) -> Cluster:
-    """`processes` shares of `device` (`share` each, default 1/processes) joined by the fitted link class."""
+    """`processes` shares of `device` (`share` each, default 1/processes) joined by the fitted link class; they
+    are co-located processes of `device`, so serial work (the master's, the others waiting) runs on all of it."""
     require_int("processes", processes, low=1)
     wire = Link(link.bandwidth_bytes_per_s, link.latency_s, name=link.link_class,
                 message_overhead_s=link.message_overhead_s)
-    return Cluster((shared_device(device, processes, share),) * processes, Topology(TOPOLOGY, processes, wire))
+    return Cluster((shared_device(device, processes, share),) * processes, Topology(TOPOLOGY, processes, wire),
+                   shared_machine=device)
 
 
 def arena_evaluator():

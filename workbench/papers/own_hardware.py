@@ -78,9 +78,11 @@ def device_file_text(device: DeviceSpec, note: str) -> str:
 
 
 def deployment(processes: int, link_class: str, folder: Path, model: str = "TinyLlama-42M",
-               phase: str = "prefill", phase_sync: dict[str, str] | None = None, at_count: bool = True) -> dict:
+               phase: str = "prefill", phase_sync: dict[str, str] | None = None, at_count: bool = True,
+               shared_machine: bool = True) -> dict:
     """A deployment document for `processes` processes of this machine on a measured link class, with the link
-    a `phase` step sees (`stored.deployed_link`); writes the per-process device file into `folder` and names it by
+    a `phase` step sees (`stored.deployed_link`), the processes co-located on this machine (`[cluster]
+    shared_machine`: the master's serial work runs on all of it while the others wait); writes the per-process device file into `folder` and names it by
     path (as a user names a shared board file)."""
     require_int("processes", processes, low=1, high=64)
     link = stored.deployed_link(processes, link_class, phase, phase_sync=phase_sync, at_count=at_count)
@@ -89,11 +91,14 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
     device_path = folder / f"this_machine_{processes}p.toml"
     device_path.write_text(device_file_text(share, f"data/devices/this_machine_cpu.toml shared by {processes} "
                                                     "processes (workbench.cluster.microbench.shared_device)"))
-    return {"meta": {"name": f"this machine, {processes} processes, {link_class}"},
+    doc = {"meta": {"name": f"this machine, {processes} processes, {link_class}"},
             "model": {"name": model, "weight_bits": 32, "activation_bits": 32},
             "network": {"topology": "direct", "bandwidth_mbps": link.bandwidth_bytes_per_s * 8 / 1e6,
                         "latency_ms": link.latency_s * 1e3, "message_overhead_us": link.message_overhead_s * 1e6},
             "devices": [{"preset": str(device_path), "count": processes}]}
+    if shared_machine:
+        doc["cluster"] = {"shared_machine": str(PRESET)}
+    return doc
 
 
 def measured_rows(model: str = "TinyLlama-42M") -> pd.DataFrame:
@@ -117,7 +122,7 @@ def measured_rows(model: str = "TinyLlama-42M") -> pd.DataFrame:
 
 
 def verify(folder: Path, model: str = "TinyLlama-42M", phase_sync: dict[str, str] | None = None,
-           at_count: bool = True) -> pd.DataFrame:
+           at_count: bool = True, shared_machine: bool = True) -> pd.DataFrame:
     """Every stored run beside the arena's prediction on its deployment (one per link class, count and phase),
     with the prediction's breakdown and what it leaves unexplained (measured - predicted)."""
     from workbench.calibrate import predict_parts
@@ -125,7 +130,7 @@ def verify(folder: Path, model: str = "TinyLlama-42M", phase_sync: dict[str, str
     rows = measured_rows(model)
     parts = []
     for (link, processes, phase), group in rows.groupby(["link_class", "devices", "phase"], sort=False):
-        doc = deployment(int(processes), link, folder, model, phase, phase_sync, at_count)
+        doc = deployment(int(processes), link, folder, model, phase, phase_sync, at_count, shared_machine)
         predicted = predict_parts(doc, group.drop(columns=["devices"]), f"{link}-{processes}p-{phase}", folder)
         parts.append(pd.concat([group, predicted.rename(columns={"latency_s": "predicted_s"})], axis=1))
     out = pd.concat(parts, ignore_index=True)
@@ -144,21 +149,26 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
                          for name, g in groups])
 
 
-LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count)
-    ("after compute, 2-process chains", {"prefill": "after compute", "decode": "after compute"}, False),
-    ("per phase, 2-process chains", None, False),
-    ("after compute, deployed count", {"prefill": "after compute", "decode": "after compute"}, True),
-    ("after streaming, deployed count", {"prefill": "after streaming", "decode": "after streaming"}, True),
-    ("per phase, deployed count (used)", None, True),
+COMPUTE_ONLY = {"prefill": "after compute", "decode": "after compute"}
+LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count, serial work on the whole machine)
+    ("after compute, 2-process chains, serial on the share (last session)", COMPUTE_ONLY, False, False),
+    ("per phase, 2-process chains, serial on the share", None, False, False),
+    ("after compute, deployed count, serial on the share", COMPUTE_ONLY, True, False),
+    ("after streaming, deployed count, serial on the share",
+     {"prefill": "after streaming", "decode": "after streaming"}, True, False),
+    ("per phase, deployed count, serial on the share", None, True, False),
+    ("per phase, deployed count, serial on the machine (used)", None, True, True),
 )
 
 
 def link_choice_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
     """The median |error| (fastest and typical) and each point's error under every way of choosing the link
-    (`LINK_CHOICES`): which chains' syncs, fitted at which process count. None is fitted on an end-to-end row."""
+    and the serial work's machine (`LINK_CHOICES`): which chains' syncs, fitted at which process count, and
+    whether the master's serial work runs on its share or on the whole machine. None is fitted on an
+    end-to-end row."""
     rows = []
-    for name, phase_sync, at_count in LINK_CHOICES:
-        table = verify(folder, model, phase_sync, at_count)
+    for name, phase_sync, at_count, shared in LINK_CHOICES:
+        table = verify(folder, model, phase_sync, at_count, shared)
         points = {f"{r.link_class}, {r.devices} proc, {r.phase}": r.error for r in table.itertuples()}
         rows.append({"link": name, "median_abs_error": float(np.median(np.abs(table["error"]))),
                      "median_abs_error_typical": float(np.median(np.abs(table["error_typical"]))), **points})

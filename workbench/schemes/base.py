@@ -56,10 +56,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Cluster:
-    """Devices (one spec each, possibly different) joined by one topology."""
+    """Devices (one spec each, possibly different) joined by one topology; `shared_machine`, when the devices
+    are co-located processes of one machine, is that machine whole: work one device does while the others
+    wait for it (a master's embedding, head and host work) runs on all of it, not on the device's share."""
 
     devices: tuple[DeviceSpec, ...]
     topology: Topology
+    shared_machine: DeviceSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:
@@ -72,6 +75,10 @@ class Cluster:
     def n(self) -> int:
         """Number of devices."""
         return len(self.devices)
+
+    def serial_device(self, device: DeviceSpec) -> DeviceSpec:
+        """Where `device`'s serial work runs: the shared machine whole, else the device itself."""
+        return self.shared_machine if self.shared_machine is not None else device
 
 
 @dataclass(frozen=True)

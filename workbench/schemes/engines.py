@@ -210,7 +210,7 @@ def allgather_forward(model: TransformerConfig, cluster: Cluster, workload: Work
     merge = np.array([merge_time(model, d, workload, n, rows) for d in cluster.devices])
     layer = float(np.max(t["con"] + merge + t["attn_block"] + t["overhead"]) + np.max(t["con"] + merge + t["ffn_block"]))
     head = common.output_head_time(model, cluster.devices, workload)
-    root = cluster.devices[0]
+    root = cluster.serial_device(cluster.devices[0])  # the others wait for the root's passes
     serial = root_pass_time(root, workload, rows * model.d_model * F32_BYTES)
     if _head_on(model, workload):
         serial += root_pass_time(root, workload, model.vocab_size * F32_BYTES)
@@ -228,7 +228,7 @@ def root_forward(model: TransformerConfig, cluster: Cluster, workload: Workload,
     merges, the head and, if `sample`, sampling on the root)."""
     n, rows, L = cluster.n, workload.new_tokens, model.n_layers
     t = shard_times(model, cluster, workload)
-    root = cluster.devices[0]
+    root = cluster.serial_device(cluster.devices[0])  # the others wait for the root's merges, head and sampling
     root_sync = float(t["con"][0]) + merge_time(model, root, workload, n, rows)  # merge n partials + norm
     serial_layer = syncs_per_layer * root_sync
     parallel_layer = float(np.max(t["attn_block"]) + np.max(t["ffn_block"]) + np.max(t["overhead"]))

@@ -454,7 +454,7 @@ def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload:
     if not (workload.output_head and model.is_decoder):
         return 0.0, 0.0, 0.0
     if scheme == "sp":
-        return common.lm_head_time(model, cluster.devices[-1], workload), 0.0, 0.0
+        return common.lm_head_time(model, cluster.serial_device(cluster.devices[-1]), workload), 0.0, 0.0
     compute = common.output_head_time(model, cluster.devices, workload)
     if cluster.n == 1:
         return compute, 0.0, 0.0

@@ -228,7 +228,7 @@ def coefficients(model: TransformerConfig, cluster: Cluster, workload: Workload)
     layer_b = layer_weight_bytes(model, workload)
     link_s, bytes_s = handoff_time(cluster, handoff_bytes(model, workload))
     master = cluster.devices[0]
-    head = common.lm_head_time(model, master, workload) if workload.output_head else 0.0
+    head = common.lm_head_time(model, cluster.serial_device(master), workload) if workload.output_head else 0.0
     return StageCoefficients(
         n_layers=model.n_layers,
         compute_s=tuple(common.layer_time(model, d, workload) for d in cluster.devices),

@@ -459,11 +459,13 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
             tasks.append(Task(f"load:{name}", f"disk{c.index}", seconds, load_deps, "io", c.device.name))
             loaded[c.index].append(name)
             deps = deps + [f"load:{name}"]
+        serial = blk.kind in ("pre", "post")  # the master's alone, the workers waiting for it
+        dev = cluster.serial_device(c.device) if serial else c.device
         key = (c.index, blk.kind, blk.params, tokens, kv_len)
         if key not in compute_cache:
-            compute_cache[key] = _block_compute(model, blk, c.device, c.share, tokens, kv_len, workload)
+            compute_cache[key] = _block_compute(model, blk, dev, c.share, tokens, kv_len, workload)
         tasks.append(Task(name, f"cpu{c.index}", compute_cache[key], tuple(deps), "compute", c.device.name))
-        fixed[name] = (block_fixed_time(blk, c.device, workload), blk.kind in ("pre", "post"))
+        fixed[name] = (block_fixed_time(blk, dev, workload), serial)
         return name
 
     def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
