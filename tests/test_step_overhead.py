@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -30,11 +32,16 @@ def test_tpi_llm_charges_it_once_per_step_on_the_master(processes):
     model, dev = get_model("TinyLlama-42M"), load_device("this_machine_cpu")
     link = LinkModel("loopback", 1e-4, 0.0, 1e-9)
     times = []
+    on_machine = []
     for step in (0.0, STEP):
         cluster = this_machine_cluster(dev.with_changes(step_overhead_s=step), processes, link)
-        times.append(evaluate(model, cluster, "decode", 32, 8).latency_s)
+        on_machine.append(evaluate(model, cluster, "decode", 32, 8).latency_s)
+        # the master's work on its own share of the machine (no shared machine to run it on)
+        times.append(evaluate(model, replace(cluster, shared_machine=None), "decode", 32, 8).latency_s)
     stretch = max(1.0, processes / dev.cores)  # a process with less than a core does its host work slower
     assert times[1] - times[0] == pytest.approx(STEP * stretch, rel=1e-6)
+    # co-located processes: the others wait for the master's host work, which runs on the whole machine
+    assert on_machine[1] - on_machine[0] == pytest.approx(STEP, rel=1e-6)
 
 
 def test_co_located_processes_stretch_it_like_the_other_fixed_costs():
