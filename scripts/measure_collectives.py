@@ -187,9 +187,8 @@ CHAIN_LENGTHS = (1, 8, 32)
 
 def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     """K star all-reduces in one program (`sync_chain`): per call the slowest process, then min / median / mean."""
-    import numpy as np
-
     from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.measure import chain_summary
     from workbench.cluster.netns import LinkShape, shaping_unavailable
 
     rows = []
@@ -199,13 +198,7 @@ def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
                   "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
                   "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15}
         run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800), announce=log)
-        for (program, size, length), group in run.rows.groupby(["program", "message_bytes", "length"], sort=False):
-            per_call = np.max(np.stack([np.asarray(t, float) for t in group["times_s"]]), axis=0)
-            rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": processes,
-                         "program": program, "message_bytes": int(size), "length": int(length),
-                         "reps": len(per_call), "min_s": float(per_call.min()),
-                         "median_s": float(np.median(per_call)), "mean_s": float(per_call.mean()),
-                         "load_1min": os.getloadavg()[0]})
+        rows += chain_summary(run, processes, date, machine).to_dict("records")
         log(f"chains ({processes} processes, {run.link_class}): {len(rows)} rows")
     write_csv_atomic(out / "cluster" / "sync_chain.csv", pd.DataFrame(rows))
 

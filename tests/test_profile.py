@@ -68,6 +68,7 @@ count = 2
 @pytest.mark.parametrize("argv,match", [
     (["--storage-dir", "/nonexistent/dir", "--quick"], "--storage-dir"),
     (["network", "--shape", "-5"], "--shape must be a rate"),
+    (["network", "--processes", "1"], "--processes"),
 ])
 def test_profile_bad_input(argv, match, tmp_path):
     from workbench.__main__ import parse
@@ -84,3 +85,23 @@ def test_profile_out_must_not_be_a_folder(tmp_path):
 
     with pytest.raises(WorkbenchError, match="is a folder"):
         main(parse(["profile", "--quick", "--out", str(tmp_path)]))
+
+
+@pytest.mark.slow
+def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_reads_them(tmp_path):
+    # two real processes, syncs inside one program after a streaming step (sync_chain), fitted at that count
+    import pandas as pd
+
+    from workbench.__main__ import parse
+    from workbench.profile import main
+    from workbench.userconfig import parse_network
+
+    out = tmp_path / "net.toml"
+    assert main(parse(["profile", "network", "--quick", "--processes", "2", "--out", str(out)])) == 0
+    table = tomllib.loads(out.read_text())["network"]
+    assert "star_after_stream less stream_only" in table["sources"]["message_overhead_us"]
+    assert table["message_overhead_us"] > 0 and table["bandwidth_mbps"] > 0
+    rows = pd.read_csv(out.with_suffix(".csv"))
+    assert set(rows.program) == {"star_after_stream", "stream_only"} and set(rows.length) == {1, 8}
+    topology = parse_network("net.toml", {k: v for k, v in table.items()}, 2)
+    assert topology.link.message_overhead_s == pytest.approx(table["message_overhead_us"] * 1e-6)

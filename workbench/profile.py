@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.constants import Constant
-from workbench.errors import WorkbenchError, require_int
+from workbench.errors import WorkbenchError, require_choice, require_int
 
 DTYPES = ("fp32", "bf16", "int8")
 SIZES = {"full": (256, 512, 1024, 2048), "quick": (128, 256, 512)}
@@ -378,30 +378,79 @@ def _q(text: str) -> str:
 
 
 # ---- network ------------------------------------------------------------------------------------------
-def network_table(rate_mbit: float | None, quick: bool) -> tuple[str, pd.DataFrame]:
-    """The `[network]` table from a 2-process psum campaign on one link class, with the measured rows."""
-    from workbench.cluster.fit import HostModel, fit_all
-    from workbench.cluster.host import kernel_hz
-    from workbench.cluster.measure import CampaignPoint, run_point
+PHASE_CHAINS = {"decode": ("star_after_stream", "stream_only", "star_after_streaming"),
+                "prefill": ("star_after_gemm", "gemm_only", "star_after_compute")}
 
-    sizes = (4, 4096, 1 << 18) if quick else (4, 64, 4096, 1 << 16, 1 << 20, 1 << 22)
-    rows, _ = run_point(CampaignPoint(2, sizes, rate_mbit, programs=("psum",)), target_seconds=0.3 if quick else 1.0,
-                        min_reps=3 if quick else 5, max_reps=8 if quick else 25)
-    hz, _ = kernel_hz()
-    fits = fit_all(rows, HostModel(int(os.cpu_count() or 1), 1.0 / hz))
-    fit = fits.iloc[0]
+
+def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phase: str | None = "decode") \
+        -> tuple[str, pd.DataFrame]:
+    """The `[network]` table of one link class, as a `phase` step of `processes` co-located processes sees it:
+    star syncs inside one running program after the phase's work (`sync_chain`: a GEMV streaming its own
+    matrix for decode, a GEMM for prefill, less the same steps alone), fitted at that process count; or, with
+    `phase=None`, single calls of a 2-process psum. Returns the TOML text and the measured rows."""
+    from workbench.cluster.fit import (
+        HostModel,
+        chain_slopes,
+        colocated_link,
+        fit_all,
+        fit_chains,
+        sync_after_step,
+    )
+    from workbench.cluster.host import kernel_hz
+
+    require_int("processes", processes, low=2, high=16)
     where = f"python -m workbench profile network on {machine_label()}, {dt.date.today().isoformat()}"
+    cores = int(os.cpu_count() or 1)
+    if phase is None:
+        from workbench.cluster.measure import CampaignPoint, run_point
+
+        sizes = (4, 4096, 1 << 18) if quick else (4, 64, 4096, 1 << 16, 1 << 20, 1 << 22)
+        rows, _ = run_point(CampaignPoint(2, sizes, rate_mbit, programs=("psum",)),
+                            target_seconds=0.3 if quick else 1.0, min_reps=3 if quick else 5,
+                            max_reps=8 if quick else 25)
+        hz, _ = kernel_hz()
+        fit = fit_all(rows, HostModel(cores, 1.0 / hz)).iloc[0]
+        what = "single calls of a 2-process psum"
+        bandwidth, latency, overhead = (float(fit["bandwidth_bytes_per_s"]), float(fit["latency_s"]),
+                                        float(fit["message_overhead_s"]))
+    else:
+        from workbench.cluster.launcher import ClusterSpec, launch
+        from workbench.cluster.measure import chain_summary
+        from workbench.cluster.netns import LinkShape
+
+        require_choice("phase", phase, tuple(PHASE_CHAINS))
+        with_syncs, alone, kind = PHASE_CHAINS[phase]
+        params = {"programs": [with_syncs, alone], "sizes": [2048, 65536],
+                  "lengths": [1, 8] if quick else [1, 8, 32], "reps": 3 if quick else 15}
+        shape = LinkShape(rate_mbit) if rate_mbit else None
+        run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800),
+                     announce=lambda message: None)
+        rows = chain_summary(run, processes, dt.date.today().isoformat(), machine_label())
+        slopes = sync_after_step(chain_slopes(rows), kind)
+        longest = max(params["lengths"])
+        fit = fit_chains(slopes, cores, longest, processes)
+        link = colocated_link(_link(fit.iloc[0]), kind, processes, cores)
+        what = (f"star syncs after a {phase} step inside one program on {processes} co-located processes "
+                f"(sync_chain: {with_syncs} less {alone}, fitted at that count)")
+        bandwidth, latency, overhead = link.bandwidth_bytes_per_s, link.latency_s, link.message_overhead_s
     text = "\n".join([
         "[network]", 'topology = "switch"',
-        f"bandwidth_mbps = {float(fit['bandwidth_bytes_per_s']) * 8 / 1e6!r}",
-        f"latency_ms = {float(fit['latency_s']) * 1e3 / 2!r}  # per hop: a switch has two",
-        f"message_overhead_us = {float(fit['message_overhead_s']) * 1e6!r}",
+        f"bandwidth_mbps = {bandwidth * 8 / 1e6!r}",
+        f"latency_ms = {latency * 1e3 / 2!r}  # per hop: a switch has two",
+        f"message_overhead_us = {overhead * 1e6!r}",
         "[network.sources]",
-        f"bandwidth_mbps = {_q(f'kind = measured: 1 / per-byte cost of a 2-process psum ({where})')}",
-        f"latency_ms = {_q(f'kind = measured: wire latency of a 2-process psum, half per hop ({where})')}",
-        f"message_overhead_us = {_q(f'kind = measured: per-message endpoint time of a 2-process psum ({where})')}",
+        f"bandwidth_mbps = {_q(f'kind = measured: 1 / per-byte cost of {what} ({where})')}",
+        f"latency_ms = {_q(f'kind = measured: wire latency of {what}, half per hop ({where})')}",
+        f"message_overhead_us = {_q(f'kind = measured: per-message endpoint time of {what} ({where})')}",
     ]) + "\n"
     return text, rows
+
+
+def _link(row):
+    """A fit row as a LinkModel."""
+    from workbench.cluster.fit import link_models
+
+    return link_models(pd.DataFrame([row]))[row["link_class"]]
 
 
 # ---- the command ------------------------------------------------------------------------------------------
@@ -416,6 +465,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default=None, help="the device's name in the TOML (default: the machine)")
     parser.add_argument("--shape", type=float, default=None, metavar="MBIT",
                         help="network: shape the link to MBIT with tc tbf in namespaces (root only)")
+    parser.add_argument("--processes", "-n", type=int, default=2,
+                        help="network: co-located processes the deployment runs (2-16; the syncs are measured there)")
+    parser.add_argument("--phase", default="decode", choices=("decode", "prefill", "single-call"),
+                        help="network: the syncs a decode step (after streaming weights) or a prefill (after GEMMs) "
+                             "sees inside a running program, or single psum calls")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -428,7 +482,9 @@ def main(args: argparse.Namespace) -> int:
     if args.what == "network":
         if args.shape is not None and not 0 < args.shape <= 1e5:
             raise WorkbenchError(f"--shape must be a rate in Mbit/s in (0, 100000], got {args.shape}")
-        text, rows = network_table(args.shape, args.quick)
+        require_int("--processes", args.processes, low=2, high=16)
+        text, rows = network_table(args.shape, args.quick, args.processes,
+                                   None if args.phase == "single-call" else args.phase)
         write_text_atomic(out, text)
         write_csv_atomic(out.with_suffix(".csv"), rows)
         print(text + f"wrote {out} (+ the measured rows in {out.with_suffix('.csv')})")

@@ -116,6 +116,19 @@ def run_point(point: CampaignPoint, target_seconds: float = 1.0, min_reps: int =
 
 
 # ---- one run as tidy rows (the `cluster` command's table and --output) ----------------------------------
+def chain_summary(run: ClusterRun, processes: int, date: str = "", machine: str = "") -> pd.DataFrame:
+    """One row per (program, size, length) of a `sync_chain` run: per call the slowest process, then the fastest,
+    median and mean call (what `workbench.cluster.fit.chain_slopes` reads)."""
+    rows = []
+    for (program, size, length), group in run.rows.groupby(["program", "message_bytes", "length"], sort=False):
+        per_call = np.max(np.stack([np.asarray(t, float) for t in group["times_s"]]), axis=0)
+        rows.append({"date": date, "machine": machine, "link_class": run.link_class, "processes": int(processes),
+                     "program": program, "message_bytes": int(size), "length": int(length), "reps": len(per_call),
+                     "min_s": float(per_call.min()), "median_s": float(np.median(per_call)),
+                     "mean_s": float(per_call.mean()), "load_1min": os.getloadavg()[0]})
+    return pd.DataFrame(rows)
+
+
 def _quartiles(values) -> tuple[float, float, float]:
     """(median, p25, p75) of `values`; NaN when there are none."""
     import numpy as np
