@@ -305,11 +305,12 @@ print(f"at >= {star_question_processes} processes and <= {small_message_bytes} B
 # a tiny config. Runs on loopback and, as root, on links shaped to 100 Mbit (`--shape 100mbit`), with
 # 4 processes (TPI-LLM's setting, twice the cores) and with 2 (one process per core).
 #
-# The prediction is **the arena's**: `workbench.cluster.predict` builds a cluster of 4 shares of this
+# The prediction is **the arena's**: `workbench.cluster.predict` builds a cluster of n shares of this
 # machine's measured preset (`this_machine_cpu`: GEMM rate, read bandwidth, kernel launch, per-layer time;
-# each process gets 1/4 of the rates and its fixed costs stretch by processes / cores) joined by a link
-# with the fitted beta, L and per-message o of the run's link class, and evaluates it with the TPI-LLM
-# scheme the arena registers (`evaluate_tpi`; options: weights resident, even split, star, fp32).
+# each process gets 1/n of the rates, or the measured co-located share, and its fixed costs stretch by
+# processes / cores; the master's serial work runs on the whole machine, `Cluster.shared_machine`) joined by
+# a link with the fitted beta, L and per-message o of the run's link class, and evaluates it with the
+# TPI-LLM scheme the arena registers (`evaluate_tpi`; options: weights resident, even split, star, fp32).
 
 # %%
 e2e = wb.e2e_table()
