@@ -76,7 +76,8 @@ bench[bench.benchmark.isin(["jit_dispatch", "kernel_chain", "tiny_layers", "nump
 # dispatch (measured) + endpoint messages x o + steps x L + busiest bytes x beta + the scheduler wait.
 # Steps, messages and bytes come from `workbench.network.collective_cost` for the algorithm the runtime
 # runs: psum = gloo's segmented ring (2 or more segments per rank, so a small all-reduce handles twice the
-# ideal ring's messages), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
+# ideal ring's messages; a buffer that fills fewer segments than there are ranks goes round the ring hop by
+# hop, 2(n-1) hops with two processes at each: `fit.tiny_ring_hops`), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
 # ReduceScatterHalvingDoubling (log2 n rounds of data + notification, then a distribution round; only the
 # data is waited for in turn, the notifications once at the end, so a round costs one message's o), the
 # ppermute star / ring / tree = the TPI-LLM kernel's collective-permutes.

@@ -48,7 +48,7 @@ from workbench.cluster.netns import LinkShape
 from workbench.cluster.programs import RUNTIME_ALGORITHM
 from workbench.constants import Constant
 from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
-from workbench.network import collective_cost, collective_latency, traversals, tree_depth
+from workbench.network import collective_cost, collective_latency, gloo_segments_per_rank, traversals, tree_depth
 
 CORE_ALGORITHMS = ("ring", "tree", "star")
 # (algorithm of workbench.network, collective) each measured program runs on XLA's CPU gloo backend.
@@ -177,8 +177,24 @@ def program_cost(program: str, processes: int, message_bytes: float):
     return collective_cost(algorithm, collective, processes, message_bytes)
 
 
+def tiny_ring_hops(program: str, processes: int, message_bytes: float) -> int:
+    """Sequential hops of a gloo ring all-reduce whose buffer fills fewer segments than there are ranks (0 for
+    any other call): the few segments with data are reduced hop by hop round the ring (n - 1 hops), then passed
+    on hop by hop (n - 1 more); each hop is one send and one receive between two processes, in turn
+    (gloo/allreduce.cc skips the empty segments, so no other rank's step overlaps them)."""
+    n = int(processes)
+    if program != "psum" or n < 2:
+        return 0
+    with_data = float(gloo_segments_per_rank(n, message_bytes)) * n
+    return 2 * (n - 1) if with_data < n else 0
+
+
 def endpoint_work(program: str, processes: int, message_bytes: float) -> float:
-    """Message sides the busiest process handles in turn: the table's endpoint messages x `ENDPOINT_SIDES`."""
+    """Message sides the busiest process handles in turn: the table's endpoint messages x `ENDPOINT_SIDES`, or
+    a tiny all-reduce's sequential hops (`tiny_ring_hops`)."""
+    hops = tiny_ring_hops(program, processes, message_bytes)
+    if hops:
+        return float(hops)
     cost = program_cost(program, processes, message_bytes)
     return float(cost.endpoint_messages) * ENDPOINT_SIDES.get(program, 1)
 
@@ -189,6 +205,9 @@ def active_steps(program: str, processes: int, message_bytes: float = 4096.0) ->
     star step, the pairs still in the tree at each level (up, then down)."""
     require_int("processes", processes, low=1)
     steps = float(program_cost(program, processes, message_bytes).steps)
+    hops = tiny_ring_hops(program, processes, message_bytes)
+    if hops:  # one sender and one receiver at each hop
+        return [(2, 1.0)] * hops
     if program == "star":
         return [(2, 1.0)] * int(round(steps))
     if program in ("star_after_compute", "star_after_streaming"):  # every process has just worked: all act
@@ -233,7 +252,7 @@ def model_time(program: str, processes: int, message_bytes: float, link: LinkMod
     parts = {"dispatch_s": host.dispatch_s,
              "alloc_s": fresh_page_time(program, processes, message_bytes, host),
              "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s * share,
-             "wire_s": float(cost.steps) * link.latency_s,
+             "wire_s": float(tiny_ring_hops(program, processes, message_bytes) or cost.steps) * link.latency_s,
              "bytes_s": link.bytes_time(cost.busiest_bytes) * copies,
              "wait_s": 0.0 if free else oversubscription_wait(program, processes, host.cores, host.scheduler_tick_s,
                                                                 message_bytes)}
