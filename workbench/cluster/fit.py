@@ -48,7 +48,13 @@ from workbench.cluster.netns import LinkShape
 from workbench.cluster.programs import RUNTIME_ALGORITHM
 from workbench.constants import Constant
 from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
-from workbench.network import collective_cost, collective_latency, gloo_segments_per_rank, traversals, tree_depth
+from workbench.network import (
+    collective_cost,
+    collective_latency,
+    gloo_segments_per_rank,
+    traversals,
+    tree_depth,
+)
 
 CORE_ALGORITHMS = ("ring", "tree", "star")
 # (algorithm of workbench.network, collective) each measured program runs on XLA's CPU gloo backend.
