@@ -201,7 +201,7 @@ ticks
 # buffer is new memory on every call and each 4 KiB page faults (the kernel zeroes it) when first written:
 # 1.9 us a page here, measured (`fresh_page`, `host.fresh_page_seconds`), 32 ms per 64 MiB buffer. That is
 # the `alloc_s` column. It is why the 64 MiB rows sat far above the 8 MiB rows' trend: the fastest 2-process
-# loopback all_gather / psum_scatter at 64 MiB went from 2.9 / 5.9 times the prediction to 1.4 / 1.25.
+# loopback all_gather / psum_scatter at 64 MiB went from 2.9 / 5.9 times the prediction to 1.4 / 1.2.
 #
 # **Which statistic.** The median of a small message is decided by whether more than half of its calls
 # met a tick, and which program that happens to changes from run to run on this VM (three back-to-back
