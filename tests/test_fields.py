@@ -8,6 +8,7 @@ import re
 import tomllib
 
 import pytest
+from deploy_toml import board_deployment
 
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec, FieldSpec, MemoryLevel, TomlKey, declared_fields, load_device
@@ -29,22 +30,7 @@ from workbench.userconfig import (
 # keys that must be set together (both > 0 or both 0): the other one, set when a test sets one
 PARTNERS = {"small_kernel_mib": "core_stream_gb_per_s = 10", "core_stream_gb_per_s": "small_kernel_mib = 4"}
 README_BLOCK = re.compile(r"<!-- device-keys:[^\n]*-->\n(.*?)<!-- /device-keys -->", re.S)
-CONFIG = """
-[model]
-name = "TinyLlama-42M"
-[network]
-topology = "switch"
-bandwidth_mbps = 1000
-[[devices]]
-name = "board"
-count = 2
-peak_gflops = { fp32 = 100 }
-{extra}
-[[devices.memory]]
-name = "DRAM"
-capacity_gib = 8
-bandwidth_gb_per_s = 17
-"""
+CONFIG = board_deployment("{extra}", bandwidth_gb_per_s=17)
 
 
 def readme_table() -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from deploy_toml import board_deployment
 from profile_rows import base_profile_rows
 
 from workbench.cluster.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
@@ -113,22 +114,7 @@ def test_the_microbench_and_the_profile_write_it_measured():
     assert device_constants(flat, "2 cores, test machine", "d")["gemm_half_rows"].value == 0.0
 
 
-DEPLOY = """
-[model]
-name = "TinyLlama-42M"
-[network]
-topology = "switch"
-bandwidth_mbps = 1000
-[[devices]]
-name = "board"
-count = 2
-peak_gflops = { fp32 = 100 }
-gemm_half_rows = 24
-[[devices.memory]]
-name = "DRAM"
-capacity_gib = 8
-bandwidth_gb_per_s = 40
-"""
+DEPLOY = board_deployment("gemm_half_rows = 24")
 
 
 def test_the_deployment_key_sets_the_field_and_a_bad_value_is_one_line_naming_it():

@@ -8,6 +8,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 import pytest
+from deploy_toml import board_deployment
 from profile_rows import base_profile_rows
 
 from workbench.cluster.microbench import (
@@ -142,26 +143,8 @@ def test_the_profile_writes_both_constants_measured():
     assert off.small_kernel_bytes == 0 and off.core_stream_bytes_per_s == 0
 
 
-DEPLOY = """
-[model]
-name = "TinyLlama-42M"
-weight_bits = 32
-activation_bits = 32
-[network]
-topology = "switch"
-bandwidth_mbps = 1000
-[[devices]]
-name = "board"
-count = 2
-peak_gflops = { fp32 = 100 }
-memory_efficiency = 0.5
-small_kernel_mib = 4
-core_stream_gb_per_s = 10
-[[devices.memory]]
-name = "DRAM"
-capacity_gib = 8
-bandwidth_gb_per_s = 40
-"""
+DEPLOY = board_deployment("memory_efficiency = 0.5\nsmall_kernel_mib = 4\ncore_stream_gb_per_s = 10",
+                          "weight_bits = 32\nactivation_bits = 32")
 
 
 def test_deployment_keys_set_the_fields_and_a_bad_value_is_one_line_naming_the_key():
