@@ -1,31 +1,33 @@
 """Roofline prediction of per-layer prefill and decode latency on one device, and its comparison with
 measured reference-kernel runs.
 
-Each Transformer block is split into its main operators (QKV projection, attention core, output
-projection, FFN). An operator's time is max(FLOPs / (peak x efficiency), bytes moved / memory
-bandwidth): the roofline. Bytes are the operator's weights plus its activations in and out (and the
-KV cache it reads in decode); attention is assumed fused (the score matrix never leaves the chip),
-which is optimistic for the unfused reference kernel. Each operator also pays the device's fixed
-`kernel_launch_s` and streams at `memory_efficiency` of the bandwidth (the same conventions as
-`workbench.schemes.common`). fp32 matmuls follow the framework's default precision: JAX runs them in
-TF32 on Ampere and Hopper GPUs (`precision="default"`, the device lists a `tf32` peak) unless asked for
-full precision (`precision="highest"`).
+Each Transformer block is split into the operators the unfused reference kernel runs (`block_operators`:
+projections, attention, FFN, and the elementwise norms, rotary, activation, residual and cache copy). An
+operator's time is max(FLOPs / (peak x efficiency), bytes moved / memory bandwidth): the roofline. Bytes
+are the operator's weights plus its activations in and out, the KV cache it reads in decode, and the score
+matrix's passes through memory (the reference attention is not fused). Each operator also pays the
+device's fixed `kernel_launch_s` per kernel it launches and streams at `memory_efficiency` of the bandwidth
+(the same conventions as `workbench.schemes.common`). fp32 matmuls follow the framework's default
+precision: JAX runs them in TF32 on Ampere and Hopper GPUs (`precision="default"`, the device lists a `tf32`
+peak) unless asked for full precision (`precision="highest"`).
 
 `measure_layer_latency` times one reference block (`workbench.kernels.reference.block_forward`)
 under `jax.jit` on whatever backend JAX uses (CPU here; a GPU when one is lent), so the same code
-compares a datasheet preset (data/devices/h100_sxm.toml) with a GPU run, or the micro-benchmarked
+compares the measured H100 preset (data/devices/h100_sxm_measured.toml; the GPU lent on 2026-11-24,
+`scripts/measure_accelerator.py`, data/accelerator/h100_sxm/) with a GPU run, or the micro-benchmarked
 CPU preset (data/devices/this_machine_cpu.toml) with this machine.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from workbench.errors import require_choice, require_int, require_positive
+from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 
@@ -34,17 +36,28 @@ PHASES = ("prefill", "decode")
 
 @dataclass(frozen=True)
 class Operator:
-    """One operator of a block: FLOPs, bytes moved to/from memory, and its kernel kind."""
+    """One operator of a block: FLOPs, bytes moved to/from memory, its kernel kind and the kernels it
+    launches (each paying the device's fixed `kernel_launch_s`)."""
 
     name: str
     flops: float
     bytes: float
     kind: str = "gemm"
+    kernels: int = 1
+
+    def __post_init__(self) -> None:
+        require_int("kernels", self.kernels, low=0)
 
 
 def block_operators(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int | None = None,
                     weight_bits: float = 32, activation_bits: float = 32) -> list[Operator]:
-    """The operators of one block for a prefill of `seq_len` tokens or one decode step at `kv_len`."""
+    """The operators of one reference block (`workbench.kernels.reference.block_forward`) for a prefill of
+    `seq_len` tokens or one decode step at `kv_len`, as the unfused kernel runs them: one kernel per weight
+    matrix (q, k, v, o, the FFN's two or three), three for attention (scores, softmax, P.V: the score
+    matrix is written, read and written by the softmax, and read again, in the activation dtype), one per
+    norm (residual add fused), per rotary application (Llama's q and k), for the FFN's activation and the
+    last residual add; a decode step also copies its K/V cache (not donated) to write the new entry.
+    Elementwise operators carry no FLOPs (their arithmetic is negligible beside their bytes)."""
     require_choice("phase", phase, PHASES)
     require_int("seq_len", seq_len, low=1)
     require_positive("weight_bits", weight_bits)
@@ -56,13 +69,24 @@ def block_operators(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: in
     e, pq, pkv, f = cfg.d_model, cfg.q_dim, cfg.kv_dim, cfg.d_ff
     qkv_w = e * (pq + 2 * pkv)
     ffn_mats = 3 if cfg.gated_ffn else 2
-    return [
-        Operator("qkv_proj", 2.0 * s * qkv_w, qkv_w * wb + s * (e + pq + 2 * pkv) * ab, kind),
-        Operator("attention", cfg.attention_score_flops(s, t), (2 * s * pq + 2 * t * pkv) * ab, kind),
+    scores = cfg.n_heads * s * t
+    ops = [
+        Operator("qkv_proj", 2.0 * s * qkv_w, qkv_w * wb + s * (e + pq + 2 * pkv) * ab, kind, kernels=3),
+        Operator("attention", cfg.attention_score_flops(s, t), (2 * s * pq + 2 * t * pkv + 4 * scores) * ab, kind,
+                 kernels=3),
         Operator("out_proj", 2.0 * s * pq * e, pq * e * wb + s * (pq + e) * ab, kind),
         Operator("ffn", 2.0 * s * ffn_mats * e * f, ffn_mats * e * f * wb + s * (2 * e + (ffn_mats - 1) * f) * ab,
-                 kind),
+                 kind, kernels=ffn_mats),
+        Operator("norms", 0.0, 2 * 3 * s * e * ab, "elementwise", kernels=2),
+        Operator("activation", 0.0, (3 if cfg.gated_ffn else 2) * s * f * ab, "elementwise"),
     ]
+    if cfg.family == "llama":
+        ops.append(Operator("rotary", 0.0, 2 * s * (pq + pkv) * ab, "elementwise", kernels=2))
+    if cfg.family != "bert":
+        ops.append(Operator("residual", 0.0, 3 * s * e * ab, "elementwise"))
+    if phase == "decode":
+        ops.append(Operator("cache_copy", 0.0, 2 * 2 * t * pkv * ab, "elementwise"))
+    return ops
 
 
 PRECISIONS = ("default", "highest")
@@ -87,11 +111,12 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
     rows = []
     tokens = seq_len if phase == "prefill" else 1  # the rows every GEMM of the block multiplies
     for op in ops:
-        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind, rows=tokens))
+        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind, rows=tokens)) if op.flops else 0.0
         memory_s = float(device.stream_time(op.bytes, memory_level) if memory_level
+                         else device.kernel_stream_time(op.bytes / op.kernels) * op.kernels if op.kernels
                          else device.kernel_stream_time(op.bytes))
-        launch_s = float(device.kernel_launch_s)
-        rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind,
+        launch_s = float(device.launch_time(op.kernels))
+        rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind, "kernels": op.kernels,
                      "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": compute_s,
                      "memory_s": memory_s, "launch_s": launch_s, "latency_s": max(compute_s, memory_s) + launch_s,
                      "bound": "launch" if launch_s > max(compute_s, memory_s) else
@@ -113,40 +138,159 @@ def ridge_point(device: DeviceSpec, dtype: str = "fp32", kind: str = "gemm") -> 
 
 
 # ---- measurement ------------------------------------------------------------------------------
-def measure_layer_latency(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int | None = None,
-                          reps: int = 10, seed: int = 0) -> dict:
-    """Median seconds of one jitted reference block on JAX's default backend (compile excluded)."""
+JAX_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+# Instructions of an optimised HLO module that launch no kernel of their own (views, plumbing, constants).
+_NO_KERNEL = ("parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id",
+              "replica-id", "iota-free")
+
+
+def _computations(hlo_text: str) -> dict[str, list[str]]:
+    """The instruction lines of each computation of an HLO module's text, by name (ENTRY under "ENTRY")."""
+    comps: dict[str, list[str]] = {}
+    current = None
+    for line in hlo_text.splitlines():
+        head = re.match(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+        if head and not line.startswith(" "):
+            current = "ENTRY" if head.group(1) else head.group(2)
+            comps[current] = []
+        elif current is not None and line.strip() == "}":
+            current = None
+        elif current is not None and "=" in line:
+            comps[current].append(line.strip())
+    return comps
+
+
+def _opcode(line: str) -> str | None:
+    """The opcode of one HLO instruction line (`%name = <type> opcode(...)`; a tuple type has spaces)."""
+    _, sep, rest = line.partition("=")
+    rest = rest.strip()
+    if not sep or not rest:
+        return None
+    if rest.startswith("("):  # a tuple type: skip to its closing parenthesis
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += (ch == "(") - (ch == ")")
+            if depth == 0:
+                rest = rest[i + 1:]
+                break
+    else:
+        rest = rest.partition(" ")[2]
+    op = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rest)
+    return op.group(1) if op else None
+
+
+def kernel_count(hlo_text: str) -> int:
+    """Kernels one run of a compiled executable launches: the ENTRY computation's instructions except
+    views and plumbing (`_NO_KERNEL`); a fusion is one kernel, a call (an XLA:GPU command buffer) counts
+    the kernels of the computation it calls."""
+    comps = _computations(hlo_text)
+    if "ENTRY" not in comps:
+        raise WorkbenchError("hlo_text: no ENTRY computation found (pass compiled HLO text)")
+
+    def count(name: str, depth: int = 0) -> int:
+        total = 0
+        for line in comps.get(name, []):
+            op = _opcode(line)
+            if op is None or op in _NO_KERNEL:
+                continue
+            called = re.search(r"to_apply=%?([\w.\-]+)", line)
+            if op == "call" and called and depth < 8:
+                total += count(called.group(1), depth + 1)
+            else:
+                total += 1
+        return total
+
+    return count("ENTRY")
+
+
+def _layer_sets(cfg: TransformerConfig, phase: str, kv_len: int, seed: int, dtype: str, count: int) -> list[dict]:
+    """`count` distinct layers' weights (and, for decode, each its own K/V cache of `kv_len` slots, all but
+    the last filled), in `dtype`; drawn by one jitted initialiser so that many sets cost one compile."""
     import jax
     import jax.numpy as jnp
 
     from workbench.kernels import reference as ref
 
+    jdt = getattr(jnp, JAX_DTYPES[dtype])
+    shape = (kv_len, cfg.n_kv_heads, cfg.d_head)
+
+    def draw(key):
+        k_params, k_k, k_v = jax.random.split(key, 3)
+        layer = {"params": ref.init_block_params(cfg, k_params, dtype=jdt)}
+        if phase == "decode":
+            layer["cache"] = {"k": jax.random.normal(k_k, shape).astype(jdt),
+                              "v": jax.random.normal(k_v, shape).astype(jdt), "length": jnp.int32(kv_len - 1)}
+        return layer
+
+    init = jax.jit(draw)
+    return [init(jax.random.PRNGKey(seed + 10 * k)) for k in range(count)]
+
+
+def _block_call(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int, seed: int, dtype: str,
+                weight_sets: int = 1, layers: int = 1):
+    """A jitted run of `layers` reference blocks in turn (each its own weights, as in a model) and
+    `weight_sets` argument tuples (distinct weights and caches, so calls in turn stream from memory, not
+    from a cache that holds one set), every array in `dtype`."""
+    import jax
+    import jax.numpy as jnp
+
+    from workbench.kernels import reference as ref
+
+    jdt = getattr(jnp, JAX_DTYPES[dtype])
+    s = seq_len if phase == "prefill" else 1
+    x_se = jax.random.normal(jax.random.PRNGKey(seed + 1), (s, cfg.d_model)).astype(jdt)
+    positions_s = jnp.arange(seq_len) if phase == "prefill" else jnp.array([kv_len - 1])
+    drawn = _layer_sets(cfg, phase, kv_len, seed, dtype, weight_sets * layers)
+    sets = [(drawn[k * layers:(k + 1) * layers], x_se, positions_s) for k in range(weight_sets)]
+
+    def run(stack, x, pos):
+        for layer in stack:
+            x = ref.block_forward(cfg, layer["params"], x, pos, layer.get("cache"))[0]
+        return x
+
+    return jax.jit(run), sets
+
+
+def measure_layer_latency(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int | None = None,
+                          reps: int = 10, seed: int = 0, dtype: str = "fp32", pipelined: bool = False,
+                          rotate_bytes: float = 0.0, layers: int = 1) -> dict:
+    """Median seconds per block of one jitted run of `layers` reference blocks on JAX's default backend (compile excluded), each call
+    waited for; with `pipelined`, also the mean of `reps` calls issued back to back and waited for once
+    (dispatch overlapped with the device's work, as a model's layers run) and the kernels it launches.
+    Calls rotate over enough weight sets to stream at least `rotate_bytes` (a layer's weights in a cache
+    larger than them would otherwise be read from the cache; each real layer has its own)."""
+    import jax
+
     require_choice("phase", phase, PHASES)
+    require_choice("dtype", dtype, tuple(JAX_DTYPES))
     require_int("reps", reps, low=1)
-    params = ref.init_block_params(cfg, jax.random.PRNGKey(seed))
-    e = cfg.d_model
-    if phase == "prefill":
-        x_se = jax.random.normal(jax.random.PRNGKey(seed + 1), (seq_len, e))
-        positions_s = jnp.arange(seq_len)
-        fn = jax.jit(lambda p, x, pos: ref.block_forward(cfg, p, x, pos)[0])
-        args = (params, x_se, positions_s)
-    else:
-        kv_len = kv_len or seq_len
-        shape = (kv_len, cfg.n_kv_heads, cfg.d_head)
-        cache = {"k": jax.random.normal(jax.random.PRNGKey(seed + 2), shape),
-                 "v": jax.random.normal(jax.random.PRNGKey(seed + 3), shape), "length": jnp.int32(kv_len - 1)}
-        x_se = jax.random.normal(jax.random.PRNGKey(seed + 1), (1, e))
-        fn = jax.jit(lambda p, x, pos, c: ref.block_forward(cfg, p, x, pos, c)[0])
-        args = (params, x_se, jnp.array([kv_len - 1]), cache)
-    fn(*args).block_until_ready()
+    require_int("layers", layers, low=1)
+    kv_len = (kv_len or seq_len) if phase == "decode" else seq_len
+    from workbench.hardware import BITS
+
+    layer_bytes = cfg.block_weight_bytes(BITS[dtype])
+    weight_sets = max(1, min(64, int(np.ceil(rotate_bytes / (layer_bytes * layers)))))
+    jitted, sets = _block_call(cfg, phase, seq_len, kv_len, seed, dtype, weight_sets, layers)
+    fn = jitted.lower(*sets[0]).compile()
+    for args in sets:
+        fn(*args).block_until_ready()
     times = []
-    for _ in range(reps):
+    for i in range(reps):
+        args = sets[i % weight_sets]
         start = time.perf_counter()
         fn(*args).block_until_ready()
         times.append(time.perf_counter() - start)
-    return {"model": cfg.name, "phase": phase, "seq_len": seq_len, "kv_len": kv_len if phase == "decode" else seq_len,
-            "measured_s": float(np.median(times)), "min_s": float(np.min(times)), "reps": reps,
-            "backend": jax.default_backend(), "device_kind": jax.devices()[0].device_kind}
+    row = {"model": cfg.name, "phase": phase, "seq_len": seq_len, "kv_len": kv_len, "dtype": dtype,
+           "layers": layers, "measured_s": float(np.median(times)) / layers, "min_s": float(np.min(times)) / layers,
+           "reps": reps, "weight_sets": weight_sets, "backend": jax.default_backend(),
+           "device_kind": jax.devices()[0].device_kind}
+    if pipelined:
+        start = time.perf_counter()
+        outs = [fn(*sets[i % weight_sets]) for i in range(reps)]
+        outs[-1].block_until_ready()
+        row["pipelined_s"] = (time.perf_counter() - start) / reps / layers
+        row["kernels"] = kernel_count(fn.as_text()) / layers
+    return row
 
 
 def compare(measured: pd.DataFrame, device: DeviceSpec, models: dict[str, TransformerConfig],

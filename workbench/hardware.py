@@ -394,10 +394,26 @@ def device_names() -> list[str]:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.toml"))
 
 
-def load_device(device_id: str) -> DeviceSpec:
-    """Load the preset data/devices/<device_id>.toml."""
+def preset_table(device_id: str, _seen: tuple[str, ...] = ()) -> dict:
+    """The table of preset data/devices/<device_id>.toml; a preset whose meta names `based_on = "<id>"`
+    takes every constant of that preset it does not set itself (a measured variant of a datasheet preset
+    states only what it measured)."""
     path = DEVICES_DIR / f"{device_id}.toml"
     if not path.exists():
         raise WorkbenchError(f"unknown device {device_id!r}; presets: {', '.join(device_names())}")
+    if device_id in _seen:
+        raise WorkbenchError(f"device presets based on each other in a circle: {' -> '.join((*_seen, device_id))}")
     with open(path, "rb") as f:
-        return device_from_table(tomllib.load(f), path.name)
+        table = tomllib.load(f)
+    base_id = table.get("meta", {}).get("based_on")
+    if base_id is None:
+        return table
+    base = preset_table(base_id, (*_seen, device_id))
+    meta = {**base.get("meta", {}), **table["meta"]}
+    meta.pop("based_on")
+    return {**base, **table, "meta": meta}
+
+
+def load_device(device_id: str) -> DeviceSpec:
+    """Load the preset data/devices/<device_id>.toml (with the preset it is based on, if any)."""
+    return device_from_table(preset_table(device_id), f"{device_id}.toml")

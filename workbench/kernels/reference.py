@@ -72,14 +72,15 @@ def attention_core(q_shd, k_thd, v_thd, q_pos_s, k_pos_t, causal: bool, k_valid_
     if n_heads != n_kv:
         k_thd = jnp.repeat(k_thd, n_heads // n_kv, axis=1)
         v_thd = jnp.repeat(v_thd, n_heads // n_kv, axis=1)
-    scores_hst = jnp.einsum("shd,thd->hst", q_shd, k_thd) / jnp.sqrt(jnp.float32(q_shd.shape[-1]))
+    scores_hst = jnp.einsum("shd,thd->hst", q_shd, k_thd)
+    scores_hst = scores_hst / jnp.sqrt(jnp.asarray(q_shd.shape[-1], scores_hst.dtype))  # keeps bf16 in bf16
     mask_st = jnp.ones((q_shd.shape[0], k_thd.shape[0]), dtype=bool)
     if causal:
         mask_st = mask_st & (k_pos_t[None, :] <= q_pos_s[:, None])
     if k_valid_t is not None:
         mask_st = mask_st & k_valid_t[None, :]
     scores_hst = jnp.where(mask_st[None], scores_hst, -1e30)
-    probs_hst = jax.nn.softmax(scores_hst, axis=-1)
+    probs_hst = jax.nn.softmax(scores_hst.astype(jnp.float32), axis=-1).astype(v_thd.dtype)  # fp32 softmax
     return jnp.einsum("hst,thd->shd", probs_hst, v_thd)
 
 
