@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from workbench.accelerator import block_operators, kernel_count, measure_layer_latency, roofline

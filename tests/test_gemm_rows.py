@@ -62,8 +62,10 @@ def test_gemvs_are_not_row_limited():
 @pytest.mark.parametrize("device_id", device_names())
 def test_off_by_default_compute_and_roofline_are_unchanged(device_id):
     dev = load_device(device_id)
-    if device_id != "this_machine_cpu":
+    if "gemm_half_rows" not in dev.provenance:  # off unless the preset states it (this_machine_cpu, h100_sxm_measured)
         assert dev.gemm_half_rows == 0
+    assert set(name for name in device_names() if load_device(name).gemm_half_rows) <= {"this_machine_cpu",
+                                                                                      "h100_sxm_measured"}
     dev = dev.with_changes(gemm_half_rows=0.0)
     dtype = next(iter(dev.peak_flops))
     flops, n_bytes, rows = np.array([1e3, 1e6, 1e9]), np.array([1e3, 1e6, 1e8]), np.array([2.0, 32.0, 512.0])
