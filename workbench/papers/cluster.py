@@ -452,15 +452,20 @@ def gpu_kernel_samples(gpu_dir: Path = GPU_DIR) -> pd.DataFrame:
 def gpu_layer_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Median |measured / predicted - 1| and the share within the issue's tolerance, by phase and size class."""
     rows = []
-    for (phase, size), part in [((p, c), g) for p in ("prefill", "decode") for c in ("all", "large", "small")
-                                for g in [table[(table.phase == p) & ((table.size_class == c) | (c == "all"))]]]:
-        if part.empty:
-            continue
-        rows.append({"phase": phase, "size_class": size, "rows": len(part), "tolerance": GPU_TOLERANCE[phase],
-                     "median_abs_error": float((part["measured_over_predicted"] - 1).abs().median()),
-                     "within_tolerance": float(part["within_tolerance"].mean()),
-                     "median_ratio_datasheet": float((part["measured_s"] / part["datasheet_roofline_s"]).median())})
+    for phase in ("prefill", "decode"):
+        for size in ("all", "large", "small"):
+            part = table[(table.phase == phase) & ((table.size_class == size) | (size == "all"))]
+            if not part.empty:
+                rows.append(_gpu_summary_row(phase, size, part))
     return pd.DataFrame(rows)
+
+
+def _gpu_summary_row(phase: str, size: str, part: pd.DataFrame) -> dict:
+    """One summary row of `gpu_layer_summary`."""
+    return {"phase": phase, "size_class": size, "rows": len(part), "tolerance": GPU_TOLERANCE[phase],
+            "median_abs_error": float((part["measured_over_predicted"] - 1).abs().median()),
+            "within_tolerance": float(part["within_tolerance"].mean()),
+            "median_ratio_datasheet": float((part["measured_s"] / part["datasheet_roofline_s"]).median())}
 
 
 def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: dict[str, str],
