@@ -55,17 +55,10 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 def timed(fn, args_list, reps: int) -> tuple[float, float]:
     """(median seconds of a call waited for, mean seconds per call of `reps` calls issued back to back)."""
-    for args in args_list:
-        fn(*args).block_until_ready()
-    times = []
-    for i in range(reps):
-        start = time.perf_counter()
-        fn(*args_list[i % len(args_list)]).block_until_ready()
-        times.append(time.perf_counter() - start)
-    start = time.perf_counter()
-    outs = [fn(*args_list[i % len(args_list)]) for i in range(reps)]
-    outs[-1].block_until_ready()
-    return float(np.median(times)), (time.perf_counter() - start) / reps
+    from workbench.accelerator import time_calls
+
+    times, pipelined_s = time_calls(fn, args_list, reps)
+    return float(np.median(times)), pipelined_s
 
 
 def micro(out: Path, smoke: bool = False) -> list[dict]:

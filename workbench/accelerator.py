@@ -251,6 +251,25 @@ def _block_call(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int, s
     return jax.jit(run), sets
 
 
+def time_calls(fn, arg_sets: list[tuple], reps: int, pipelined: bool = True) -> tuple[list[float], float]:
+    """Seconds of `reps` calls of `fn`, each waited for (arguments rotating over `arg_sets`, each set run
+    once first), and, with `pipelined`, the mean seconds per call of `reps` calls issued back to back and
+    waited for once (NaN without)."""
+    for args in arg_sets:
+        fn(*args).block_until_ready()
+    times = []
+    for i in range(reps):
+        start = time.perf_counter()
+        fn(*arg_sets[i % len(arg_sets)]).block_until_ready()
+        times.append(time.perf_counter() - start)
+    if not pipelined:
+        return times, float("nan")
+    start = time.perf_counter()
+    outs = [fn(*arg_sets[i % len(arg_sets)]) for i in range(reps)]
+    outs[-1].block_until_ready()
+    return times, (time.perf_counter() - start) / reps
+
+
 def measure_layer_latency(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int | None = None,
                           reps: int = 10, seed: int = 0, dtype: str = "fp32", pipelined: bool = False,
                           rotate_bytes: float = 0.0, layers: int = 1) -> dict:
@@ -272,23 +291,13 @@ def measure_layer_latency(cfg: TransformerConfig, phase: str, seq_len: int, kv_l
     weight_sets = max(1, min(64, int(np.ceil(rotate_bytes / (layer_bytes * layers)))))
     jitted, sets = _block_call(cfg, phase, seq_len, kv_len, seed, dtype, weight_sets, layers)
     fn = jitted.lower(*sets[0]).compile()
-    for args in sets:
-        fn(*args).block_until_ready()
-    times = []
-    for i in range(reps):
-        args = sets[i % weight_sets]
-        start = time.perf_counter()
-        fn(*args).block_until_ready()
-        times.append(time.perf_counter() - start)
+    times, pipelined_s = time_calls(fn, sets, reps, pipelined)
     row = {"model": cfg.name, "phase": phase, "seq_len": seq_len, "kv_len": kv_len, "dtype": dtype,
            "layers": layers, "measured_s": float(np.median(times)) / layers, "min_s": float(np.min(times)) / layers,
            "reps": reps, "weight_sets": weight_sets, "backend": jax.default_backend(),
            "device_kind": jax.devices()[0].device_kind}
     if pipelined:
-        start = time.perf_counter()
-        outs = [fn(*sets[i % weight_sets]) for i in range(reps)]
-        outs[-1].block_until_ready()
-        row["pipelined_s"] = (time.perf_counter() - start) / reps / layers
+        row["pipelined_s"] = pipelined_s / layers
         row["kernels"] = kernel_count(fn.as_text()) / layers
     return row
 
