@@ -112,9 +112,9 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
     tokens = seq_len if phase == "prefill" else 1  # the rows every GEMM of the block multiplies
     for op in ops:
         compute_s = float(device.compute_time(op.flops, arithmetic, op.kind, rows=tokens)) if op.flops else 0.0
+        kernels = max(op.kernels, 1)  # each kernel streams its share of the operator's bytes
         memory_s = float(device.stream_time(op.bytes, memory_level) if memory_level
-                         else device.kernel_stream_time(op.bytes / op.kernels) * op.kernels if op.kernels
-                         else device.kernel_stream_time(op.bytes))
+                         else device.kernel_stream_time(op.bytes / kernels) * kernels)
         launch_s = float(device.launch_time(op.kernels))
         rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind, "kernels": op.kernels,
                      "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": compute_s,
@@ -141,7 +141,7 @@ def ridge_point(device: DeviceSpec, dtype: str = "fp32", kind: str = "gemm") -> 
 JAX_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 # Instructions of an optimised HLO module that launch no kernel of their own (views, plumbing, constants).
 _NO_KERNEL = ("parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all", "partition-id",
-              "replica-id", "iota-free")
+              "replica-id")
 
 
 def _computations(hlo_text: str) -> dict[str, list[str]]:
