@@ -370,3 +370,33 @@ def test_runtime_blocks_are_the_timelines_tasks_through_ooms_and_switches():
     for r in run.requests[run.requests.oom].itertuples():  # an OOM ends the request with the reload
         assert frame.loc[f"r{r.request}.restart", "end"] == r.end_s
     assert frame[frame.resource.str.startswith("storage")].shape[0] > 0  # switches load slices from storage
+
+
+@pytest.mark.parametrize("mode", ["ws", "1d", "2d"])
+def test_arena_costs_a_memory_bound_decode_on_the_roofline(mode):
+    """In the arena a Hepti step takes the slower of its FLOPs and the bytes it streams, as every scheme is
+    costed: on one device its decode step equals the single-device roofline (`local`) within 2 %, where the
+    paper's compute-only Eq. 5 is about twice as fast; the paper's path (no stream rate) is unchanged."""
+    import math
+
+    from workbench.hardware import load_device
+    from workbench.network import Link, Topology
+    from workbench.schemes import hepti as H
+
+    load_all()
+    pi = load_device("hepti_rpi4")
+    cfg = get_model("Llama 2-7B")
+    wl = Workload("decode", 1, 128, weight_bits=16, activation_bits=16)
+    one = Cluster((pi,), Topology("switch", 1, Link.from_mbps(1000, 0.1)))
+    local = SCHEMES["local"][1](cfg, one, wl).latency_s
+    hepti = SCHEMES[f"hepti_{mode}"][1](cfg, one, wl)
+    assert hepti.latency_s == pytest.approx(local, rel=0.02)
+    profiles = H.cluster_profiles(one, wl, roofline=False)
+    assert profiles[0].stream_bytes_per_s == math.inf
+    part = H.proportional_partition(cfg, wl, mode, profiles)
+    paper = H.evaluate_partition(cfg, wl, part, profiles, "ring").latency_s
+    assert paper < 0.7 * hepti.latency_s  # compute only: the weights' streaming is missing
+    with_rate = H.cluster_profiles(one, wl)
+    assert with_rate[0].stream_bytes_per_s == pytest.approx(
+        pi.memory[-1].bandwidth_bytes_per_s * pi.memory_efficiency)
+    assert H.evaluate_partition(cfg, wl, part, with_rate, "ring").latency_s > paper / 0.7

@@ -22,11 +22,16 @@ c_b,i = (A - a_i) x unit bytes for an all-gather or reduce-scatter of a buffer o
 for an all-reduce, and (g-1) messages of per-message latency. ``comm_model="shared"`` sums the
 devices' link times (Eq. 6: a shared medium such as Wi-Fi serialises them); ``"ring"`` takes the
 busiest link (full-duplex switched links in parallel; equals `workbench.network`'s ring model for
-even splits). Compute (Eq. 5): cycles_per_flop x FLOPs / frequency, linear in the split sizes.
+even splits). Compute (Eq. 5): cycles_per_flop x FLOPs / frequency, linear in the split sizes. The
+paper's planner and notebook use Eq. 5 as written; the arena's evaluators (`cluster_profiles(roofline=True)`)
+take each step on each device as the slower of its FLOPs and the weights (and decode KV cache) it streams at
+bandwidth x memory_efficiency, the roofline every other scheme is costed on (Eq. 5 alone made a memory-bound
+decode step about twice as fast as the same work in any other scheme).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -127,11 +132,18 @@ class DeviceProfile:
     free_memory_bytes: float
     bandwidth_bytes_per_s: float
     latency_s: float = 0.0  # per message on this device's link (path hops x per-hop latency)
+    # Rate at which a step's kernels stream their weights (and a decode step its KV cache) from the device's
+    # memory. inf is the paper's Eq. 5 (compute only); the arena sets the device's bandwidth x memory_efficiency
+    # so a step takes the slower of its FLOPs and its bytes (a roofline), as every other scheme is costed.
+    stream_bytes_per_s: float = math.inf
 
     def __post_init__(self) -> None:
         require_positive(f"{self.name} frequency_hz", self.frequency_hz)
         require_positive(f"{self.name} cycles_per_flop", self.cycles_per_flop)
         require_positive(f"{self.name} bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        if not self.stream_bytes_per_s > 0:  # inf allowed: the paper's compute-only Eq. 5
+            raise WorkbenchError(f"{self.name} stream_bytes_per_s must be > 0 (inf: compute only), got "
+                                 f"{self.stream_bytes_per_s!r}")
         if not np.isfinite(self.free_memory_bytes) or self.free_memory_bytes < 0:
             raise WorkbenchError(f"{self.name} free_memory_bytes must be finite and >= 0, got {self.free_memory_bytes}")
         if not np.isfinite(self.latency_s) or self.latency_s < 0:
@@ -146,6 +158,11 @@ class DeviceProfile:
     def flops_per_s(self) -> float:
         """f_i / rho_i."""
         return self.frequency_hz / self.cycles_per_flop
+
+    @property
+    def seconds_per_byte(self) -> float:
+        """1 / stream_bytes_per_s (0 for the paper's compute-only Eq. 5)."""
+        return 1.0 / self.stream_bytes_per_s
 
     def with_changes(self, **changes) -> DeviceProfile:
         """A copy with fields changed (re-validated)."""
@@ -166,14 +183,24 @@ def profile_from_device(device: DeviceSpec, bandwidth_bytes_per_s: float, latenc
     return DeviceProfile(device.name, frequency, frequency / rate, float(memory), bandwidth_bytes_per_s, latency_s)
 
 
-def cluster_profiles(cluster: Cluster, workload: Workload) -> list[DeviceProfile]:
+def stream_rate(device: DeviceSpec) -> float:
+    """Bytes per second the device streams from its outermost memory (bandwidth x memory_efficiency; inf for
+    a device that lists no memory, which the roofline of `workbench.schemes.common` does not charge either)."""
+    if not device.memory:
+        return math.inf
+    return float(device.memory[-1].bandwidth_bytes_per_s * device.memory_efficiency)
+
+
+def cluster_profiles(cluster: Cluster, workload: Workload, roofline: bool = True) -> list[DeviceProfile]:
     """Profiles of a cluster's devices on its topology's link: per message, the hops x per-hop latency
-    plus the link's per-message endpoint time."""
+    plus the link's per-message endpoint time; with `roofline` (the arena's), each device's memory streaming
+    rate (`stream_rate`), without it the paper's compute-only Eq. 5."""
     link = cluster.topology.link
     lat = cluster.topology.path_hops * link.latency_s + link.message_overhead_s
     kind = common.kernel_kind(workload.new_tokens)
-    return [profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits,
-                                activation_bits=workload.activation_bits, kind=kind) for d in cluster.devices]
+    return [replace(profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits,
+                                        activation_bits=workload.activation_bits, kind=kind),
+                    stream_bytes_per_s=stream_rate(d) if roofline else math.inf) for d in cluster.devices]
 
 
 # ---- block shape: FLOPs and bytes per unit of each split dimension ------------------------------
@@ -188,12 +215,14 @@ class BlockShape:
     ab: float  # activation bytes per element
     decode: bool
     output_head: bool = True  # the primary computes the next token's logits (Workload.output_head)
+    cb: float | None = None  # KV-cache bytes per element (Workload.cache_bits / 8; None: the activations')
 
     @classmethod
     def of(cls, cfg: TransformerConfig, workload: Workload) -> BlockShape:
         """The shape of `workload` on `cfg`."""
         return cls(cfg, workload.new_tokens, workload.attended, workload.weight_bits / 8,
-                   workload.activation_bits / 8, workload.phase == "decode", workload.output_head)
+                   workload.activation_bits / 8, workload.phase == "decode", workload.output_head,
+                   workload.cache_bits / 8)
 
     @property
     def qd(self) -> int:
@@ -256,6 +285,29 @@ class BlockShape:
         """The primary's LM head for the next token (decoders, when the workload includes the head)."""
         return 2.0 * self.cfg.vocab_size * self.cfg.d_model if self.cfg.is_decoder and self.output_head else 0.0
 
+    # bytes a step streams from memory (the roofline's other side; the paper's Eq. 5 has none)
+    def kv_read_bytes_per_unit(self) -> float:
+        """K and V of every attended token for one head unit (one KV head), read by a decode step."""
+        cache = self.ab if self.cb is None else self.cb
+        return 2.0 * self.t * self.cfg.d_head * cache if self.decode else 0.0
+
+    def wo_rows_bytes_per_unit(self) -> float:
+        """The output projection's rows of one head unit (block-wise Wo, 1D)."""
+        return self.qd * self.cfg.d_model * self.wb
+
+    def ffn_col_bytes(self) -> float:
+        """All FFN matrices' weights of one FFN column (+ its bias)."""
+        return (self.nf * self.cfg.d_model + (1 if self.cfg.has_bias else 0)) * self.wb
+
+    def primary_stream_bytes(self) -> float:
+        """The output matrix the primary's LM head streams for the next token (0 without the head)."""
+        return self.cfg.vocab_size * self.cfg.d_model * self.wb if self.primary_flops() else 0.0
+
+
+def head_time(sh: BlockShape, primary: DeviceProfile) -> float:
+    """Seconds of the primary's LM head: the slower of its FLOPs and its streamed matrix (Eq. 5: FLOPs only)."""
+    return max(sh.primary_flops() * primary.seconds_per_flop, sh.primary_stream_bytes() * primary.seconds_per_byte)
+
 
 # ---- the linear cost model of WS and 1D-tiled WS (Eq. 3-7) --------------------------------------
 @dataclass(frozen=True)
@@ -268,6 +320,8 @@ class LinearStage:
     link_per_unit: dict[str, float] = field(default_factory=dict)
     collectives: int = 0  # ring collectives in this step; each costs (n - 1) messages per device
     flops_const: float = 0.0
+    bytes_const: float = 0.0  # bytes the step streams on a device that has work in it (weights, KV cache)
+    bytes_per_unit: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -282,6 +336,7 @@ class LinearCost:
     primary_mem: float
     primary_flops: float
     layers: int
+    shape: BlockShape | None = None  # for the primary's head on the roofline (`head_time`)
 
 
 def linear_cost(cfg: TransformerConfig, workload: Workload, mode: str) -> LinearCost:
@@ -291,10 +346,13 @@ def linear_cost(cfg: TransformerConfig, workload: Workload, mode: str) -> Linear
     e, m, L = cfg.d_model, sh.m, cfg.n_layers
     attn_flops = sh.qkv_attention_flops_per_unit()
     io = 2 * m * e * sh.ab  # block input and output
+    unit_bytes = sh.qkv_weight_bytes_per_unit() + sh.kv_read_bytes_per_unit()
     if mode == "ws":
         stages = (
-            LinearStage("attention", {"heads": attn_flops}, m * cfg.q_dim * sh.ab, {"heads": -m * sh.qd * sh.ab}, 1),
-            LinearStage("rows", {"rows": sh.row_flops()}, m * e * sh.ab, {"rows": -e * sh.ab}, 1),
+            LinearStage("attention", {"heads": attn_flops}, m * cfg.q_dim * sh.ab, {"heads": -m * sh.qd * sh.ab}, 1,
+                        bytes_per_unit={"heads": unit_bytes}),
+            LinearStage("rows", {"rows": sh.row_flops()}, m * e * sh.ab, {"rows": -e * sh.ab}, 1,
+                        bytes_const=sh.ws_replicated_bytes()),
         )
         mem_const = L * (sh.ws_replicated_bytes() + sh.small_vector_bytes()) + io + m * cfg.q_dim * sh.ab
         mem_per_unit = {"heads": L * sh.qkv_weight_bytes_per_unit() + sh.activation_bytes_per_unit(),
@@ -303,8 +361,10 @@ def linear_cost(cfg: TransformerConfig, workload: Workload, mode: str) -> Linear
     else:
         stages = (
             LinearStage("attention", {"heads": attn_flops + sh.out_proj_flops_per_unit()},
-                        2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2),
-            LinearStage("mlp", {"ffn": sh.ffn_col_flops()}, 2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2),
+                        2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2,
+                        bytes_per_unit={"heads": unit_bytes + sh.wo_rows_bytes_per_unit()}),
+            LinearStage("mlp", {"ffn": sh.ffn_col_flops()}, 2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2,
+                        bytes_per_unit={"ffn": sh.ffn_col_bytes()}),
         )
         mem_const = L * sh.small_vector_bytes() + io + m * e * sh.ab
         wo_rows = sh.qd * e * sh.wb
@@ -312,7 +372,7 @@ def linear_cost(cfg: TransformerConfig, workload: Workload, mode: str) -> Linear
                         "rows": e * sh.ab,
                         "ffn": L * (sh.nf * e + (1 if cfg.has_bias else 0)) * sh.wb + m * (sh.nf - 1) * sh.ab}
         dims = {"heads": cfg.n_kv_heads, "rows": m, "ffn": cfg.d_ff}
-    return LinearCost(mode, dims, stages, mem_const, mem_per_unit, sh.primary_bytes(), sh.primary_flops(), L)
+    return LinearCost(mode, dims, stages, mem_const, mem_per_unit, sh.primary_bytes(), sh.primary_flops(), L, sh)
 
 
 def _affine(const: float, per_unit: dict[str, float], alloc: dict[str, np.ndarray]) -> np.ndarray:
@@ -364,6 +424,14 @@ class Breakdown:
     stages: dict[str, float]
 
 
+def step_seconds(flops, n_bytes, seconds_per_flop, seconds_per_byte) -> np.ndarray:
+    """Per device, the slower of a step's FLOPs and the bytes it streams; a device with no FLOPs in the step
+    runs no kernel and streams nothing. With seconds_per_byte 0 this is Eq. 5."""
+    flops = np.asarray(flops, dtype=float)
+    stream = np.where(flops > 0, np.asarray(n_bytes, dtype=float) * seconds_per_byte, 0.0)
+    return np.maximum(flops * seconds_per_flop, stream)
+
+
 def linear_latency(cost: LinearCost, profiles: list[DeviceProfile], alloc: dict[str, np.ndarray],
                    comm_model: str = "shared") -> dict[str, np.ndarray]:
     """Eq. 5-7 for split sizes of shape (..., n) (a batch of candidate partitions at once).
@@ -373,11 +441,13 @@ def linear_latency(cost: LinearCost, profiles: list[DeviceProfile], alloc: dict[
     """
     n = len(profiles)
     spf = np.array([p.seconds_per_flop for p in profiles])
+    spb = np.array([p.seconds_per_byte for p in profiles])
     alloc = {d: np.asarray(alloc[d], dtype=float) for d in cost.dims}
     L = cost.layers
     out = {"compute": 0.0, "comm_bytes": 0.0, "comm_link": 0.0}
     for st in cost.stages:
-        t_c = np.max(_affine(st.flops_const, st.flops_per_unit, alloc) * spf, axis=-1)
+        t_c = np.max(step_seconds(_affine(st.flops_const, st.flops_per_unit, alloc),
+                                  _affine(st.bytes_const, st.bytes_per_unit, alloc), spf, spb), axis=-1)
         if n > 1:
             link = _affine(st.link_const, st.link_per_unit, alloc)
             terms = comm_terms(link, np.full(n, st.collectives * (n - 1)), profiles, comm_model)
@@ -387,7 +457,8 @@ def linear_latency(cost: LinearCost, profiles: list[DeviceProfile], alloc: dict[
         out["comm_bytes"] = out["comm_bytes"] + L * terms.bytes_s
         out["comm_link"] = out["comm_link"] + L * terms.link_s
         out[f"stage:{st.name}"] = L * (t_c + terms.bytes_s + terms.link_s)
-    out["compute"] = out["compute"] + cost.primary_flops * spf[0]
+    head = head_time(cost.shape, profiles[0]) if cost.shape is not None else cost.primary_flops * spf[0]
+    out["compute"] = out["compute"] + head
     out["latency"] = out["compute"] + out["comm_bytes"] + out["comm_link"]
     out["memory"] = device_memory(cost, alloc)
     return out
@@ -431,6 +502,19 @@ def _steps_2d(cfg: TransformerConfig, sh: BlockShape, part: Partition) -> list[t
     ]
 
 
+def _streamed_2d(sh: BlockShape, part: Partition) -> dict[str, np.ndarray]:
+    """Bytes each device streams in each step of `_steps_2d`: its weight tiles, and its heads' KV cache when
+    decoding."""
+    R, C = part.grid
+    h = np.asarray(part.heads, float)
+    h_row = np.repeat(np.asarray(part.row_heads(), float), C)
+    f = np.repeat(np.asarray(part.ffn, float), C)
+    ec = np.tile(np.asarray(part.cols, float), R)
+    return {"attention": h * (sh.qkv_weight_bytes_per_unit() + sh.kv_read_bytes_per_unit()),
+            "out_proj": h_row * sh.qd * ec * sh.wb, "mlp_up": (sh.nf - 1) * ec * f * sh.wb,
+            "mlp_down": f * ec * sh.wb}
+
+
 def evaluate_2d(cfg: TransformerConfig, workload: Workload, part: Partition, profiles: list[DeviceProfile],
                 comm_model: str = "shared") -> Breakdown:
     """T (Eq. 7) and per-device memory of a 2D-tiled partition; `profiles` in row-major grid order."""
@@ -446,16 +530,17 @@ def evaluate_2d(cfg: TransformerConfig, workload: Workload, part: Partition, pro
     ec = np.tile(np.asarray(part.cols, float), R)
     n_up = sh.nf - 1
     spf = np.array([p.seconds_per_flop for p in profiles])
-    steps = _steps_2d(cfg, sh, part)
+    spb = np.array([p.seconds_per_byte for p in profiles])
+    steps, streamed = _steps_2d(cfg, sh, part), _streamed_2d(sh, part)
     compute = comm_b = comm_l = 0.0
     stages = {}
     for name, flops, link, msgs in steps:
-        t_c = float(np.max(flops * spf))
+        t_c = float(np.max(step_seconds(flops, streamed[name], spf, spb)))
         terms = comm_terms(link * ab, msgs, profiles, comm_model) if part.n > 1 else CommTerms(0.0, 0.0)
         terms = CommTerms(float(terms.bytes_s), float(terms.link_s))
         compute, comm_b, comm_l = compute + t_c, comm_b + terms.bytes_s, comm_l + terms.link_s
         stages[name] = L * (t_c + terms.bytes_s + terms.link_s)
-    head = sh.primary_flops() * spf[0]
+    head = head_time(sh, profiles[0])
     weights = L * (h * sh.qkv_weight_bytes_per_unit()
                    + (h_row * sh.qd * ec + sh.nf * ec * f) * sh.wb
                    + ((2 * ec + f) * sh.wb if cfg.has_bias else 0) + sh.small_vector_bytes())
@@ -543,7 +628,7 @@ def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, worklo
     part = proportional_partition(model, workload, mode, profiles)
     bd = evaluate_partition(model, workload, part, profiles, comm_model="ring")
     fixed = model.n_layers * fixed_block_time(cluster.devices, len(bd.stages))
-    head = BlockShape.of(model, workload).primary_flops() * profiles[0].seconds_per_flop  # on the primary only
+    head = head_time(BlockShape.of(model, workload), profiles[0])  # on the primary only
     bd = replace(bd, latency_s=bd.latency_s + fixed, compute_s=bd.compute_s + fixed)
     return scheme_result(f"hepti_{mode}", workload, bd, profiles,
                          notes=f"{MODE_LABELS[mode]}, rate-proportional split, ring links",
