@@ -329,11 +329,13 @@ def test_dynamic_run_never_exceeds_memory_where_static_does():
         assert run.timeline.makespan == pytest.approx(run.requests.end_s.max(), rel=1e-12)
 
 
-def test_arena_hepti_charges_each_step_a_launch_and_the_head_as_serial():
+def test_arena_hepti_charges_each_kernel_a_launch_and_the_head_as_serial():
+    """Every device launches each block's kernels (a split kernel keeps its launch), the primary the head's."""
     from workbench.hardware import load_device
     from workbench.models import get_model
     from workbench.network import Link, Topology
     from workbench.schemes.base import Cluster, Workload
+    from workbench.schemes.common import KERNELS_PER_LAYER
     from workbench.schemes.hepti import evaluate_hepti_ws
 
     dev = load_device("hepti_rpi4")
@@ -341,9 +343,9 @@ def test_arena_hepti_charges_each_step_a_launch_and_the_head_as_serial():
     topo = Topology("switch", 4, Link.from_mbps(1000, 0.1))
     bare = evaluate_hepti_ws(model, Cluster((dev,) * 4, topo), wl)
     launched = evaluate_hepti_ws(model, Cluster((dev.with_changes(kernel_launch_s=1e-4),) * 4, topo), wl)
-    steps = len(bare.extra["stages"])
-    assert launched.latency_s - bare.latency_s == pytest.approx(model.n_layers * steps * 1e-4)
-    assert launched.fixed_s == pytest.approx(model.n_layers * steps * 1e-4)
+    kernels = model.n_layers * KERNELS_PER_LAYER + 1  # + the head's
+    assert launched.latency_s - bare.latency_s == pytest.approx(kernels * 1e-4)
+    assert launched.fixed_s == pytest.approx(kernels * 1e-4)
     assert bare.serial_s > 0 and bare.parts_s == pytest.approx(bare.latency_s)
 
 

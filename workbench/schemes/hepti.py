@@ -171,12 +171,14 @@ class DeviceProfile:
 
 def profile_from_device(device: DeviceSpec, bandwidth_bytes_per_s: float, latency_s: float = 0.0,
                         bits: float = 32, free_memory_bytes: float | None = None,
-                        activation_bits: float | None = None, kind: str = "gemm") -> DeviceProfile:
+                        activation_bits: float | None = None, kind: str = "gemm",
+                        rows: int | None = None) -> DeviceProfile:
     """A profile from a device preset: f_i = its clock (or peak), rho_i = f_i / (peak x efficiency), with the
     shared compute dtype of `bits`-bit weights and `activation_bits` activations (default: `bits`) and the
-    kernel shape `kind` (GEMM, or GEMV when decoding). Eq. 5 is linear: no roofline, no small-kernel loss."""
+    kernel shape `kind` (GEMM, or GEMV when decoding) and, given `rows`, a GEMM of that many rows' efficiency
+    (`DeviceSpec.gemm_half_rows`). Eq. 5 is linear: no roofline, no small-kernel loss."""
     dtype = common.compute_dtype(device, bits, bits if activation_bits is None else activation_bits)
-    rate = device.peak(dtype) * device.efficiency(kind)
+    rate = device.peak(dtype) * float(device.efficiency(kind, rows=rows))
     clock = device.provenance.get("clock_hz")
     frequency = float(clock.value) if clock is not None else rate
     memory = device.memory_bytes if free_memory_bytes is None else free_memory_bytes
@@ -194,12 +196,14 @@ def stream_rate(device: DeviceSpec) -> float:
 def cluster_profiles(cluster: Cluster, workload: Workload, roofline: bool = True) -> list[DeviceProfile]:
     """Profiles of a cluster's devices on its topology's link: per message, the hops x per-hop latency
     plus the link's per-message endpoint time; with `roofline` (the arena's), each device's memory streaming
-    rate (`stream_rate`), without it the paper's compute-only Eq. 5."""
+    rate (`stream_rate`) and the efficiency of a GEMM of the step's rows, as `workbench.schemes.common` costs
+    them; without it the paper's compute-only Eq. 5."""
     link = cluster.topology.link
     lat = cluster.topology.path_hops * link.latency_s + link.message_overhead_s
     kind = common.kernel_kind(workload.new_tokens)
     return [replace(profile_from_device(d, link.bandwidth_bytes_per_s, lat, workload.weight_bits,
-                                        activation_bits=workload.activation_bits, kind=kind),
+                                        activation_bits=workload.activation_bits, kind=kind,
+                                        rows=workload.new_tokens if roofline else None),
                     stream_bytes_per_s=stream_rate(d) if roofline else math.inf) for d in cluster.devices]
 
 
@@ -617,17 +621,19 @@ def scheme_result(name: str, workload: Workload, bd: Breakdown, profiles: list[D
                         extra={"stages": bd.stages, **(extra or {})})
 
 
-def fixed_block_time(devices, steps: int) -> float:
-    """Size-independent seconds of one block: each synchronised step is a kernel on every device (the
-    slowest launch sets the sync), plus the slowest device's per-layer overhead."""
-    return steps * max(d.kernel_launch_s for d in devices) + max(d.layer_overhead_s for d in devices)
+def fixed_step_time(model: TransformerConfig, devices, workload: Workload) -> float:
+    """Size-independent seconds of one step: every device launches each block's kernels (its slices of them;
+    splitting a kernel does not split its launch) and pays its per-layer overhead, the slowest setting the
+    syncs (`common.fixed_layer_time`), and the primary launches the head and does the step's host work."""
+    layers = model.n_layers * max(common.fixed_layer_time(d) for d, _ in common.distinct_devices(devices))
+    return layers + common.step_fixed_time(model, devices[0], workload, n_layers=0)
 
 
 def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     profiles = cluster_profiles(cluster, workload)
     part = proportional_partition(model, workload, mode, profiles)
     bd = evaluate_partition(model, workload, part, profiles, comm_model="ring")
-    fixed = model.n_layers * fixed_block_time(cluster.devices, len(bd.stages))
+    fixed = fixed_step_time(model, cluster.devices, workload)
     head = head_time(BlockShape.of(model, workload), profiles[0])  # on the primary only
     bd = replace(bd, latency_s=bd.latency_s + fixed, compute_s=bd.compute_s + fixed)
     return scheme_result(f"hepti_{mode}", workload, bd, profiles,

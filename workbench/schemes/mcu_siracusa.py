@@ -130,8 +130,9 @@ def small_kernel_size(mm: Matmul) -> float:
 
 
 def matmul_time(device: DeviceSpec, mm: Matmul, dtype: str) -> float:
-    """Seconds for one kernel on the cluster: FLOPs / (peak x DeviceSpec.efficiency(kind, size))."""
-    return float(common.matmul_time(device, mm.flops, dtype, mm.kind))
+    """Seconds for one kernel on the cluster: FLOPs / (peak x DeviceSpec.efficiency(kind, size, rows)), a GEMM of
+    `mm.m` rows losing what the device's `gemm_half_rows` says (none on Siracusa), as in every scheme."""
+    return float(common.matmul_time(device, mm.flops, dtype, mm.kind, rows=mm.m if mm.kind == "gemm" else None))
 
 
 def _tile_sizes(dim: int) -> np.ndarray:
@@ -371,9 +372,9 @@ def root_work(device: DeviceSpec, n_chips: int, message_bytes: float, group_size
     cross L3 (time and energy), as every streamed kernel's tiles do.
     """
     roles = memory_roles(device)
-    per_byte = 1.0 / roles.work.bandwidth_bytes_per_s
+    per_byte = float(device.stream_time(1.0, roles.work.name))
     if streamed and roles.backing is not None:
-        per_byte += 1.0 / roles.backing.bandwidth_bytes_per_s
+        per_byte += float(device.stream_time(1.0, roles.backing.name))
     levels = tree_levels(n_chips, group_size) or (1,)
     acc_bytes = sum((k + (1 if i == 0 else 0) + 1) * message_bytes for i, k in enumerate(levels))
     norm_bytes = 2 * message_bytes
@@ -405,7 +406,7 @@ class BlockCost:
     c2c_energy_j: float
     idle_energy_j: float = 0.0
     kernels: tuple[Matmul, ...] = field(default=(), repr=False)
-    launch_s: float = 0.0  # fixed: the kernel launches of one chip's slice (every chip pays them)
+    launch_s: float = 0.0  # fixed: the kernel launches of one chip's slice and its per-layer overhead (every chip)
     root_s: float = 0.0  # serial: partial-sum accumulation up the tree and the root's norm, both syncs
     launches_per_chip: int = 0
     root_launches: int = 0  # accumulation + norm kernels on the path to the root, both syncs
@@ -509,15 +510,16 @@ def _chip_cost(model: TransformerConfig, device: DeviceSpec, n_chips: int, workl
         else:
             traffic += mm.batch * ((mm.m * mm.k + mm.m * mm.n) * a_bytes + mm.k * mm.n * b_bytes)
     traffic += other_kernel_bytes(model, n_chips, workload.new_tokens, workload.attended, workload.activation_bits)
-    l2_s = traffic / roles.work.bandwidth_bytes_per_s
+    l2_s = float(device.stream_time(traffic, roles.work.name))  # bandwidth x memory_efficiency, as every scheme
     l3_s = l3_bytes = prefetch_s = 0.0
     if placement.case == "streamed" and roles.backing is not None:
         l3_bytes = traffic
-        l3_s = traffic / roles.backing.bandwidth_bytes_per_s
+        l3_s = float(device.stream_time(traffic, roles.backing.name))
     elif placement.case == "double_buffered" and roles.backing is not None:
         l3_bytes = placement.state_bytes
-        prefetch_s = l3_bytes / roles.backing.bandwidth_bytes_per_s
-    return ChipCost(placement, tuple(kernels), float(compute), float(device.launch_time(launches)), launches,
+        prefetch_s = float(device.stream_time(l3_bytes, roles.backing.name))
+    fixed = float(device.launch_time(launches)) + common.layer_overhead(device)  # as every scheme (0 on Siracusa)
+    return ChipCost(placement, tuple(kernels), float(compute), fixed, launches,
                     traffic, l2_s, l3_bytes, l3_s, prefetch_s)
 
 
