@@ -38,9 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
 PARTS = ("micro", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks")
-E2E_RUNS = (  # (model, prompt_len, n_new, repeats)
-    ("tiny", 8, 8, 3),
-    ("TinyLlama-42M", 32, 8, 3),
+E2E_RUNS = (  # (model, prompt_len, n_new, repeats); 3 repeats until the second campaign of 2026-11-24
+    ("tiny", 8, 8, 8),
+    ("TinyLlama-42M", 32, 8, 8),
 )
 E2E_SHAPED_MBIT = (100.0,)  # shaped links of the end-to-end runs (root only; loopback always)
 # 4 processes: TPI-LLM's setting; 2: one process per core on this 2-core machine (no oversubscription)

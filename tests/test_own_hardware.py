@@ -96,3 +96,21 @@ def test_a_missing_shared_machine_file_is_one_line(tmp_path):
     doc["cluster"] = {"shared_machin": "this_machine_cpu"}
     with pytest.raises(WorkbenchError, match="shared_machin"):
         parse_config(doc, "deploy.toml", tmp_path)
+
+
+def test_a_campaign_is_profiled_and_verified_from_its_own_folder(tmp_path):
+    """Each stored campaign's deployments read its own profile, chains and shares, and its own runs: the same
+    deployment priced with the second campaign's slower profile predicts more, and the campaign table holds
+    every profile against every campaign's runs."""
+    first, second = (O.CAMPAIGNS[k] for k in ("2026-11-24a", "2026-11-24b"))
+    assert O.LATEST in O.CAMPAIGNS and first != second
+    a = O.verify(tmp_path / "a", data_dir=first)
+    b_profile = O.verify(tmp_path / "b", data_dir=second, runs_dir=first)
+    assert list(a["latency_s"]) == list(b_profile["latency_s"])  # the same runs
+    assert (b_profile["predicted_s"] != a["predicted_s"]).all()  # another profile, chains and shares
+    assert O.measured_rows(data_dir=second)["repeats"].min() == 8
+    table = O.campaign_table(tmp_path / "t")
+    assert len(table) == 4 and table["same_campaign"].sum() == 2
+    assert set(zip(table.profile, table.runs)) == {(p, r) for p in O.CAMPAIGNS for r in O.CAMPAIGNS}
+    with pytest.raises(WorkbenchError, match="tpi_llm_e2e.csv is missing"):
+        O.measured_rows(data_dir=tmp_path / "nowhere")

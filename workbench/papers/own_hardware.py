@@ -36,7 +36,7 @@ import pandas as pd
 from workbench.calibrate import calibrate
 from workbench.cluster.microbench import shared_device
 from workbench.errors import WorkbenchError, require_int
-from workbench.hardware import DeviceSpec, load_device
+from workbench.hardware import DeviceSpec
 from workbench.io import DATA_DIR
 from workbench.papers import cluster as stored
 from workbench.results import RESULT_COLUMNS
@@ -46,9 +46,9 @@ SCHEME = "tpi_star_tp_resident"
 PRESET = DATA_DIR / "devices" / "this_machine_cpu.toml"
 
 
-def profile_table() -> pd.DataFrame:
-    """The profiled preset: every constant with its value, unit, kind and source."""
-    device = load_device("this_machine_cpu")
+def profile_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
+    """The profiled preset (of a campaign's `data_dir`): every constant with its value, unit, kind and source."""
+    device = stored.cpu_preset(data_dir)
     return pd.DataFrame([{"constant": c.name, "value": float(c.value), "unit": c.unit, "kind": c.kind,
                           "source": c.source} for c in device.provenance.values()])
 
@@ -79,14 +79,15 @@ def device_file_text(device: DeviceSpec, note: str) -> str:
 
 def deployment(processes: int, link_class: str, folder: Path, model: str = "TinyLlama-42M",
                phase: str = "prefill", phase_sync: dict[str, str] | None = None, at_count: bool = True,
-               shared_machine: bool = True) -> dict:
+               shared_machine: bool = True, data_dir: Path = DATA_DIR) -> dict:
     """A deployment document for `processes` processes of this machine on a measured link class, with the link
     a `phase` step sees (`stored.deployed_link`), the processes co-located on this machine (`[cluster]
     shared_machine`: the master's serial work runs on all of it while the others wait); writes the per-process device file into `folder` and names it by
-    path (as a user names a shared board file)."""
+    path (as a user names a shared board file). `data_dir` holds the campaign's profile, chains and
+    co-location shares (default: the stored data/)."""
     require_int("processes", processes, low=1, high=64)
-    link = stored.deployed_link(processes, link_class, phase, phase_sync=phase_sync, at_count=at_count)
-    share = shared_device(load_device("this_machine_cpu"), processes, stored.colocated_share(processes))
+    link = stored.deployed_link(processes, link_class, phase, data_dir, phase_sync=phase_sync, at_count=at_count)
+    share = shared_device(stored.cpu_preset(data_dir), processes, stored.colocated_share(processes, data_dir))
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
     device_path.write_text(device_file_text(share, f"data/devices/this_machine_cpu.toml shared by {processes} "
@@ -97,15 +98,15 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
                         "latency_ms": link.latency_s * 1e3, "message_overhead_us": link.message_overhead_s * 1e6},
             "devices": [{"preset": str(device_path), "count": processes}]}
     if shared_machine:
-        doc["cluster"] = {"shared_machine": str(PRESET)}
+        doc["cluster"] = {"shared_machine": str(data_dir / "devices" / PRESET.name)}
     return doc
 
 
-def measured_rows(model: str = "TinyLlama-42M") -> pd.DataFrame:
+def measured_rows(model: str = "TinyLlama-42M", data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """The stored end-to-end runs as calibrate rows: TTFT = prefill of the prompt, per token = a decode step
     attending the prompt plus half the new tokens. `latency_s` is the fastest (TTFT: the fastest repeat;
     per token: the median over repeats of each one's fastest step), `typical_s` the medians."""
-    runs = stored._read_csv("tpi_llm_e2e.csv")
+    runs = stored._read_csv("tpi_llm_e2e.csv", data_dir)
     runs = runs[runs["model"] == model]
     if runs.empty:
         raise WorkbenchError(f"no stored end-to-end runs of {model!r}")
@@ -122,15 +123,17 @@ def measured_rows(model: str = "TinyLlama-42M") -> pd.DataFrame:
 
 
 def verify(folder: Path, model: str = "TinyLlama-42M", phase_sync: dict[str, str] | None = None,
-           at_count: bool = True, shared_machine: bool = True) -> pd.DataFrame:
+           at_count: bool = True, shared_machine: bool = True, data_dir: Path = DATA_DIR,
+           runs_dir: Path | None = None) -> pd.DataFrame:
     """Every stored run beside the arena's prediction on its deployment (one per link class, count and phase),
-    with the prediction's breakdown and what it leaves unexplained (measured - predicted)."""
+    with the prediction's breakdown and what it leaves unexplained (measured - predicted). The profile, chains
+    and shares come from `data_dir`, the runs from `runs_dir` (default: the same campaign)."""
     from workbench.calibrate import predict_parts
 
-    rows = measured_rows(model)
+    rows = measured_rows(model, data_dir if runs_dir is None else runs_dir)
     parts = []
     for (link, processes, phase), group in rows.groupby(["link_class", "devices", "phase"], sort=False):
-        doc = deployment(int(processes), link, folder, model, phase, phase_sync, at_count, shared_machine)
+        doc = deployment(int(processes), link, folder, model, phase, phase_sync, at_count, shared_machine, data_dir)
         predicted = predict_parts(doc, group.drop(columns=["devices"]), f"{link}-{processes}p-{phase}", folder)
         parts.append(pd.concat([group, predicted.rename(columns={"latency_s": "predicted_s"})], axis=1))
     out = pd.concat(parts, ignore_index=True)
@@ -149,6 +152,29 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
                          for name, g in groups])
 
 
+# Co-temporal campaigns: each a profile (micro-benchmarks), co-location shares, sync chains and end-to-end runs
+# measured back to back on this VM, whose speed drifts between campaigns (2026-11-24: the DRAM streaming rate
+# fell to 0.63x of the morning's within two hours, on an idle machine). The stored data/ is the first; the
+# second repeats it with 8 runs per point instead of 3 (scripts/measure_collectives.py --only micro colocated
+# chains e2e --out data/cluster/campaigns/<name>).
+CAMPAIGNS = {"2026-11-24a": DATA_DIR, "2026-11-24b": DATA_DIR / "cluster" / "campaigns" / "2026-11-24b"}
+LATEST = "2026-11-24b"
+
+
+def campaign_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
+    """Median |error| of every campaign's runs against every campaign's profile: the diagonal is the protocol
+    (profile and runs back to back), the off-diagonal what a stale profile costs on a drifting machine."""
+    rows = []
+    for profiled, profile_dir in CAMPAIGNS.items():
+        for measured, runs_dir in CAMPAIGNS.items():
+            table = verify(folder / f"{profiled}-{measured}", model, data_dir=profile_dir, runs_dir=runs_dir)
+            rows.append({"profile": profiled, "runs": measured, "same_campaign": profiled == measured,
+                         "points": len(table), "median_abs_error": float(np.median(np.abs(table["error"]))),
+                         "median_abs_error_typical": float(np.median(np.abs(table["error_typical"]))),
+                         "median_signed_error": float(np.median(table["error"]))})
+    return pd.DataFrame(rows)
+
+
 COMPUTE_ONLY = {"prefill": "after compute", "decode": "after compute"}
 LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count, serial work on the whole machine)
     ("after compute, 2-process chains, serial on the share (last session)", COMPUTE_ONLY, False, False),
@@ -161,36 +187,37 @@ LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count, se
 )
 
 
-def link_choice_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
+def link_choice_table(folder: Path, model: str = "TinyLlama-42M", data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """The median |error| (fastest and typical) and each point's error under every way of choosing the link
     and the serial work's machine (`LINK_CHOICES`): which chains' syncs, fitted at which process count, and
     whether the master's serial work runs on its share or on the whole machine. None is fitted on an
     end-to-end row."""
     rows = []
     for name, phase_sync, at_count, shared in LINK_CHOICES:
-        table = verify(folder, model, phase_sync, at_count, shared)
+        table = verify(folder, model, phase_sync, at_count, shared, data_dir)
         points = {f"{r.link_class}, {r.devices} proc, {r.phase}": r.error for r in table.itertuples()}
         rows.append({"link": name, "median_abs_error": float(np.median(np.abs(table["error"]))),
                      "median_abs_error_typical": float(np.median(np.abs(table["error_typical"]))), **points})
     return pd.DataFrame(rows)
 
 
-def calibration(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
+def calibration(folder: Path, model: str = "TinyLlama-42M", data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """`calibrate` as a user runs it: the 2-process loopback TTFT row fits message_overhead_us, the
     2-process loopback per-token row is validation (the other runs use other deployments)."""
-    rows = measured_rows(model)
+    rows = measured_rows(model, data_dir)
     rows = rows[(rows.link_class == "loopback") & (rows.devices == 2)].drop(columns=["devices", "link_class",
                                                                                     "typical_s"])
     if len(rows) < 2:
         raise WorkbenchError("calibration needs the 2-process loopback TTFT and per-token rows")
     rows = rows.assign(role=np.where(rows.phase == "prefill", "calibration", "validation")).reset_index(drop=True)
-    fit = calibrate(deployment(2, "loopback", folder, model), rows, ["message_overhead_us"], "own_hardware", folder)
+    fit = calibrate(deployment(2, "loopback", folder, model, data_dir=data_dir), rows, ["message_overhead_us"],
+                    "own_hardware", folder)
     return fit.rows.assign(fitted_message_overhead_us=fit.values["message_overhead_us"])
 
 
 def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFrame,
                 calibrated: pd.DataFrame, chains: pd.DataFrame | None = None,
-                choices: pd.DataFrame | None = None) -> pd.DataFrame:
+                choices: pd.DataFrame | None = None, campaigns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the notebook shows, as tidy result rows (measured wall times are stored data)."""
     setting = checked.apply(lambda r: f"link={r.link_class},processes={r.devices},phase={r.phase},tokens={r.tokens}",
                             axis=1)
@@ -219,6 +246,11 @@ def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFr
                                        "setting": "link=" + choices["link"] + ",point=" + column,
                                        "quantity": "error" if "," in column else column,
                                        "value": choices[column], "unit": "1"}))
+    if campaigns is not None:
+        setting = "profile=" + campaigns["profile"] + ",runs=" + campaigns["runs"]
+        for column in ("median_abs_error", "median_abs_error_typical", "median_signed_error"):
+            parts.append(pd.DataFrame({"artifact": "campaigns", "model": "TinyLlama-42M", "setting": setting,
+                                       "quantity": column, "value": campaigns[column], "unit": "1"}))
     cal_setting = calibrated["phase"] + ",role=" + calibrated["role"]
     for column, unit in (("before_s", "s"), ("after_s", "s"), ("error_before", "1"), ("error_after", "1"),
                          ("fitted_message_overhead_us", "us")):
