@@ -402,3 +402,20 @@ def test_arena_costs_a_memory_bound_decode_on_the_roofline(mode):
     assert with_rate[0].stream_bytes_per_s == pytest.approx(
         pi.memory[-1].bandwidth_bytes_per_s * pi.memory_efficiency)
     assert H.evaluate_partition(cfg, wl, part, with_rate, "ring").latency_s > paper / 0.7
+
+
+def test_the_kv_cache_is_held_and_read_at_its_own_width():
+    """`Workload.kv_bits` sets the cache's bytes in a device's memory and in what a decode step streams."""
+    from workbench.hardware import load_device
+    from workbench.network import Link, Topology
+
+    load_all()
+    pi = load_device("hepti_rpi4").with_memory("DRAM", capacity_bytes=64 * 2**30)
+    cfg = get_model("Llama 2-7B")
+    cluster = Cluster((pi,) * 2, Topology("switch", 2, Link.from_mbps(1000, 0.1)))
+    wide = Workload("decode", 1, 4096, weight_bits=4, activation_bits=16)
+    narrow = Workload("decode", 1, 4096, weight_bits=4, activation_bits=16, kv_bits=8)
+    a, b = (SCHEMES["hepti_1d"][1](cfg, cluster, w) for w in (wide, narrow))
+    cache_bytes = cfg.n_layers * 2 * 4096 * cfg.n_kv_heads * cfg.d_head  # 16-bit cache minus 8-bit, both devices
+    assert sum(a.peak_memory_bytes) - sum(b.peak_memory_bytes) == pytest.approx(cache_bytes, rel=1e-6)
+    assert b.latency_s < a.latency_s

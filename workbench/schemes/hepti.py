@@ -279,7 +279,7 @@ class BlockShape:
         heads = c.n_heads // c.n_kv_heads
         act = self.m * (2 * self.qd + 2 * c.d_head) + heads * self.m * self.t
         cache = c.n_layers * 2 * self.t * c.d_head if self.decode else 0
-        return (act + cache) * self.ab
+        return act * self.ab + cache * (self.ab if self.cb is None else self.cb)  # the cache at its own width
 
     def primary_bytes(self) -> float:
         """Embedding and output head held by the primary device."""
