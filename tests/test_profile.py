@@ -105,3 +105,15 @@ def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_
     assert set(rows.program) == {"star_after_stream", "stream_only"} and set(rows.length) == {1, 8}
     topology = parse_network("net.toml", {k: v for k, v in table.items()}, 2)
     assert topology.link.message_overhead_s == pytest.approx(table["message_overhead_us"] * 1e-6)
+
+
+def test_an_unresolved_per_byte_cost_is_written_as_a_readable_ceiling_and_says_so():
+    """A noisy quick fit can drive the per-byte cost to ~0 (CI once wrote 4e13 Mbit/s, which the parser then
+    refused): the file keeps the largest bandwidth a deployment accepts and its source says why."""
+    from workbench.profile import resolved_bandwidth_mbps
+    from workbench.userconfig import NETWORK_FIELDS
+
+    assert resolved_bandwidth_mbps(12.5e6, "x") == (100.0, "1 / per-byte cost of x")
+    mbps, source = resolved_bandwidth_mbps(5.03e12, "x")
+    assert mbps == NETWORK_FIELDS["bandwidth_mbps"].high and "not resolved" in source
+    assert resolved_bandwidth_mbps(float("inf"), "x")[0] == mbps

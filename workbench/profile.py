@@ -433,17 +433,33 @@ def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phas
         what = (f"star syncs after a {phase} step inside one program on {processes} co-located processes "
                 f"(sync_chain: {with_syncs} less {alone}, fitted at that count)")
         bandwidth, latency, overhead = link.bandwidth_bytes_per_s, link.latency_s, link.message_overhead_s
+    mbps, what_bandwidth = resolved_bandwidth_mbps(bandwidth, what)
     text = "\n".join([
         "[network]", 'topology = "switch"',
-        f"bandwidth_mbps = {bandwidth * 8 / 1e6!r}",
+        f"bandwidth_mbps = {mbps!r}",
         f"latency_ms = {latency * 1e3 / 2!r}  # per hop: a switch has two",
         f"message_overhead_us = {overhead * 1e6!r}",
         "[network.sources]",
-        f"bandwidth_mbps = {_q(f'kind = measured: 1 / per-byte cost of {what} ({where})')}",
+        f"bandwidth_mbps = {_q(f'kind = measured: {what_bandwidth} ({where})')}",
         f"latency_ms = {_q(f'kind = measured: wire latency of {what}, half per hop ({where})')}",
         f"message_overhead_us = {_q(f'kind = measured: per-message endpoint time of {what} ({where})')}",
     ]) + "\n"
     return text, rows
+
+
+def resolved_bandwidth_mbps(bandwidth_bytes_per_s: float, what: str) -> tuple[float, str]:
+    """The fitted bandwidth in Mbit/s and its provenance text; a per-byte cost the measured sizes could not
+    resolve (the larger syncs cost no more than the small ones, so the fit drives it to ~0) is written as the
+    largest bandwidth a deployment accepts, and says so, so the file `profile` writes is one `whatif` reads."""
+    from workbench.userconfig import NETWORK_FIELDS
+
+    mbps = bandwidth_bytes_per_s * 8 / 1e6
+    ceiling = float(NETWORK_FIELDS["bandwidth_mbps"].high)
+    if np.isfinite(mbps) and mbps <= ceiling:
+        return float(mbps), f"1 / per-byte cost of {what}"
+    return ceiling, (f"per-byte cost of {what} not resolved (the larger syncs cost no more than the small "
+                     f"ones within the noise; fitted {mbps:.3g} Mbit/s): the largest bandwidth a deployment "
+                     f"accepts; re-run without --quick")
 
 
 def _link(row):
