@@ -190,7 +190,7 @@ def stream_rate(device: DeviceSpec) -> float:
     a device that lists no memory, which the roofline of `workbench.schemes.common` does not charge either)."""
     if not device.memory:
         return math.inf
-    return float(device.memory[-1].bandwidth_bytes_per_s * device.memory_efficiency)
+    return 1.0 / float(device.stream_time(1.0))  # the one streaming rule (`DeviceSpec.stream_time`)
 
 
 def cluster_profiles(cluster: Cluster, workload: Workload, roofline: bool = True) -> list[DeviceProfile]:
