@@ -183,6 +183,8 @@ def _fastest_steps(rows: pd.DataFrame) -> dict[int, float]:
 
 CHAIN_SIZES = (2048, 65536)  # a decode step's hidden state of TinyLlama-42M (512 fp32), and 32 tokens of it
 CHAIN_LENGTHS = (1, 8, 32)
+DECODER_TOKENS = (1, 32)  # the decoder chains' tokens per step: a decode step and a 32-token prefill
+DECODER_LENGTHS = (1, 4, 16)  # decoder layers per chain
 
 
 def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
@@ -194,9 +196,12 @@ def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     rows = []
     links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
-        params = {"programs": ["star", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only"],
+        params = {"programs": ["star", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only",
+                               "star_in_decoder", "decoder_only"],
                   "sizes": list(CHAIN_SIZES[:1] if quick else CHAIN_SIZES),
-                  "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15}
+                  "lengths": list(CHAIN_LENGTHS), "reps": 3 if quick else 15,
+                  "decoder_tokens": list(DECODER_TOKENS[:1] if quick else DECODER_TOKENS),
+                  "decoder_lengths": list(DECODER_LENGTHS)}
         run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800), announce=log)
         rows += chain_summary(run, processes, date, machine).to_dict("records")
         log(f"chains ({processes} processes, {run.link_class}): {len(rows)} rows")

@@ -75,7 +75,7 @@ def test_sync_chain_runs_on_host_devices_and_checks_its_result():
 
     ctx = SimpleNamespace(n_devices=len(jax.devices()))
     rows = experiments.sync_chain(ctx, programs=experiments.CHAIN_PROGRAMS, sizes=(64,), lengths=(1, 4), reps=2,
-                                  rounds=1)
+                                  rounds=1, decoder_tokens=(1,), decoder_lengths=(1, 4))
     assert {(r["program"], r["length"]) for r in rows} == {(p, k) for p in experiments.CHAIN_PROGRAMS for k in (1, 4)}
     assert all(len(r["times_s"]) == 2 and min(r["times_s"]) > 0 for r in rows)
     with pytest.raises(WorkbenchError, match="length"):
@@ -169,3 +169,66 @@ def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_co
             > stored.deployed_link(2, "loopback", "prefill").message_overhead_s)
     with pytest.raises(WorkbenchError, match="phase"):
         stored.deployed_link(2, "loopback", "training")
+
+
+def test_a_sync_in_decoder_layers_is_half_of_what_the_syncs_add_to_a_layer():
+    from workbench.cluster.fit import DECODER_SYNC, SYNCS_AFTER_WORK, active_steps, sync_after_step
+
+    rows = []
+    for program, per_layer in (("star_in_decoder", 1.6e-3), ("decoder_only", 1.0e-3)):
+        rows += _chain_rows({("loopback", 2, 2560): per_layer}, lengths=(1, 4, 16)).assign(
+            program=program).to_dict("records")
+    after = sync_after_step(chain_slopes(pd.DataFrame(rows)), DECODER_SYNC)
+    # a TP decoder layer syncs twice (after attention, after the MLP): each sync is half the difference
+    assert after.program.tolist() == [DECODER_SYNC] and after[CHAIN_STATISTIC].tolist() == pytest.approx([3e-4])
+    assert DECODER_SYNC in SYNCS_AFTER_WORK and set(a for a, _ in active_steps(DECODER_SYNC, 4)) == {4}
+
+
+def test_the_decoder_chains_baseline_is_the_same_layers_without_a_single_collective(cpu_devices):
+    import jax.numpy as jnp
+    from jax.sharding import Mesh
+
+    from workbench.kernels import reference as ref
+    from workbench.kernels.tpi_llm import (
+        ALLREDUCE_KINDS,
+        NO_SYNC,
+        make_backbone,
+        master_input,
+        shard_params,
+        tp_backbone,
+        tp_empty_cache,
+    )
+    from workbench.kernels.traffic import compiled_hlo, parse_collectives
+    from workbench.models import tiny_config
+
+    cfg, mesh = tiny_config("llama"), Mesh(np.array(cpu_devices[:2]), ("x",))
+    tp = shard_params(cfg, ref.init_params(cfg, 0), mesh)
+    cache = tp_empty_cache(tp, 8)
+    args = (tp.blocks, cache.k, cache.v, master_input(tp, [1, 2]), jnp.int32(0))
+
+    def kinds(kind: str) -> list[str]:
+        return [c.kind for c in parse_collectives(compiled_hlo(make_backbone(cfg, mesh, kind, donate=False), *args))]
+
+    assert kinds(NO_SYNC) == []
+    assert kinds("star") and set(kinds("star")) == {"collective-permute"}
+    assert NO_SYNC not in ALLREDUCE_KINDS
+    with pytest.raises(WorkbenchError, match="allreduce"):
+        tp_backbone(tp, NO_SYNC)  # a generation cannot be run without its syncs
+
+
+def test_a_campaign_with_decoder_chains_deploys_the_syncs_measured_among_a_decoder_layers_kernels():
+    from workbench.cluster.fit import DECODER_SYNC, colocated_link, fit_chains, link_models
+    from workbench.papers import cluster as stored
+    from workbench.papers.own_hardware import CAMPAIGNS
+
+    with_decoder = CAMPAIGNS["2026-11-25a"]
+    assert stored.phase_sync_for(stored.DATA_DIR) == stored.PHASE_SYNC  # measured before the decoder chains
+    assert stored.phase_sync_for(with_decoder) == stored.DECODER_PHASE_SYNC
+    slopes = stored._program_slopes(with_decoder)["in decoder layers"]
+    for processes in (2, 4):
+        fitted = link_models(fit_chains(slopes, cores=2, processes=processes))["loopback"]
+        want = colocated_link(fitted, DECODER_SYNC, processes, 2)
+        for phase in ("prefill", "decode"):
+            assert stored.deployed_link(processes, "loopback", phase, with_decoder) == want
+    with pytest.raises(WorkbenchError, match="not measured"):
+        stored.program_links(stored.DATA_DIR, "in decoder layers")

@@ -21,7 +21,7 @@ figures_dir = None  # None -> the repository's figures/
 interactive = True  # False in batch runs
 quick = False  # True: the test suite (the same small tables)
 model = "TinyLlama-42M"  # the model of the stored end-to-end runs
-campaign = "2026-11-24b"  # which stored campaign (profile, chains, shares and runs measured back to back)
+campaign = "2026-11-25a"  # which stored campaign (profile, chains, shares and runs measured back to back)
 
 # %%
 import tempfile
@@ -60,11 +60,22 @@ profile[["constant", "value", "unit", "kind"]]
 # 0.22 and 0.27 ms). Each kind's 2-process chains fit o and beta (and a shaped class's L and beta); its
 # 4-process chains test that fit with the CPU work stretched by processes / cores (`fit.colocated_link`),
 # which held for syncs after compute (+11 %; second campaign -3 %) and failed for syncs after streaming
-# (+109 %; second campaign +22 %) at 2 KiB on loopback (the table's `error`, for the chosen campaign). So each deployment takes the chains of the sync its phase's layers end in (a
-# prefill's GEMMs: after compute; a decode step's weight streaming: after streaming), fitted at its own
+# (+109 %; second campaign +22 %) at 2 KiB on loopback. So each deployment takes its chains fitted at its own
 # process count: the network profiled as deployed (`stored.deployed_link`). A single call also pays the
 # program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the single-call fit of
 # `data/constants/cluster.toml` charges each message several times more.
+#
+# **Syncs among a real decoder layer's kernels** (third campaign, 2026-11-25a). With the first two campaigns'
+# chains the 2-process decode steps were under-predicted by 26-42 %. Run with its syncs removed (a timing
+# baseline, `kernels.tpi_llm.NO_SYNC`), the 2-process TinyLlama-42M decode step took 8.0-8.5 ms on the master
+# where the arena predicts 8.9 ms of compute and serial work, and 21-31 ms with them: 17 syncs cost about
+# 0.75 ms each, not the 0.23-0.37 ms of a sync after one streaming GEMV. So the chains now also run TPI-LLM's
+# own TP layer (`experiments.decoder_chain`: a Llama shape of its own, 640 wide, FFN 1728, 1, 4 and 16 layers,
+# 1 and 32 tokens after 40 cached ones) with its two star syncs per layer and without them: half the
+# difference of the slopes is one sync (`in decoder layers`: 0.63 ms on 2 processes at 2.5 KiB in this
+# campaign, beside 0.23 ms after streaming). A campaign that measured them deploys them for both phases
+# (`stored.phase_sync_for`, decided before its end-to-end runs were compared); the earlier campaigns keep
+# after compute (prefill) and after streaming (decode).
 
 # %%
 chains = stored.chain_table(data_dir)
@@ -103,14 +114,15 @@ checked[["link_class", "devices", "phase", "tokens", "latency_s", "typical_s", "
          "error_typical", "repeats"]]
 
 # %% [markdown]
-# ### Two campaigns: a profile is only as good as its date
-# This VM's speed drifts. The first campaign (2026-11-24a: the stored `data/`, 3 runs per point) and the
+# ### Three campaigns: a profile is only as good as its date
+# This VM's speed drifts. The first campaign (2026-11-24a: the stored `data/`, 3 runs per point), the
 # second (2026-11-24b: `data/cluster/campaigns/2026-11-24b/`, 8 runs per point, about two hours later on an
-# idle machine) each measured the profile, the co-location shares, the sync chains and the end-to-end runs
-# back to back; between them the micro-benchmarks' DRAM streaming rate fell to 0.63x and the per-call
-# dispatch rose 1.5x, and the decode steps slowed with them. Every campaign's runs against every
-# campaign's profile: the diagonal is the protocol (the headline above uses `campaign`), the off-diagonal is
-# what a stale profile costs. Nothing in either is fitted on an end-to-end row.
+# idle machine) and the third (2026-11-25a, with the decoder chains, 8 runs per point) each measured the
+# profile, the co-location shares, the sync chains and the end-to-end runs back to back; between the first
+# two the micro-benchmarks' DRAM streaming rate fell to 0.63x and the per-call dispatch rose 1.5x, and the
+# decode steps slowed with them. Every campaign's runs against every campaign's profile: the diagonal is the
+# protocol (the headline above uses `campaign`), the off-diagonal is what a stale profile costs (a profile
+# without decoder chains deploys the older chains). Nothing in any is fitted on an end-to-end row.
 
 # %%
 campaigns = wb.campaign_table(work, model)
@@ -120,8 +132,8 @@ campaigns
 # ### Which link: every choice, side by side
 # The same runs under each way of choosing the link (which chains' syncs; fitted on the 2-process chains
 # and stretched, or at the deployment's own count) and the master's serial work (on its share, or on the
-# whole machine). None is fitted on an end-to-end row; the first row is the previous session's model on
-# today's runs, the last the one used above.
+# whole machine). None is fitted on an end-to-end row; the first row is an earlier session's model on
+# these runs, the last the one used above when the campaign measured decoder chains.
 
 # %%
 choices = wb.link_choice_table(work, model, data_dir)

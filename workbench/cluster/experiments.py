@@ -131,7 +131,8 @@ def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ri
     return rows
 
 
-CHAIN_PROGRAMS = ("star", "psum", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only")
+CHAIN_PROGRAMS = ("star", "psum", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only",
+                  "star_in_decoder", "decoder_only")
 # Each compute step: (64, 512) @ (512, 512) fp32, the same cache-resident matrix every step (33 MFLOP, split across the
 # runtime's worker threads; no memory traffic that would change with the chain's length)
 GEMM_ROWS, GEMM_WIDTH = 64, 512
@@ -139,6 +140,43 @@ GEMM_ROWS, GEMM_WIDTH = 64, 512
 # decode step streams between two syncs: a TinyLlama-42M layer's 12.6 MB of fp32 weights over 2 processes, 2 syncs
 STREAM_WIDTH = 896
 STREAMING = ("star_after_stream", "stream_only")
+# Each decoder step: one layer of TPI-LLM's tensor-parallel decoder (`workbench.kernels.tpi_llm.make_backbone`, two
+# star syncs per layer) on a Llama shape of its own (not a model the end-to-end runs use): what a sync costs among
+# the kernels a real layer runs (norms, rotary, attention over a KV cache, GEMVs or GEMMs), with the same layers
+# less their syncs (`NO_SYNC`) as the baseline. A chain's size is its tokens x DECODER_WIDTH x 4 bytes per sync.
+DECODER = ("star_in_decoder", "decoder_only")
+DECODER_WIDTH, DECODER_HEADS, DECODER_FFN, DECODER_KV_START = 640, 10, 1728, 40
+
+
+def decoder_chain_config(length: int):
+    """The decoder chain's Llama shape with `length` layers."""
+    from workbench.models import TransformerConfig
+
+    require_int("length", length, low=1, high=256)
+    return TransformerConfig(f"decoder-chain-{length}", "llama", int(length), DECODER_WIDTH, DECODER_HEADS,
+                             DECODER_FFN, 256, 1024, n_kv_heads=DECODER_HEADS, source="cluster sync chain shape")
+
+
+def decoder_chain(program: str, mesh, length: int, tokens: int, seed: int = 0):
+    """(fn, args) of `length` TPI-LLM decoder layers on `tokens` tokens after DECODER_KV_START cached ones, with
+    the star syncs (`star_in_decoder`) or without (`decoder_only`); fn(*args) returns the hidden state."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from workbench.cluster.e2e import _local_rows, distributed_tp_params, e2e_params
+    from workbench.errors import require_choice
+    from workbench.kernels.tpi_llm import NO_SYNC, make_backbone
+
+    require_choice("program", program, DECODER)
+    require_int("tokens", tokens, low=1, high=512)
+    cfg = decoder_chain_config(length)
+    tp = distributed_tp_params(cfg, e2e_params(cfg, seed), mesh)
+    backbone = make_backbone(cfg, mesh, "star" if program == "star_in_decoder" else NO_SYNC, donate=False)
+    cache = np.zeros((tp.n, cfg.n_layers, DECODER_KV_START + tokens, tp.kv_max, cfg.d_head), np.float32)
+    rows = np.random.default_rng(seed).standard_normal((tp.n, tokens, cfg.d_model)).astype(np.float32)
+    args = (tp.blocks, _local_rows(mesh, cache), _local_rows(mesh, cache), _local_rows(mesh, rows),
+            jnp.int32(DECODER_KV_START))
+    return (lambda *a: backbone(*a)[0]), args
 
 
 def make_chain(program: str, mesh, length: int, axis: str = "x"):
@@ -203,8 +241,9 @@ def chain_weights(mesh, program: str = "star_after_gemm", length: int = 1, seed:
 
 
 def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), lengths=(1, 8, 32), reps: int = 15,
-               rounds: int = 5) -> list[dict]:
-    """Per-call seconds of `length` chained steps in one program (`make_chain`), per program, size and length.
+               rounds: int = 5, decoder_tokens=(1, 32), decoder_lengths=(1, 4, 16)) -> list[dict]:
+    """Per-call seconds of `length` chained steps in one program (`make_chain`, or `decoder_chain` for the
+    `DECODER` programs at `decoder_tokens` and `decoder_lengths`), per program, size and length.
 
     The slope over `length` is what one step costs inside a running program (a decoder step holds two syncs
     per layer); the intercept is the program's dispatch and first wait. Calls are spread over `rounds` passes
@@ -218,7 +257,14 @@ def sync_chain(ctx, programs=CHAIN_PROGRAMS[:2], sizes=(2048, 16384, 131072), le
     streamed = {length: chain_weights(mesh, STREAMING[0], int(length)) for length in lengths} \
         if set(programs) & set(STREAMING) else {}
     points = []
-    for name in programs:
+    for name in [p for p in programs if p in DECODER]:
+        for tokens in decoder_tokens:
+            for length in decoder_lengths:
+                fn, args = decoder_chain(name, mesh, int(length), int(tokens))
+                if not np.all(np.isfinite(np.asarray(fn(*args).addressable_shards[0].data))):  # compiles
+                    raise AssertionError(f"sync_chain {name} x{length} at {tokens} tokens: non-finite result")
+                points.append((name, int(tokens) * DECODER_WIDTH * 4, int(length), fn, args))
+    for name in [p for p in programs if p not in DECODER]:
         for size in sizes:
             pi = program_input("psum", float(size), ctx.n_devices)
             x = global_input(pi, mesh)

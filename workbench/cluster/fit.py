@@ -61,7 +61,10 @@ CORE_ALGORITHMS = ("ring", "tree", "star")
 PROGRAM_ALGORITHM = {"psum": ("gloo_ring", "all_reduce"), "all_gather": ("gloo_ring", "all_gather"),
                      "psum_scatter": ("gloo_halving_doubling", "reduce_scatter"), "star": ("star", "all_reduce"),
                      "ring_ppermute": ("ring", "all_reduce"), "tree_ppermute": ("tree", "all_reduce"),
-                     "star_after_compute": ("star", "all_reduce"), "star_after_streaming": ("star", "all_reduce")}
+                     "star_after_compute": ("star", "all_reduce"), "star_after_streaming": ("star", "all_reduce"),
+                     "star_in_decoder_layers": ("star", "all_reduce")}
+# Derived sync kinds (`SYNC_AFTER`): syncs that follow every process's own work, so every process acts in them
+SYNCS_AFTER_WORK = ("star_after_compute", "star_after_streaming", "star_in_decoder_layers")
 # The model before the fixed-costs issue (kept to report before -> after): one alpha per traversal of
 # the ideal ring / star / tree, the ring standing in for gloo's halving-doubling.
 LEGACY_ALGORITHM = {"psum": "ring", "all_gather": "ring", "psum_scatter": "ring", "star": "star",
@@ -216,7 +219,7 @@ def active_steps(program: str, processes: int, message_bytes: float = 4096.0) ->
         return [(2, 1.0)] * hops
     if program == "star":
         return [(2, 1.0)] * int(round(steps))
-    if program in ("star_after_compute", "star_after_streaming"):  # every process has just worked: all act
+    if program in SYNCS_AFTER_WORK:  # every process has just worked: all act
         return [(processes, 1.0)] * int(round(steps))
     if program == "tree_ppermute":
         levels = [(max(processes // 2**level, 2), 1.0) for level in range(int(tree_depth(processes)))]
@@ -386,8 +389,14 @@ AFTER_COMPUTE_SYNC = "star_after_compute"
 # The same after a step that streams its weights from memory (a decode step), which costs more per sync here
 AFTER_STREAM, STREAM_ONLY = "star_after_stream", "stream_only"
 AFTER_STREAM_SYNC = "star_after_streaming"
+# The same among a real decoder layer's kernels: TPI-LLM's TP layer on its own shape with its two star syncs, less
+# the same layers without them (`workbench.cluster.experiments.decoder_chain`); per sync: half the difference
+IN_DECODER, DECODER_ONLY = "star_in_decoder", "decoder_only"
+DECODER_SYNC = "star_in_decoder_layers"
 # derived sync kind -> (chain with the syncs, the same chain without them)
-SYNC_AFTER = {AFTER_COMPUTE_SYNC: (AFTER_COMPUTE, COMPUTE_ONLY), AFTER_STREAM_SYNC: (AFTER_STREAM, STREAM_ONLY)}
+SYNC_AFTER = {AFTER_COMPUTE_SYNC: (AFTER_COMPUTE, COMPUTE_ONLY), AFTER_STREAM_SYNC: (AFTER_STREAM, STREAM_ONLY),
+              DECODER_SYNC: (IN_DECODER, DECODER_ONLY)}
+SYNCS_PER_STEP = {DECODER_SYNC: 2}  # a decoder layer syncs after attention and after the MLP; other chains once
 
 
 def sync_after_step(slopes: pd.DataFrame, kind: str = AFTER_COMPUTE_SYNC) -> pd.DataFrame:
@@ -403,7 +412,7 @@ def sync_after_step(slopes: pd.DataFrame, kind: str = AFTER_COMPUTE_SYNC) -> pd.
     both = after.index.intersection(alone.index)
     if both.empty:
         raise WorkbenchError(f"{kind} needs {with_syncs} and {without} chains at the same points")
-    out = (after[both] - alone[both]).rename(CHAIN_STATISTIC).reset_index()
+    out = ((after[both] - alone[both]) / SYNCS_PER_STEP.get(kind, 1)).rename(CHAIN_STATISTIC).reset_index()
     return out.assign(program=kind)[["link_class", "processes", "program", "message_bytes", CHAIN_STATISTIC]]
 
 

@@ -46,6 +46,9 @@ from workbench.network import collective_cost
 from workbench.planners.tpi_llm import TPSplit, check_devices, proportional_split
 
 ALLREDUCE_KINDS = ("star", "ring", "tree", "psum")
+# Not an all-reduce: every device keeps its partial sum (wrong results by design). The timing baseline of the
+# cluster's decoder sync chains (`workbench.cluster.experiments.decoder_chain`): the same program less its syncs.
+NO_SYNC = "none"
 BLOCK_KEYS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "attn_norm", "ffn_norm",
               "kv_map", "head_mask", "ffn_mask")
 
@@ -127,7 +130,9 @@ def tree_allreduce(x, axis: str, n: int):
 
 def allreduce(x, axis: str, n: int, kind: str = "star"):
     """Sum x over the mesh axis with the chosen algorithm (inside shard_map)."""
-    require_choice("allreduce", kind, ALLREDUCE_KINDS)
+    require_choice("allreduce", kind, ALLREDUCE_KINDS + (NO_SYNC,))
+    if kind == NO_SYNC:
+        return x
     if kind == "psum":
         return jax.lax.psum(x, axis)
     return {"star": star_allreduce, "ring": ring_allreduce, "tree": tree_allreduce}[kind](x, axis, n)
@@ -136,7 +141,7 @@ def allreduce(x, axis: str, n: int, kind: str = "star"):
 def broadcast_from_master(x, axis: str, n: int, kind: str = "star"):
     """Step 2: the master's x reaches every device (star: direct sends; else: an all-reduce of x on the
     master and zeros on the workers, with the same algorithm as the block all-reduces)."""
-    if n == 1:
+    if n == 1 or kind == NO_SYNC:
         return x
     if kind == "star":
         return star_broadcast(x, axis, n)
@@ -311,13 +316,14 @@ def _local_block(cfg: TransformerConfig, p: dict, x_se, k_tkd, v_tkd, start, pos
     return x_se, k_tkd, v_tkd
 
 
-def make_backbone(cfg: TransformerConfig, mesh: Mesh, kind: str = "star"):
+def make_backbone(cfg: TransformerConfig, mesh: Mesh, kind: str = "star", donate: bool = True):
     """The jitted SPMD program: (blocks, k, v, h0 (n, S, E), start) -> (h (n, S, E), k, v).
 
     h0 holds the master's embedding in shard 0 (others are ignored: the master broadcasts it);
-    every output shard holds the all-reduced final hidden state (the master uses shard 0).
+    every output shard holds the all-reduced final hidden state (the master uses shard 0). The caches are
+    donated unless `donate=False` (a timing loop that calls it again on the same caches).
     """
-    require_choice("allreduce", kind, ALLREDUCE_KINDS)
+    require_choice("allreduce", kind, ALLREDUCE_KINDS + (NO_SYNC,))
     check_line_mesh(mesh)
     axis, n = mesh.axis_names[0], int(mesh.devices.size)
     spec = P(axis)
@@ -337,7 +343,7 @@ def make_backbone(cfg: TransformerConfig, mesh: Mesh, kind: str = "star"):
 
     mapped = jax.shard_map(program, mesh=mesh, in_specs=(spec, spec, spec, spec, P()),
                            out_specs=(spec, spec, spec), check_vma=False)
-    return jax.jit(mapped, donate_argnums=(1, 2))
+    return jax.jit(mapped, donate_argnums=(1, 2) if donate else ())
 
 
 _BACKBONES: dict = {}
@@ -345,6 +351,7 @@ _BACKBONES: dict = {}
 
 def tp_backbone(tp: TPParams, kind: str = "star"):
     """The compiled-once SPMD backbone for `tp` and all-reduce `kind` (cached per config/mesh/kind)."""
+    require_choice("allreduce", kind, ALLREDUCE_KINDS)  # a generation always syncs (NO_SYNC is for timing only)
     key = (tp.cfg, tuple(d.id for d in tp.mesh.devices.flat), tp.axis, kind)
     if key not in _BACKBONES:
         _BACKBONES[key] = make_backbone(tp.cfg, tp.mesh, kind)

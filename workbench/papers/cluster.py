@@ -17,7 +17,9 @@ from workbench.accelerator import compare
 from workbench.cluster.fit import (
     AFTER_COMPUTE_SYNC,
     AFTER_STREAM_SYNC,
+    DECODER_SYNC,
     FIT_PROCESSES,
+    IN_DECODER,
     HostModel,
     LinkModel,
     chain_slopes,
@@ -266,17 +268,33 @@ def colocated_share(processes: int, data_dir: Path = DATA_DIR) -> float | None:
     return None if row.empty or processes == 1 else float(row["share"].iloc[0])
 
 
-SYNC_KINDS = {"bare": "star", "after compute": AFTER_COMPUTE_SYNC, "after streaming": AFTER_STREAM_SYNC}
-# Which kind of sync a phase's layers end in: a decode step streams each layer's weights from memory between two
-# syncs (one row per matrix), a 32-token prefill runs GEMMs on them (compute-bound on this CPU)
+SYNC_KINDS = {"bare": "star", "after compute": AFTER_COMPUTE_SYNC, "after streaming": AFTER_STREAM_SYNC,
+              "in decoder layers": DECODER_SYNC}
+# Which kind of sync a phase's layers end in, in a campaign without decoder chains: a decode step streams each
+# layer's weights from memory between two syncs (one row per matrix), a 32-token prefill runs GEMMs on them
+# (compute-bound on this CPU)
 PHASE_SYNC = {"prefill": "after compute", "decode": "after streaming"}
+# A campaign that measured the decoder chains (from 2026-11-25): both phases' syncs among a real TP decoder layer's
+# kernels (decode: 1 token per step, prefill: 32), TPI-LLM's layer on a shape of its own. Chosen before its
+# end-to-end error was seen: it is the instrument closest to the program the deployment runs.
+DECODER_PHASE_SYNC = {"prefill": "in decoder layers", "decode": "in decoder layers"}
 
 
 def _program_slopes(data_dir: Path) -> dict[str, pd.DataFrame]:
-    """Per kind of sync (`SYNC_KINDS`), the stored chains' per-sync slopes (data/cluster/sync_chain.csv)."""
+    """Per kind of sync (`SYNC_KINDS`) the campaign measured, the stored chains' per-sync slopes
+    (data/cluster/sync_chain.csv)."""
     slopes = chain_slopes(_read_csv("sync_chain.csv", data_dir))
-    return {"bare": slopes[slopes.program == "star"], "after compute": sync_after_step(slopes, AFTER_COMPUTE_SYNC),
-            "after streaming": sync_after_step(slopes, AFTER_STREAM_SYNC)}
+    kinds = {"bare": slopes[slopes.program == "star"], "after compute": sync_after_step(slopes, AFTER_COMPUTE_SYNC),
+             "after streaming": sync_after_step(slopes, AFTER_STREAM_SYNC)}
+    if (slopes.program == IN_DECODER).any():
+        kinds["in decoder layers"] = sync_after_step(slopes, DECODER_SYNC)
+    return kinds
+
+
+def phase_sync_for(data_dir: Path = DATA_DIR) -> dict[str, str]:
+    """The sync kind per phase a campaign's deployments use: `DECODER_PHASE_SYNC` where its decoder chains were
+    measured, else `PHASE_SYNC`."""
+    return DECODER_PHASE_SYNC if "in decoder layers" in _program_slopes(data_dir) else PHASE_SYNC
 
 
 def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
@@ -301,19 +319,22 @@ def program_links(data_dir: Path = DATA_DIR, kind: str = "after compute",
     syncs of `kind` (`SYNC_KINDS`) on `processes` processes (data/cluster/sync_chain.csv), beside the
     single-call fits of data/constants/cluster.toml."""
     require_choice("kind", kind, tuple(SYNC_KINDS))
-    slopes = _program_slopes(data_dir)[kind]
+    measured = _program_slopes(data_dir)
+    if kind not in measured:
+        raise WorkbenchError(f"kind {kind!r} was not measured in {data_dir}; measured: {', '.join(measured)}")
+    slopes = measured[kind]
     return link_models(fit_chains(slopes, int(cpu_preset(data_dir).cores), processes=processes))
 
 
 def deployed_link(processes: int, link_class: str, phase: str = "prefill", data_dir: Path = DATA_DIR,
                   phase_sync: dict[str, str] | None = None, at_count: bool = True) -> LinkModel:
     """The link a `phase` step of `processes` co-located processes sees: fitted on the star chains whose syncs
-    follow the work the phase's layers do (`PHASE_SYNC`), on the deployment's own process count when the chains
+    follow the work the phase's layers do (`phase_sync_for`), on the deployment's own process count when the chains
     were measured there (the network profiled as deployed), else on 2 processes; as co-located processes see it
     (`colocated_link`: the CPU work stretched by processes / cores, as the fit assumed). `phase_sync` and
     `at_count=False` (always the 2-process chains) are the alternatives the notebooks compare."""
     require_int("processes", processes, low=1, high=64)
-    phase_sync = PHASE_SYNC if phase_sync is None else phase_sync
+    phase_sync = phase_sync_for(data_dir) if phase_sync is None else phase_sync
     require_choice("phase", phase, tuple(phase_sync))
     kind = phase_sync[phase]
     require_choice("sync kind", kind, tuple(SYNC_KINDS))

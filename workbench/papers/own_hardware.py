@@ -157,8 +157,11 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 # fell to 0.63x of the morning's within two hours, on an idle machine). The stored data/ is the first; the
 # second repeats it with 8 runs per point instead of 3 (scripts/measure_collectives.py --only micro colocated
 # chains e2e --out data/cluster/campaigns/<name>).
-CAMPAIGNS = {"2026-11-24a": DATA_DIR, "2026-11-24b": DATA_DIR / "cluster" / "campaigns" / "2026-11-24b"}
-LATEST = "2026-11-24b"
+# The third (2026-11-25) adds the decoder chains (`workbench.cluster.experiments.decoder_chain`): the syncs among a
+# real TP decoder layer's kernels, which its deployments use (`stored.phase_sync_for`).
+CAMPAIGNS = {"2026-11-24a": DATA_DIR, "2026-11-24b": DATA_DIR / "cluster" / "campaigns" / "2026-11-24b",
+             "2026-11-25a": DATA_DIR / "cluster" / "campaigns" / "2026-11-25a"}
+LATEST = "2026-11-25a"
 
 
 def campaign_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
@@ -178,12 +181,16 @@ def campaign_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
 COMPUTE_ONLY = {"prefill": "after compute", "decode": "after compute"}
 LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count, serial work on the whole machine)
     ("after compute, 2-process chains, serial on the share (last session)", COMPUTE_ONLY, False, False),
-    ("per phase, 2-process chains, serial on the share", None, False, False),
+    ("per phase, 2-process chains, serial on the share", stored.PHASE_SYNC, False, False),
     ("after compute, deployed count, serial on the share", COMPUTE_ONLY, True, False),
     ("after streaming, deployed count, serial on the share",
      {"prefill": "after streaming", "decode": "after streaming"}, True, False),
-    ("per phase, deployed count, serial on the share", None, True, False),
-    ("per phase, deployed count, serial on the machine (used)", None, True, True),
+    ("per phase, deployed count, serial on the share", stored.PHASE_SYNC,
+     True, False),
+    ("per phase, deployed count, serial on the machine (used without decoder chains)",
+     stored.PHASE_SYNC, True, True),
+    ("in decoder layers, deployed count, serial on the machine (used where measured)",
+     stored.DECODER_PHASE_SYNC, True, True),
 )
 
 
@@ -193,7 +200,11 @@ def link_choice_table(folder: Path, model: str = "TinyLlama-42M", data_dir: Path
     whether the master's serial work runs on its share or on the whole machine. None is fitted on an
     end-to-end row."""
     rows = []
+    measured = set(stored.SYNC_KINDS) if stored.phase_sync_for(data_dir) == stored.DECODER_PHASE_SYNC \
+        else set(stored.SYNC_KINDS) - {"in decoder layers"}
     for name, phase_sync, at_count, shared in LINK_CHOICES:
+        if not set(phase_sync.values()) <= measured:
+            continue
         table = verify(folder, model, phase_sync, at_count, shared, data_dir)
         points = {f"{r.link_class}, {r.devices} proc, {r.phase}": r.error for r in table.itertuples()}
         rows.append({"link": name, "median_abs_error": float(np.median(np.abs(table["error"]))),
