@@ -97,7 +97,8 @@ def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_
     from workbench.userconfig import parse_network
 
     out = tmp_path / "net.toml"
-    assert main(parse(["profile", "network", "--quick", "--processes", "2", "--out", str(out)])) == 0
+    assert main(parse(["profile", "network", "--quick", "--processes", "2", "--phase", "decode",
+                       "--out", str(out)])) == 0
     table = tomllib.loads(out.read_text())["network"]
     assert "star_after_stream less stream_only" in table["sources"]["message_overhead_us"]
     assert table["message_overhead_us"] > 0 and table["bandwidth_mbps"] > 0
@@ -105,6 +106,24 @@ def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_
     assert set(rows.program) == {"star_after_stream", "stream_only"} and set(rows.length) == {1, 8}
     topology = parse_network("net.toml", {k: v for k, v in table.items()}, 2)
     assert topology.link.message_overhead_s == pytest.approx(table["message_overhead_us"] * 1e-6)
+
+
+@pytest.mark.slow
+def test_profile_network_by_default_measures_the_syncs_among_a_decoder_layers_kernels(tmp_path):
+    # the instrument the own_hardware notebook verifies: TPI-LLM's TP layer with its syncs less without them
+    import pandas as pd
+
+    from workbench.__main__ import parse
+    from workbench.profile import main
+
+    out = tmp_path / "net.toml"
+    assert main(parse(["profile", "network", "--quick", "--out", str(out)])) == 0
+    table = tomllib.loads(out.read_text())["network"]
+    assert "star_in_decoder less decoder_only" in table["sources"]["message_overhead_us"]
+    assert table["message_overhead_us"] > 0 and table["bandwidth_mbps"] > 0
+    rows = pd.read_csv(out.with_suffix(".csv"))
+    assert set(rows.program) == {"star_in_decoder", "decoder_only"} and set(rows.length) == {1, 4}
+    assert set(rows.message_bytes) == {640 * 4, 8 * 640 * 4}  # 1 and 8 tokens of the chain's 640-wide layer
 
 
 def test_an_unresolved_per_byte_cost_is_written_as_a_readable_ceiling_and_says_so():

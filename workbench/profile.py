@@ -378,16 +378,21 @@ def _q(text: str) -> str:
 
 
 # ---- network ------------------------------------------------------------------------------------------
-PHASE_CHAINS = {"decode": ("star_after_stream", "stream_only", "star_after_streaming"),
+PHASE_CHAINS = {"decoder": ("star_in_decoder", "decoder_only", "star_in_decoder_layers"),
+                "decode": ("star_after_stream", "stream_only", "star_after_streaming"),
                 "prefill": ("star_after_gemm", "gemm_only", "star_after_compute")}
+PHASE_WORK = {"decoder": "among a TP decoder layer's kernels (1 and 32 tokens)", "decode": "after a decode step",
+              "prefill": "after a prefill step"}
 
 
-def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phase: str | None = "decode") \
+def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phase: str | None = "decoder") \
         -> tuple[str, pd.DataFrame]:
-    """The `[network]` table of one link class, as a `phase` step of `processes` co-located processes sees it:
-    star syncs inside one running program after the phase's work (`sync_chain`: a GEMV streaming its own
-    matrix for decode, a GEMM for prefill, less the same steps alone), fitted at that process count; or, with
-    `phase=None`, single calls of a 2-process psum. Returns the TOML text and the measured rows."""
+    """The `[network]` table of one link class, as `processes` co-located processes see it: star syncs inside
+    one running program (`sync_chain`), by default among TPI-LLM's TP decoder layers (`decoder`: the layers with
+    their two syncs less the same layers without them; what the own_hardware notebook verifies), or after one
+    decode step's streaming GEMV (`decode`) or a prefill's GEMM (`prefill`), less the same steps alone, fitted
+    at that process count; or, with `phase=None`, single calls of a 2-process psum. Returns the TOML text and
+    the measured rows."""
     from workbench.cluster.fit import (
         HostModel,
         chain_slopes,
@@ -422,15 +427,18 @@ def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phas
         with_syncs, alone, kind = PHASE_CHAINS[phase]
         params = {"programs": [with_syncs, alone], "sizes": [2048, 65536],
                   "lengths": [1, 8] if quick else [1, 8, 32], "reps": 3 if quick else 15}
+        if phase == "decoder":
+            params = {"programs": [with_syncs, alone], "decoder_tokens": [1, 8] if quick else [1, 32],
+                      "decoder_lengths": [1, 4] if quick else [1, 4, 16], "reps": 3 if quick else 15}
         shape = LinkShape(rate_mbit) if rate_mbit else None
         run = launch(ClusterSpec(processes, "sync_chain", params, shape=shape, timeout_s=1800),
                      announce=lambda message: None)
         rows = chain_summary(run, processes, dt.date.today().isoformat(), machine_label())
         slopes = sync_after_step(chain_slopes(rows), kind)
-        longest = max(params["lengths"])
+        longest = max(params.get("lengths", params.get("decoder_lengths")))
         fit = fit_chains(slopes, cores, longest, processes)
         link = colocated_link(_link(fit.iloc[0]), kind, processes, cores)
-        what = (f"star syncs after a {phase} step inside one program on {processes} co-located processes "
+        what = (f"star syncs {PHASE_WORK[phase]} inside one program on {processes} co-located processes "
                 f"(sync_chain: {with_syncs} less {alone}, fitted at that count)")
         bandwidth, latency, overhead = link.bandwidth_bytes_per_s, link.latency_s, link.message_overhead_s
     mbps, what_bandwidth = resolved_bandwidth_mbps(bandwidth, what)
@@ -483,9 +491,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="network: shape the link to MBIT with tc tbf in namespaces (root only)")
     parser.add_argument("--processes", "-n", type=int, default=2,
                         help="network: co-located processes the deployment runs (2-16; the syncs are measured there)")
-    parser.add_argument("--phase", default="decode", choices=("decode", "prefill", "single-call"),
-                        help="network: the syncs a decode step (after streaming weights) or a prefill (after GEMMs) "
-                             "sees inside a running program, or single psum calls")
+    parser.add_argument("--phase", default="decoder", choices=("decoder", "decode", "prefill", "single-call"),
+                        help="network: the syncs among a TP decoder layer's kernels (default), after one decode "
+                             "step's GEMV or one prefill GEMM, inside a running program; or single psum calls")
 
 
 def main(args: argparse.Namespace) -> int:
