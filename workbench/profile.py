@@ -378,9 +378,8 @@ def _q(text: str) -> str:
 
 
 # ---- network ------------------------------------------------------------------------------------------
-PHASE_CHAINS = {"decoder": ("star_in_decoder", "decoder_only", "star_in_decoder_layers"),
-                "decode": ("star_after_stream", "stream_only", "star_after_streaming"),
-                "prefill": ("star_after_gemm", "gemm_only", "star_after_compute")}
+# --phase -> the derived sync kind of `workbench.cluster.fit.SYNC_AFTER` (its chain with syncs, and without)
+PHASE_KIND = {"decoder": "star_in_decoder_layers", "decode": "star_after_streaming", "prefill": "star_after_compute"}
 PHASE_WORK = {"decoder": "among a TP decoder layer's kernels (1 and 32 tokens)", "decode": "after a decode step",
               "prefill": "after a prefill step"}
 
@@ -394,6 +393,7 @@ def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phas
     at that process count; or, with `phase=None`, single calls of a 2-process psum. Returns the TOML text and
     the measured rows."""
     from workbench.cluster.fit import (
+        SYNC_AFTER,
         HostModel,
         chain_slopes,
         colocated_link,
@@ -423,8 +423,9 @@ def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phas
         from workbench.cluster.measure import chain_summary
         from workbench.cluster.netns import LinkShape
 
-        require_choice("phase", phase, tuple(PHASE_CHAINS))
-        with_syncs, alone, kind = PHASE_CHAINS[phase]
+        require_choice("phase", phase, tuple(PHASE_KIND))
+        kind = PHASE_KIND[phase]
+        with_syncs, alone = SYNC_AFTER[kind]
         params = {"programs": [with_syncs, alone], "sizes": [2048, 65536],
                   "lengths": [1, 8] if quick else [1, 8, 32], "reps": 3 if quick else 15}
         if phase == "decoder":

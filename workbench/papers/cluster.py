@@ -291,10 +291,15 @@ def _program_slopes(data_dir: Path) -> dict[str, pd.DataFrame]:
     return kinds
 
 
+def measured_sync_kinds(data_dir: Path = DATA_DIR) -> list[str]:
+    """The kinds of sync (`SYNC_KINDS`) a campaign's chains measured."""
+    return list(_program_slopes(data_dir))
+
+
 def phase_sync_for(data_dir: Path = DATA_DIR) -> dict[str, str]:
     """The sync kind per phase a campaign's deployments use: `DECODER_PHASE_SYNC` where its decoder chains were
     measured, else `PHASE_SYNC`."""
-    return DECODER_PHASE_SYNC if "in decoder layers" in _program_slopes(data_dir) else PHASE_SYNC
+    return DECODER_PHASE_SYNC if "in decoder layers" in measured_sync_kinds(data_dir) else PHASE_SYNC
 
 
 def chain_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:

@@ -200,8 +200,7 @@ def link_choice_table(folder: Path, model: str = "TinyLlama-42M", data_dir: Path
     whether the master's serial work runs on its share or on the whole machine. None is fitted on an
     end-to-end row."""
     rows = []
-    measured = set(stored.SYNC_KINDS) if stored.phase_sync_for(data_dir) == stored.DECODER_PHASE_SYNC \
-        else set(stored.SYNC_KINDS) - {"in decoder layers"}
+    measured = set(stored.measured_sync_kinds(data_dir))
     for name, phase_sync, at_count, shared in LINK_CHOICES:
         if not set(phase_sync.values()) <= measured:
             continue
