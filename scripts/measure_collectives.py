@@ -91,8 +91,16 @@ def measure_colocated(out: Path, quick: bool, machine: str, date: str) -> None:
 
 
 def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_existing: bool = False,
-                        max_load: float | None = None, max_wait_s: float = 300) -> None:
-    from workbench.cluster.measure import SUMMARY_COLUMNS, default_campaign, run_point
+                        max_load: float | None = None, max_wait_s: float = 300, protocol: str = "osu") -> None:
+    from workbench.cluster.measure import (
+        PROTOCOLS,
+        SUMMARY_COLUMNS,
+        RepetitionProtocol,
+        default_campaign,
+        run_point,
+    )
+
+    reps = RepetitionProtocol("quick", 0.5, 5, 25, 25) if quick else PROTOCOLS[protocol]
 
     path = out / "cluster" / "collectives.csv"
     done = pd.read_csv(path) if path.exists() and not quick else pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -105,7 +113,7 @@ def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_ex
         wait_for_quiet(max_load, max_wait_s)
         log(f"collectives: {point.processes} processes, rate {point.rate_mbit or 'loopback'}, "
             f"{len(point.sizes)} sizes")
-        summary, note = run_point(point, target_seconds=0.5 if quick else 1.0, announce=log)
+        summary, note = run_point(point, announce=log, protocol=reps)
         if note:
             log(note)
         fresh.append(summary)
@@ -134,15 +142,21 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     fresh = fresh_page_constant(date, machine)
     fits = fit_all(done, host_model(device, {"scheduler_tick": tick, "fresh_page": fresh}))
     header = ("Per-message endpoint software time (o), wire latency (L) and per-byte cost (beta) per link class,\n"
-              "fitted by workbench.cluster.fit on the 2-process psum of data/cluster/collectives.csv, the\n"
+              f"fitted by workbench.cluster.fit on the 2-process psum of {_shown(out / 'cluster' / 'collectives.csv')}, the\n"
               "kernel's scheduler tick (for the oversubscription wait; not fitted) and the cost of a fresh page\n"
               "(buffers above malloc's mmap threshold, allocated per call; measured, not fitted).\n"
               "Calibration on this machine only (shared, 2 cores): not a property of any paper's hardware.")
-    consts = fit_constants(fits, "data/cluster/collectives.csv", machine, measured_on)
+    consts = fit_constants(fits, _shown(out / "cluster" / "collectives.csv"), machine, measured_on)
     consts["scheduler_tick"] = tick
     consts["fresh_page"] = fresh
     write_text_atomic(out / "constants" / "cluster.toml", constants_toml(consts, header))
     log(f"fit:\n{fits.to_string(index=False)}")
+
+
+def _shown(path: Path) -> str:
+    """`path` as the repository names it (data/...), or as given when it lies elsewhere."""
+    root = DATA_DIR.parent
+    return str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
 
 
 def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
@@ -264,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-load", type=float, default=None,
                         help="before each part / collectives point wait until the 1-min load average is below this")
     parser.add_argument("--max-wait", type=float, default=5.0, help="minutes to wait for --max-load per point")
+    parser.add_argument("--protocol", choices=("osu", "legacy"), default="osu",
+                        help="collectives: OSU's repetitions (1000 calls <= 8 KiB, 100 above, ~3 s cap; since "
+                             "2026-11-25) or the earlier 5-25 calls in ~1 s")
     parser.add_argument("--out", default=None, help="data directory to write (default data/, --quick: a temp dir)")
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -283,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 measure_micro(out, machine, date)
             elif part == "collectives":
                 measure_collectives(out, args.quick, machine, date, args.skip_existing, args.max_load,
-                                    args.max_wait * 60)
+                                    args.max_wait * 60, args.protocol)
             elif part == "fit":
                 if "collectives" not in args.only:  # (collectives refits by itself)
                     fit_collectives(out, machine, date)

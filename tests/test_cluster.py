@@ -1098,3 +1098,50 @@ def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch
     hop_by_hop = error()
     monkeypatch.setattr(fit, "tiny_ring_hops", lambda program, processes, message_bytes: 0)
     assert hop_by_hop < error()
+
+
+# ---- the repetition protocol (OSU's) and the campaign measured with it ----------------------------------
+def test_the_osu_protocol_times_1000_small_and_100_large_calls_and_checks_its_arguments():
+    from workbench.cluster.measure import OSU_PROTOCOL, PROTOCOLS, RepetitionProtocol
+
+    assert (OSU_PROTOCOL.max_reps, OSU_PROTOCOL.max_reps_large, OSU_PROTOCOL.large_bytes) == (1000, 100, 8192)
+    assert PROTOCOLS["legacy"].max_reps == PROTOCOLS["legacy"].max_reps_large == 25
+    with pytest.raises(WorkbenchError, match="max_reps must be an integer >= 5"):
+        RepetitionProtocol("bad", 1.0, 5, 4, 100)
+    with pytest.raises(WorkbenchError, match="target_seconds"):
+        RepetitionProtocol("bad", 0.0, 5, 10, 10)
+
+
+def test_a_collectives_point_caps_its_calls_by_size():
+    # one process, the test's 8 CPU devices: a buffer up to large_bytes gets max_reps calls, a larger one
+    # max_reps_large (a generous target_seconds, so the cap decides)
+    from types import SimpleNamespace
+
+    from workbench.cluster.experiments import collectives
+
+    rows = collectives(SimpleNamespace(n_devices=8), programs=("psum",), sizes=(32, 65536), min_reps=1,
+                       max_reps=6, max_reps_large=2, large_bytes=8192, target_seconds=1e3, rounds=1, warmup=0)
+    reps = {r["message_bytes"]: r["reps"] for r in rows}
+    assert reps[min(reps)] == 6 and reps[max(reps)] == 2
+    legacy = collectives(SimpleNamespace(n_devices=8), programs=("psum",), sizes=(65536,), min_reps=1,
+                         max_reps=6, target_seconds=1e3, rounds=1, warmup=0)
+    assert legacy[0]["reps"] == 6  # without max_reps_large every size has the one cap
+
+
+OSU_DIR = DATA_DIR / "cluster" / "campaigns" / "2026-11-25b"
+
+
+@pytest.mark.skipif(not (OSU_DIR / "cluster" / "collectives.csv").exists(), reason="OSU campaign not stored")
+def test_the_latest_collectives_campaign_is_the_osu_one_and_its_medians_are_steadier():
+    from workbench.papers import cluster as wb
+
+    assert wb.latest_collectives_dir() == OSU_DIR
+    data = wb.measurements(OSU_DIR)
+    small = data[data.message_bytes <= 8192]
+    assert small.reps.max() == 1000 and small.reps.median() >= 100 and data.reps.max() <= 1000
+    assert (data[data.message_bytes > 8192].reps <= 100).all()
+    before = wb.before_after()
+    after = before[before.model.str.startswith("after")].set_index(["campaign_name", "statistic"]).median_rel_error
+    # hundreds of calls keep the median call out of the tick modes 25 calls fall into (2026-11-25b: 0.24 vs 0.77)
+    assert after["2026-11-25b", "median_s"] < after["2026-11-24", "median_s"] / 2
+    assert after["2026-11-25b", "min_s"] < 0.25  # the fastest call: 0.208 (the target 0.20 is not met)

@@ -131,9 +131,11 @@ comparison[[c for c in table_columns if c in comparison]]
 # The median relative error |predicted - measured| / measured over **all validation points** (every size,
 # program and process count; the 2-process psum rows used for the fit are excluded), then the same number
 # for the model before this issue (one alpha per traversal of the ideal algorithm, `legacy_predict`),
-# each refitted on the same calibration rows, on the primary campaign (2026-11-22, load average 1-5; plus
-# the 100 Mbit calibration rows of 2026-11-24) and on a second full campaign measured while other users'
-# test suites kept the load average at 4-17 (`data/cluster/collectives_2026-11-24.csv`):
+# each refitted on the same calibration rows, on every stored campaign: this machine's of 2026-11-24
+# (`data/cluster/collectives.csv`, measured while other users' test suites kept the load average at 4-17;
+# the tables of this section are this campaign's), the campaign before the issue (2026-11-22, the same VM
+# image on another host, load average 1-5: `collectives_2026-11-22_xeon.csv`) and the latest, with OSU's
+# repetitions (2026-11-25b, below):
 
 # %%
 validation = wb.validation_tables(comparison)
@@ -227,6 +229,43 @@ fastest_validation["by_size"]
 # %%
 fastest_gaps = wb.model_gap_table(fastest, cores=int(info["cpu_count"]))
 fastest_gaps
+
+# %% [markdown]
+# ### The latest campaign: OSU's repetitions (2026-11-25b)
+# The campaigns above time 5-25 calls per point (about a second each). With more processes than cores the
+# fastest of 25 calls often still met a tick, and the median of 25 calls sits in whichever tick mode more than
+# half of them fell. The OSU Micro-Benchmarks time 1000 calls of a collective up to 8 KiB and 100 above
+# (`util/osu_util.h`: `COLL_LOOP_SMALL`, `COLL_LOOP_LARGE`, `LARGE_MESSAGE_SIZE`). A third campaign of every
+# point took that protocol, capped at about 3 s per program and size (`measure.OSU_PROTOCOL`; 27 minutes,
+# each point started once the load average was below 1), with this machine's micro-benchmarks measured just
+# before it (`data/cluster/campaigns/2026-11-25b/`). It was declared the headline before it ran. The model
+# is unchanged and refitted on the same calibration rows (each link class's 2-process psum); nothing is
+# tuned to it. Every campaign's before -> after is in `before` above (`median_calls` says how many calls a
+# point's statistic is over).
+
+# %%
+latest_dir = wb.latest_collectives_dir()
+latest = wb.fastest_call_comparison(latest_dir)
+latest_validation = wb.validation_tables(latest)
+headline = before[before.model.str.startswith("after")].pivot_table(
+    index=["campaign_name", "median_calls"], columns="statistic", values="median_rel_error", sort=False)
+print(f"latest campaign ({latest_dir.name}), fastest call: {int(latest_validation['overall'].points[0])} validation "
+      f"points, median relative error {latest_validation['overall'].median_rel_error[0]:.1%}, within 20 %: "
+      f"{latest_validation['overall'].within_20pct[0]:.0%}")
+headline
+
+# %%
+latest_validation["by_program"].pivot_table(index="program", columns="processes", values="median_rel_error")
+
+# %% [markdown]
+# Reading it (2026-11-25b): with hundreds of calls the median call stops jumping between tick modes (its
+# median |error| falls from 77 % on 2026-11-24's 25 calls to 24 %), and the fastest call's from 22 % to 21 %.
+# What stays off is 8 processes on 2 cores (fastest call: 29 %, against 19 % and 15 % at 2 and 4 processes):
+# every program but the tree runs 1.2-1.5x slower than the CPU-sharing model there, gloo's halving-doubling
+# reduce-scatter 2x. Which mechanism is not found: charging its notifications as CPU work (they are waited
+# for only at the end, so the model hides them) would double the 4-process prediction too, where the model
+# is within 3 %. No constant is fitted to these rows; it is a stated miss, and one reason the deployments
+# here keep to 2 and 4 processes.
 
 # %% [markdown]
 # **Does the fit depend on which program calibrates it?** The same fit on the 2-process ppermute star (a
@@ -469,7 +508,7 @@ gpu_kernels
 
 # %%
 rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before, stacks, choices, chains, gpu,
-                       gpu_summary, gpu_kernels))
+                       gpu_summary, gpu_kernels, latest))
 rec.write()
 
 # %%

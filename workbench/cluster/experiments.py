@@ -89,10 +89,12 @@ def _time_call(fn, x) -> float:
 
 def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ring_ppermute", "tree_ppermute"),
                 sizes=(4, 4096, 1 << 20), min_reps: int = 5, max_reps: int = 25, target_seconds: float = 1.0,
-                rounds: int = 5, warmup: int = 1) -> list[dict]:
+                rounds: int = 5, warmup: int = 1, max_reps_large: int | None = None,
+                large_bytes: int = 8192) -> list[dict]:
     """Time each program at each message size; every process records its own per-call seconds.
 
-    Repetitions adapt to the size (about `target_seconds` per point, within [min_reps, max_reps]) and
+    Repetitions adapt to the size (about `target_seconds` per point, within [min_reps, max_reps]; above
+    `large_bytes`, within [min_reps, max_reps_large] when it is given: `measure.OSU_PROTOCOL`) and
     are spread over `rounds` passes through all sizes, so a burst of load from other users hits one
     round of every size instead of all repetitions of one size. All processes agree on the counts
     through a tiny all-gather; every output is checked once (a wrong result is retried and counted in
@@ -115,7 +117,8 @@ def collectives(ctx, programs=("psum", "all_gather", "psum_scatter", "star", "ri
             for _ in range(warmup):
                 _time_call(fn, x)
             first = _allgather_max(_time_call(fn, x))
-            reps = int(min(max_reps, max(min_reps, math.ceil(target_seconds / max(first, 1e-6)))))
+            cap = max_reps if max_reps_large is None or pi.message_bytes <= large_bytes else max_reps_large
+            reps = int(min(cap, max(min_reps, math.ceil(target_seconds / max(first, 1e-6)))))
             per_round = math.ceil(reps / n_rounds)
             points[pi.message_bytes] = (int(size), x, per_round, wrong)
         times = {m: [] for m in points}

@@ -21,7 +21,7 @@ import pandas as pd
 
 from workbench.cluster.launcher import ClusterRun, ClusterSpec, launch
 from workbench.cluster.netns import LinkShape
-from workbench.errors import WorkbenchError, require_int
+from workbench.errors import WorkbenchError, require_int, require_positive
 
 SIZES_FULL = tuple(4 * 8**k for k in range(9))  # 4 B, 32 B, ..., 64 MiB
 SUMMARY_COLUMNS = ["link_class", "processes", "program", "message_bytes", "reps", "median_s", "mean_s", "p25_s",
@@ -103,11 +103,48 @@ def summarize(rows: pd.DataFrame, link_class: str, processes: int, date: str = "
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
+@dataclass(frozen=True)
+class RepetitionProtocol:
+    """How many calls a point times: about `target_seconds` of calls per program and size, at least `min_reps`,
+    at most `max_reps` (`max_reps_large` above `large_bytes`)."""
+
+    name: str
+    target_seconds: float
+    min_reps: int
+    max_reps: int
+    max_reps_large: int
+    large_bytes: int = 8192
+
+    def __post_init__(self) -> None:
+        require_positive("target_seconds", self.target_seconds)
+        require_int("min_reps", self.min_reps, low=1)
+        require_int("max_reps", self.max_reps, low=self.min_reps)
+        require_int("max_reps_large", self.max_reps_large, low=self.min_reps)
+        require_int("large_bytes", self.large_bytes, low=1)
+
+    def params(self) -> dict:
+        """The `experiments.collectives` keyword arguments of this protocol."""
+        return {"target_seconds": self.target_seconds, "min_reps": self.min_reps, "max_reps": self.max_reps,
+                "max_reps_large": self.max_reps_large, "large_bytes": self.large_bytes}
+
+
+# Until 2026-11-24: 5-25 calls, about a second per program and size
+LEGACY_PROTOCOL = RepetitionProtocol("legacy", 1.0, 5, 25, 25)
+# The OSU Micro-Benchmarks' collective repetitions (util/osu_util.h: COLL_LOOP_SMALL 1000, COLL_LOOP_LARGE 100,
+# LARGE_MESSAGE_SIZE 8192), capped at about 3 s per program and size so a campaign stays near 15 minutes. With
+# more processes than cores the fastest of 25 calls often still met a scheduler tick; the fastest of hundreds
+# rarely does, which is the call the scheduler-free model describes (`workbench.cluster.fit.SCHEDULER_FREE`).
+OSU_PROTOCOL = RepetitionProtocol("osu", 3.0, 5, 1000, 100)
+PROTOCOLS = {p.name: p for p in (LEGACY_PROTOCOL, OSU_PROTOCOL)}
+
+
 def run_point(point: CampaignPoint, target_seconds: float = 1.0, min_reps: int = 5, max_reps: int = 25,
-              announce=None) -> tuple[pd.DataFrame, str]:
-    """Run one campaign point on a fresh cluster; returns (summary rows, note)."""
-    params = {"programs": list(point.programs), "sizes": [int(s) for s in point.sizes],
-              "target_seconds": target_seconds, "min_reps": min_reps, "max_reps": max_reps}
+              announce=None, protocol: RepetitionProtocol | None = None) -> tuple[pd.DataFrame, str]:
+    """Run one campaign point on a fresh cluster; returns (summary rows, note). A `protocol` replaces the
+    three repetition arguments."""
+    reps = protocol.params() if protocol else {"target_seconds": target_seconds, "min_reps": min_reps,
+                                                "max_reps": max_reps}
+    params = {"programs": list(point.programs), "sizes": [int(s) for s in point.sizes], **reps}
     run = launch(ClusterSpec(point.processes, "collectives", params, shape=point.shape, timeout_s=1800),
                  announce=announce)
     date = dt.date.today().isoformat()

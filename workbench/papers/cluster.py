@@ -141,16 +141,38 @@ def calibration_choices(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Collective campaigns, oldest first: (name, data folder, CSV in its cluster/, label). The last one is the notebook's
+# headline: it was measured with OSU's repetitions (`workbench.cluster.measure.OSU_PROTOCOL`), decided before it ran.
+OSU_CAMPAIGN = "2026-11-25b"
+COLLECTIVE_CAMPAIGNS = (
+    ("2026-11-22 (xeon)", DATA_DIR, SECOND_CAMPAIGN, "before the issue, another host (Intel Xeon), quieter; 5-25 calls"),
+    ("2026-11-24", DATA_DIR, "collectives.csv", "this machine; 5-25 calls"),
+    (OSU_CAMPAIGN, CLUSTER_DIR / "campaigns" / OSU_CAMPAIGN, "collectives.csv",
+     "this machine; OSU's repetitions: up to 1000 calls <= 8 KiB, 100 above"),
+)
+
+
+def collective_campaigns() -> list[tuple[str, Path, str, str]]:
+    """The stored collective campaigns (`COLLECTIVE_CAMPAIGNS`) whose CSV is present."""
+    return [c for c in COLLECTIVE_CAMPAIGNS if (c[1] / "cluster" / c[2]).exists()]
+
+
+def latest_collectives_dir() -> Path:
+    """The data folder of the newest stored collective campaign (the notebook's headline)."""
+    return collective_campaigns()[-1][1]
+
+
 def before_after(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Validation error of the model before the fixed-costs issue (`legacy_predict`) and now, each refitted on
     the same calibration rows, per stored campaign and statistic (every validation point counts; the
-    100 Mbit class has calibration rows only)."""
-    hm, rows = host(data_dir), []
-    campaigns = [("collectives.csv", "this machine")]
-    if (data_dir / "cluster" / SECOND_CAMPAIGN).exists():
-        campaigns.append((SECOND_CAMPAIGN, "before the issue, another host (Intel Xeon), quieter"))
-    for name, label in campaigns:
-        data = measurements(data_dir, name)
+    100 Mbit class has calibration rows only). Each campaign is costed with its own folder's host (the
+    dispatch its micro-benchmarks measured); `data_dir` other than the repository's data/ names one folder."""
+    rows = []
+    campaigns = (collective_campaigns() if data_dir == DATA_DIR else
+                 [("this folder", data_dir, "collectives.csv", "this folder")])
+    for name, folder, csv, label in campaigns:
+        hm = host(folder)
+        data = measurements(folder, csv)
         stats = [statistic(data)] + [s for s in ("mean_s", "min_s") if s in data and data[s].notna().all()]
         for stat in stats:
             for model, table in (("before: alpha per traversal, ideal algorithms", legacy_predict(data, stat)),
@@ -159,7 +181,9 @@ def before_after(data_dir: Path = DATA_DIR) -> pd.DataFrame:
                                   predict(data, fit_all(data, hm, stat), hm, stat))):
                 summary = validation_summary(table).iloc[0]
                 dates = ", ".join(sorted(set(data["date"].astype(str))))
-                rows.append({"campaign": f"{name} ({label}; measured {dates})", "statistic": stat,
+                shown = csv if folder == DATA_DIR else str((folder / "cluster" / csv).relative_to(CLUSTER_DIR))
+                rows.append({"campaign": f"{shown} ({label}; measured {dates})", "campaign_name": name,
+                             "median_calls": int(data["reps"].median()), "statistic": stat,
                              "model": model, "validation_points": int(summary.points),
                              "median_rel_error": summary.median_rel_error, "p90_rel_error": summary.p90_rel_error,
                              "within_20pct": summary.within_20pct})
@@ -507,8 +531,10 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                 e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None,
                 stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None,
                 chains: pd.DataFrame | None = None, gpu: pd.DataFrame | None = None,
-                gpu_summary: pd.DataFrame | None = None, gpu_kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every number the cluster notebook shows, as tidy result rows."""
+                gpu_summary: pd.DataFrame | None = None, gpu_kernels: pd.DataFrame | None = None,
+                latest: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every number the cluster notebook shows, as tidy result rows (`latest`: the newest collective campaign's
+    fastest calls beside the model, `fastest_call_comparison`)."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
     parts = [
@@ -565,6 +591,11 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                                                   f"seq={r.seq_len}", axis=1),
                            {"measured_median_s": "s", "predicted_s": "s", "measured_min_s": "s",
                             "predicted_fastest_s": "s"}, model=stacks["model"]))
+    if latest is not None:
+        parts.append(_rows("collectives fastest call vs model (latest campaign)", latest,
+                           latest.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
+                                                  f"bytes={r.message_bytes},role={r.role}", axis=1),
+                           {"reps": "count", "measured_s": "s", "pred_s": "s", "rel_error": "1"}))
     if before is not None:
         parts.append(_rows("validation before -> after", before,
                            before["campaign"] + ",statistic=" + before["statistic"] + ",model=" + before["model"],
