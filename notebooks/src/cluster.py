@@ -262,10 +262,15 @@ latest_validation["by_program"].pivot_table(index="program", columns="processes"
 # median |error| falls from 77 % on 2026-11-24's 25 calls to 24 %), and the fastest call's from 22 % to 21 %.
 # What stays off is 8 processes on 2 cores (fastest call: 29 %, against 19 % and 15 % at 2 and 4 processes):
 # every program but the tree runs 1.2-1.5x slower than the CPU-sharing model there, gloo's halving-doubling
-# reduce-scatter 2x. Which mechanism is not found: charging its notifications as CPU work (they are waited
-# for only at the end, so the model hides them) would double the 4-process prediction too, where the model
-# is within 3 %. No constant is fitted to these rows; it is a stated miss, and one reason the deployments
-# here keep to 2 and 4 processes.
+# reduce-scatter 2x. A diagnostic run after the campaign (not stored; 8 processes, loopback, up to 600 calls)
+# shows where: each process's own fastest call of the 32 B reduce-scatter took 0.4-1.1 ms (the model's
+# scheduler-free 0.92 ms), but the fastest call of all eight together 2.0 ms. A call ends with its slowest
+# process, so it is scheduler-free only if none of the eight, four per core, met a tick in it; at 8 processes
+# the median call is four ticks (16-18 ms), and the 3-s cap allowed 75-365 calls there, too few for such a
+# call to turn up. The model's fastest call assumes it does (`SCHEDULER_FREE`); how the best of N calls
+# depends on N is not modelled. Charging gloo's notifications as CPU work instead would double the 4-process
+# prediction too, where the model is within 3 %. No constant is fitted to these rows; it is a stated miss, and
+# one reason the deployments here keep to 2 and 4 processes.
 
 # %% [markdown]
 # **Does the fit depend on which program calibrates it?** The same fit on the 2-process ppermute star (a
