@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-measure this machine and rewrite data/cluster/ (+ the fitted constants and the CPU preset).
 
-    .venv/bin/python scripts/measure_collectives.py                  # everything (about 15-25 min)
+    .venv/bin/python scripts/measure_collectives.py                  # everything (about an hour; the collectives alone ~27 min)
     .venv/bin/python scripts/measure_collectives.py --only micro     # fixed costs + rates, about half a minute
     .venv/bin/python scripts/measure_collectives.py --only micro e2e # some parts
     .venv/bin/python scripts/measure_collectives.py --quick          # a tiny campaign into /tmp (smoke test)

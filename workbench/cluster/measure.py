@@ -131,9 +131,11 @@ class RepetitionProtocol:
 # Until 2026-11-24: 5-25 calls, about a second per program and size
 LEGACY_PROTOCOL = RepetitionProtocol("legacy", 1.0, 5, 25, 25)
 # The OSU Micro-Benchmarks' collective repetitions (util/osu_util.h: COLL_LOOP_SMALL 1000, COLL_LOOP_LARGE 100,
-# LARGE_MESSAGE_SIZE 8192), capped at about 3 s per program and size so a campaign stays near 15 minutes. With
-# more processes than cores the fastest of 25 calls often still met a scheduler tick; the fastest of hundreds
-# rarely does, which is the call the scheduler-free model describes (`workbench.cluster.fit.SCHEDULER_FREE`).
+# LARGE_MESSAGE_SIZE 8192), capped at about 3 s per program and size so a campaign stays under half an hour (27
+# minutes on 2026-11-25). With more processes than cores the median of 25 calls sits in whichever tick mode most of
+# them met, and their fastest often still met a tick; hundreds of calls settle the median and find a call nearer the
+# scheduler-free one the model describes (`workbench.cluster.fit.SCHEDULER_FREE`; at 8 processes on 2 cores still
+# not always: the cluster notebook).
 OSU_PROTOCOL = RepetitionProtocol("osu", 3.0, 5, 1000, 100)
 PROTOCOLS = {p.name: p for p in (LEGACY_PROTOCOL, OSU_PROTOCOL)}
 
