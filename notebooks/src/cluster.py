@@ -257,6 +257,18 @@ headline
 # %%
 latest_validation["by_program"].pivot_table(index="program", columns="processes", values="median_rel_error")
 
+# %%
+latest_err = latest[latest.role == "validation"].assign(measured_over_predicted=lambda d: d.measured_s / d.pred_s)
+latest_columns = ["link_class", "processes", "program", "message_bytes", "reps", "measured_s", "pred_s",
+                  "measured_over_predicted", "rel_error"]
+latest_chart = alt.Chart(latest_err).mark_point(filled=True).encode(
+    x=alt.X("message_bytes:Q", scale=alt.Scale(type="log", base=2), title="message (B)"),
+    y=alt.Y("measured_over_predicted:Q", scale=alt.Scale(type="log"), title="fastest call: measured / predicted"),
+    color="program:N", shape="link_class:N", tooltip=latest_columns,
+).properties(width=220, height=180).facet(column="processes:N").properties(
+    title=f"{latest_dir.name}: fastest call of each validation point (OSU repetitions)")
+rec.chart(latest_chart, "latest_campaign_fastest_call", data=latest_err[latest_columns])
+
 # %% [markdown]
 # Reading it (2026-11-25b): with hundreds of calls the median call stops jumping between tick modes (its
 # median |error| falls from 77 % on 2026-11-24's 25 calls to 24 %), and the fastest call's from 22 % to 21 %.
