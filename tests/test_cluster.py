@@ -1145,3 +1145,23 @@ def test_the_latest_collectives_campaign_is_the_osu_one_and_its_medians_are_stea
     # hundreds of calls keep the median call out of the tick modes 25 calls fall into (2026-11-25b: 0.24 vs 0.77)
     assert after["2026-11-25b", "median_s"] < after["2026-11-24", "median_s"] / 2
     assert after["2026-11-25b", "min_s"] < 0.25  # the fastest call: 0.208 (the issue's target 0.20 is not met)
+
+
+def test_run_point_sends_the_protocols_repetitions_to_every_process(monkeypatch):
+    from workbench.cluster import measure
+    from workbench.cluster.launcher import ClusterRun
+
+    sent = []
+
+    def fake_launch(spec, announce=None):
+        sent.append(dict(spec.params))
+        rows = pd.DataFrame([{"program": "psum", "message_bytes": 4, "times_s": [1e-4, 2e-4], "process": p}
+                             for p in range(2)])
+        return ClusterRun(rows=rows, meta={}, wall_s=0.0, link_class="loopback")
+
+    monkeypatch.setattr(measure, "launch", fake_launch)
+    summary, _ = measure.run_point(CampaignPoint(2, (4,)), protocol=measure.OSU_PROTOCOL)
+    assert (sent[0]["max_reps"], sent[0]["max_reps_large"], sent[0]["large_bytes"]) == (1000, 100, 8192)
+    assert summary.reps.iloc[0] == 2 and summary.min_s.iloc[0] == pytest.approx(1e-4)
+    measure.run_point(CampaignPoint(2, (4,)))  # no protocol: the arguments' 5-25 calls, one cap for every size
+    assert sent[1]["max_reps"] == 25 and "max_reps_large" not in sent[1]
