@@ -153,6 +153,15 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     log(f"fit:\n{fits.to_string(index=False)}")
 
 
+def _links(quick: bool) -> list:
+    """Loopback (None), then a `LinkShape` for each rate of E2E_SHAPED_MBIT when this user may shape links
+    (root; not in a --quick or --loopback-only run)."""
+    from workbench.cluster.netns import LinkShape, shaping_unavailable
+
+    shaped = [] if quick or not E2E_SHAPED_MBIT or shaping_unavailable() else list(E2E_SHAPED_MBIT)
+    return [None] + [LinkShape(rate) for rate in shaped]
+
+
 def _shown(path: Path) -> str:
     """`path` as the repository names it (data/...), or as given when it lies elsewhere."""
     root = DATA_DIR.parent
@@ -161,10 +170,9 @@ def _shown(path: Path) -> str:
 
 def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
     from workbench.cluster.launcher import ClusterSpec, launch
-    from workbench.cluster.netns import LinkShape, shaping_unavailable
 
     rows = []
-    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    links = _links(quick)
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
         for model, prompt_len, n_new, repeats in (E2E_RUNS[:1] if quick else E2E_RUNS):
             params = {"model": model, "prompt_len": prompt_len, "n_new": n_new, "repeats": repeats}
@@ -205,10 +213,9 @@ def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     """K star all-reduces in one program (`sync_chain`): per call the slowest process, then min / median / mean."""
     from workbench.cluster.launcher import ClusterSpec, launch
     from workbench.cluster.measure import chain_summary
-    from workbench.cluster.netns import LinkShape, shaping_unavailable
 
     rows = []
-    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    links = _links(quick)
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
         params = {"programs": ["star", "star_after_gemm", "gemm_only", "star_after_stream", "stream_only",
                                "star_in_decoder", "decoder_only"],
@@ -236,10 +243,9 @@ def measure_stacks(out: Path, quick: bool, machine: str, date: str) -> None:
     import numpy as np
 
     from workbench.cluster.launcher import ClusterSpec, launch
-    from workbench.cluster.netns import LinkShape, shaping_unavailable
 
     rows = []
-    links = [None] + ([] if quick or shaping_unavailable() else [LinkShape(rate) for rate in E2E_SHAPED_MBIT])
+    links = _links(quick)
     for processes, shape in [(p, shape) for p in E2E_PROCESSES for shape in links]:
         for experiment, params in (STACK_RUNS[:1] if quick else STACK_RUNS):
             params = {**params, "n_layers": 1, "reps": 3 if quick else STACK_REPS}
@@ -281,8 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol", choices=("osu", "legacy"), default="osu",
                         help="collectives: OSU's repetitions (1000 calls <= 8 KiB, 100 above, ~3 s cap; since "
                              "2026-11-25) or the earlier 5-25 calls in ~1 s")
+    parser.add_argument("--loopback-only", action="store_true",
+                        help="chains, e2e, stacks: loopback links only (no 100 Mbit shaping)")
     parser.add_argument("--out", default=None, help="data directory to write (default data/, --quick: a temp dir)")
     args = parser.parse_args(argv)
+    if args.loopback_only:
+        globals()["E2E_SHAPED_MBIT"] = ()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from workbench.cluster.measure import machine_label
 
