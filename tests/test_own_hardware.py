@@ -129,3 +129,39 @@ def test_the_latest_campaign_verifies_with_the_syncs_measured_among_a_decoder_la
     older = O.verify(tmp_path / "older", phase_sync=stored.PHASE_SYNC, data_dir=latest)
     assert float(used["error"].abs().median()) <= 0.15
     assert float(used["error"].abs().median()) < float(older["error"].abs().median())
+
+
+def test_a_chain_fit_with_no_resolved_per_byte_cost_still_deploys(tmp_path, monkeypatch):
+    # a campaign whose larger syncs cost no more than the small ones fits beta ~ 0 (2026-11-25-drift1 and -drift3 on
+    # 2 processes: 1.7e11 Mbit/s), which the deployment parser refuses; the deployment writes the largest bandwidth
+    # it accepts, as `profile network` does (one rule: `profile.resolved_bandwidth_mbps`)
+    from workbench.cluster.fit import LinkModel
+    from workbench.userconfig import NETWORK_FIELDS
+
+    monkeypatch.setattr(O.stored, "deployed_link", lambda *a, **k: LinkModel("loopback", 3e-4, 0.0, 4.8e-17))
+    doc = O.deployment(2, "loopback", tmp_path, phase="decode")
+    assert doc["network"]["bandwidth_mbps"] == float(NETWORK_FIELDS["bandwidth_mbps"].high)
+    parse_config(doc, "drift", tmp_path)  # readable
+
+
+def test_the_drift_summary_counts_each_repeat_once():
+    import pandas as pd
+
+    table = pd.DataFrame({"campaign": list("abcd"), "devices": 4, "phase": "decode", "latency_s": [1.0, 2, 3, 4],
+                          "typical_s": 1.0, "predicted_s": 1.0, "error": [-0.3, 0.25, 0.1, -0.05],
+                          "error_typical": 0.0})
+    row = O.drift_summary(table).iloc[0]
+    assert (row.repeats, row.within_25pct, row.error_min, row.error_max) == (4, 3, -0.3, 0.25)
+    assert (row.measured_min_s, row.measured_max_s) == (1.0, 4.0)
+
+
+@pytest.mark.skipif(not all((d / "cluster" / "tpi_llm_e2e.csv").exists() for d in O.DRIFT_CAMPAIGNS.values()),
+                    reason="drift repeats not stored")
+def test_the_drift_repeats_verify_every_loopback_point_on_their_own_profiles(tmp_path):
+    table = O.drift_table(tmp_path)
+    assert set(table.campaign) == {O.LATEST, *O.DRIFT_CAMPAIGNS}
+    assert (table.groupby("campaign").size() == 4).all() and table.error.notna().all()
+    summary = O.drift_summary(table).set_index(["devices", "phase"])
+    assert (summary.repeats == 4).all()
+    # the 4-process steps: within 25 % of the fastest run in 3 (decode) and 4 (prefill) of the 4 repeats (2026-11-25)
+    assert summary.loc[(4, "decode"), "within_25pct"] >= 3 and summary.loc[(4, "prefill"), "within_25pct"] == 4

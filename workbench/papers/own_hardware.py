@@ -34,11 +34,13 @@ import numpy as np
 import pandas as pd
 
 from workbench.calibrate import calibrate
+from workbench.cluster.fit import LOOPBACK
 from workbench.cluster.microbench import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.io import DATA_DIR
 from workbench.papers import cluster as stored
+from workbench.profile import resolved_bandwidth_mbps
 from workbench.results import RESULT_COLUMNS
 
 PAPER = "own_hardware"
@@ -88,13 +90,16 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
     require_int("processes", processes, low=1, high=64)
     link = stored.deployed_link(processes, link_class, phase, data_dir, phase_sync=phase_sync, at_count=at_count)
     share = shared_device(stored.cpu_preset(data_dir), processes, stored.colocated_share(processes, data_dir))
+    # a per-byte cost the chains could not resolve is the largest bandwidth a deployment accepts (one rule with
+    # `profile network`); the per-byte time it leaves is nil either way
+    bandwidth_mbps, _ = resolved_bandwidth_mbps(link.bandwidth_bytes_per_s, f"the {link_class} chains")
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
     device_path.write_text(device_file_text(share, f"data/devices/this_machine_cpu.toml shared by {processes} "
                                                     "processes (workbench.cluster.microbench.shared_device)"))
     doc = {"meta": {"name": f"this machine, {processes} processes, {link_class}"},
             "model": {"name": model, "weight_bits": 32, "activation_bits": 32},
-            "network": {"topology": "direct", "bandwidth_mbps": link.bandwidth_bytes_per_s * 8 / 1e6,
+            "network": {"topology": "direct", "bandwidth_mbps": bandwidth_mbps,
                         "latency_ms": link.latency_s * 1e3, "message_overhead_us": link.message_overhead_s * 1e6},
             "devices": [{"preset": str(device_path), "count": processes}]}
     if shared_machine:
@@ -178,6 +183,33 @@ def campaign_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Drift study (2026-11-25, after the third campaign): three more co-temporal repeats, back to back, loopback only, 2 and
+# 4 processes (`--only micro colocated chains e2e --loopback-only --out data/cluster/campaigns/2026-11-25-drift<k>`),
+# to measure how far one campaign's error moves from run to run; the headline stays `LATEST`.
+DRIFT_CAMPAIGNS = {f"2026-11-25-drift{k}": DATA_DIR / "cluster" / "campaigns" / f"2026-11-25-drift{k}"
+                   for k in (1, 2, 3)}
+
+
+def drift_table(folder: Path, model: str = "TinyLlama-42M") -> pd.DataFrame:
+    """Every loopback point of the latest campaign and of each stored drift repeat, each verified on its own
+    profile (`verify`): the spread over repeats is the machine's run-to-run drift, not a model error."""
+    campaigns = {LATEST: CAMPAIGNS[LATEST], **DRIFT_CAMPAIGNS}
+    parts = [verify(folder / name, model, data_dir=path).assign(campaign=name) for name, path in campaigns.items()
+             if (path / "cluster" / "tpi_llm_e2e.csv").exists()]
+    table = pd.concat(parts, ignore_index=True)
+    return table[table["link_class"] == LOOPBACK][
+        ["campaign", "devices", "phase", "latency_s", "typical_s", "predicted_s", "error", "error_typical"]]
+
+
+def drift_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per process count and phase (`drift_table`): the repeats, the error's range and median, how many are
+    within 25 % (the fixed-costs issue's end-to-end target), and the measured time's range over repeats."""
+    return table.groupby(["devices", "phase"]).agg(
+        repeats=("error", "size"), error_min=("error", "min"), error_median=("error", "median"),
+        error_max=("error", "max"), within_25pct=("error", lambda e: int((e.abs() <= 0.25).sum())),
+        measured_min_s=("latency_s", "min"), measured_max_s=("latency_s", "max")).reset_index()
+
+
 COMPUTE_ONLY = {"prefill": "after compute", "decode": "after compute"}
 LINK_CHOICES = (  # (name, sync kind per phase, fitted at the deployed count, serial work on the whole machine)
     ("after compute, 2-process chains, serial on the share (last session)", COMPUTE_ONLY, False, False),
@@ -227,7 +259,8 @@ def calibration(folder: Path, model: str = "TinyLlama-42M", data_dir: Path = DAT
 
 def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFrame,
                 calibrated: pd.DataFrame, chains: pd.DataFrame | None = None,
-                choices: pd.DataFrame | None = None, campaigns: pd.DataFrame | None = None) -> pd.DataFrame:
+                choices: pd.DataFrame | None = None, campaigns: pd.DataFrame | None = None,
+                drift: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the notebook shows, as tidy result rows (measured wall times are stored data)."""
     setting = checked.apply(lambda r: f"link={r.link_class},processes={r.devices},phase={r.phase},tokens={r.tokens}",
                             axis=1)
@@ -261,6 +294,13 @@ def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFr
         for column in ("median_abs_error", "median_abs_error_typical", "median_signed_error"):
             parts.append(pd.DataFrame({"artifact": "campaigns", "model": "TinyLlama-42M", "setting": setting,
                                        "quantity": column, "value": campaigns[column], "unit": "1"}))
+    if drift is not None:
+        setting = drift.apply(lambda r: f"campaign={r.campaign},link=loopback,processes={r.devices},phase={r.phase}",
+                              axis=1)
+        for column, unit in (("latency_s", "s"), ("typical_s", "s"), ("predicted_s", "s"), ("error", "1"),
+                             ("error_typical", "1")):
+            parts.append(pd.DataFrame({"artifact": "drift repeats", "model": "TinyLlama-42M", "setting": setting,
+                                       "quantity": column, "value": drift[column], "unit": unit}))
     cal_setting = calibrated["phase"] + ",role=" + calibrated["role"]
     for column, unit in (("before_s", "s"), ("after_s", "s"), ("error_before", "1"), ("error_after", "1"),
                          ("fitted_message_overhead_us", "us")):
