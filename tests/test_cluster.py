@@ -1044,6 +1044,56 @@ def test_the_largest_loopback_calls_are_predicted_better_with_fresh_pages(monkey
     assert with_pages < large_error()
 
 
+def test_the_compiled_temp_block_is_a_fresh_buffer_and_every_process_faults_at_once():
+    # XLA keeps the star kernel's 2(n-1) collective-permute outputs in one per-execution temp block: 14
+    # buffers at 8 processes, fresh memory on every call above the mmap threshold; all 8 processes fault
+    # their own pages at once on 2 cores, so the fastest call takes 4x one process's faults
+    from workbench.cluster.fit import PAGE_BYTES, fresh_buffers, fresh_page_time, xla_temp_bytes
+
+    big = 64 * 2**20
+    assert xla_temp_bytes("star", 8, big) == pytest.approx(14 * big, rel=1e-6)
+    assert xla_temp_bytes("tree_ppermute", 8, big) == pytest.approx(big, rel=1e-6)
+    assert xla_temp_bytes("psum", 8, big) == 0.0 and xla_temp_bytes("star", 1, big) == 0.0
+    assert sum(fresh_buffers("star", 8, big)) == pytest.approx(15 * big, rel=1e-6)  # the output and the temp
+    host = HostModel(cores=2, scheduler_tick_s=0.004, fresh_page_s=2e-6)
+    one_process = fresh_page_time("star", 8, big, host)
+    assert one_process == pytest.approx(15 * big / PAGE_BYTES * 2e-6, rel=1e-6)
+    link = LinkModel("loopback", 1e-4, 0.0, 1e-9)
+    assert model_time("star", 8, big, link, host, "min_s")["alloc_s"] == pytest.approx(4 * one_process)
+    assert model_time("star", 2, big, link, host, "min_s")["alloc_s"] == pytest.approx(
+        fresh_page_time("star", 2, big, host))  # one process per core: no stretch
+    assert model_time("star", 8, big, link, host, "median_s")["alloc_s"] == pytest.approx(one_process)
+    with pytest.raises(WorkbenchError, match="processes must be in 2..8"):
+        xla_temp_bytes("star", 16, big)
+
+
+@pytest.mark.parametrize("program,processes", [("star", 4), ("ring_ppermute", 8), ("psum_scatter", 2)])
+def test_the_stored_temp_blocks_are_what_xla_compiles(program, processes):
+    # data/cluster/xla_buffers.csv is a golden table (scripts/xla_buffers.py): recompile and compare
+    from workbench.cluster.fit import XLA_BUFFER_MESSAGE_BYTES, xla_temp_bytes
+    from workbench.cluster.programs import compiled_temp_bytes, program_input
+
+    m = program_input(program, XLA_BUFFER_MESSAGE_BYTES, processes).message_bytes
+    assert xla_temp_bytes(program, processes, m) == pytest.approx(compiled_temp_bytes(program, processes, m),
+                                                                  rel=1e-5)
+
+
+@needs_data
+def test_the_large_loopback_stars_are_predicted_within_half_with_the_temp_block():
+    # before the temp block the 8 and 64 MiB stars at 4 and 8 processes were 2.3-5.7x the model
+    from workbench.cluster.fit import fit_all, predict
+    from workbench.papers import cluster as stored
+
+    folder = stored.latest_collectives_dir()
+    data, host = stored.measurements(folder), stored.host(folder)
+    table = predict(data, fit_all(data, host, "min_s"), host, "min_s")
+    rows = table[(table.program == "star") & (table.link_class == "loopback") & (table.processes >= 4)
+                 & (table.message_bytes >= 8 * 2**20)]
+    assert len(rows) == 4
+    ratio = rows.measured_s / rows.pred_s
+    assert ratio.between(1 / 1.5, 1.5).all(), ratio.round(2).tolist()
+
+
 def test_a_reduce_scatter_waits_for_its_data_messages_only():
     # gloo's halving-doubling sends a notification after each round and waits for them once, at the end: of
     # the table's data + notification pair per round only the data's time is on the critical path

@@ -271,10 +271,19 @@ rec.chart(latest_chart, "latest_campaign_fastest_call", data=latest_err[latest_c
 
 # %% [markdown]
 # Reading it (2026-11-25b): with hundreds of calls the median call stops jumping between tick modes (its
-# median |error| falls from 77 % on 2026-11-24's 25 calls to 24 %), and the fastest call's from 22 % to 21 %.
+# median |error| falls from 77 % on 2026-11-24's 25 calls to 23 %), and the fastest call's from 22 % to 20 %.
+# Part of that last step is the compiled program's own memory: XLA gives each execution one temp block
+# (`memory_analysis().temp_size_in_bytes`, stored per program and process count in
+# `data/cluster/xla_buffers.csv` by `scripts/xla_buffers.py`), and the star kernel keeps all 2(n-1) of its
+# collective-permute outputs there, 14 buffers at 8 processes. Above glibc's mmap threshold that block is fresh
+# memory every call, and all processes fault their pages at once, n / cores to a core. Counted (no constant
+# fitted: the page time is measured, the block compiled), the 8 and 64 MiB loopback stars at 4 and 8
+# processes went from 2.3-5.7x the model to 0.77-1.08x, and the fastest-call median from 20.8 % to 20.0 %.
 # What stays off is 8 processes on 2 cores (fastest call: 29 %, against 19 % and 15 % at 2 and 4 processes):
-# every program but the tree runs 1.2-1.5x slower than the CPU-sharing model there, gloo's halving-doubling
-# reduce-scatter 2x. A diagnostic run after the campaign (not stored; 8 processes, loopback, up to 600 calls)
+# every program but the tree runs 1.2-1.5x slower than the CPU-sharing model there at small sizes, gloo's
+# halving-doubling reduce-scatter 2x, and the ppermute ring 1.4-1.8x at 8 MiB and more. The ring's slicing
+# and adds are not costed, but a memory-traffic term would not single it out: XLA's cost analysis gives it 31
+# message sizes of bytes accessed per process at 8 processes, the tree 30, and the tree is already 0.7-0.8x. A diagnostic run after the campaign (not stored; 8 processes, loopback, up to 600 calls)
 # shows where: each process's own fastest call of the 32 B reduce-scatter took 0.4-1.1 ms (the model's
 # scheduler-free 0.92 ms), but the fastest call of all eight together 2.0 ms. A call ends with its slowest
 # process, so it is scheduler-free only if none of the eight, four per core, met a tick in it; at 8 processes

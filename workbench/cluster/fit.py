@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -48,6 +50,7 @@ from workbench.cluster.netns import LinkShape
 from workbench.cluster.programs import RUNTIME_ALGORITHM
 from workbench.constants import Constant
 from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
+from workbench.io import DATA_DIR
 from workbench.network import (
     collective_cost,
     collective_latency,
@@ -142,18 +145,55 @@ class HostModel:
         require_positive("mmap_threshold_bytes", self.mmap_threshold_bytes)
 
 
+XLA_BUFFERS_PATH = DATA_DIR / "cluster" / "xla_buffers.csv"
+XLA_BUFFER_MESSAGE_BYTES = 64 * 2**20  # the size the table is compiled at (temp bytes grow linearly with it)
+
+
+@cache
+def xla_temp_table(path: Path = XLA_BUFFERS_PATH) -> dict[tuple[str, int], float]:
+    """(program, processes) -> XLA's per-execution temp block / message bytes, as compiled
+    (data/cluster/xla_buffers.csv, written by scripts/xla_buffers.py)."""
+    if not path.exists():
+        raise WorkbenchError(f"{path} does not exist: run scripts/xla_buffers.py")
+    table = pd.read_csv(path)
+    return {(str(r.program), int(r.processes)): float(r.temp_per_message_byte) for r in table.itertuples()}
+
+
+def xla_temp_bytes(program: str, processes: int, message_bytes: float) -> float:
+    """Bytes of the temp block XLA allocates per call of `program` (the sync kinds of `SYNC_AFTER` are star
+    syncs); 0 for one process."""
+    if int(processes) < 2:
+        return 0.0
+    table = xla_temp_table()
+    measured = "star" if program in SYNCS_AFTER_WORK else program
+    known = sorted({n for _, n in table})
+    if (measured, int(processes)) not in table:
+        raise WorkbenchError(f"processes must be in {known[0]}..{known[-1]} for {program!r} "
+                             f"(data/cluster/xla_buffers.csv), got {processes}")
+    return table[(measured, int(processes))] * float(message_bytes)
+
+
 def fresh_buffers(program: str, processes: int, message_bytes: float) -> list[float]:
     """Bytes of each buffer one call of `program` allocates for itself. XLA's CPU client allocates every output
     per execution (xla/pjrt/cpu/cpu_client.cc, `AlignedMalloc`): the reduced, gathered or permuted buffer (a
-    1/n slice for psum_scatter). XLA's gloo reduce-scatter also copies its input into a temporary of the whole
-    buffer, and gloo's ReduceScatterHalvingDoubling, built per call, holds two zero-filled vectors of it
-    (`recvBuf_`, `recvBufDist_`, gloo/reduce_scatter.h). gloo's ring all-reduce keeps two segments (<= 2 MiB)."""
+    1/n slice for psum_scatter), and the compiled program's temp block (`xla_temp_bytes`: the star kernel keeps
+    its 2(n-1) collective-permute outputs there). XLA's gloo reduce-scatter also copies its input into a
+    temporary of the whole buffer, and gloo's ReduceScatterHalvingDoubling, built per call, holds two
+    zero-filled vectors of it (`recvBuf_`, `recvBufDist_`, gloo/reduce_scatter.h). gloo's ring all-reduce
+    keeps two segments (<= 2 MiB)."""
     if program not in PROGRAM_ALGORITHM:
         raise WorkbenchError(f"program must be one of {sorted(PROGRAM_ALGORITHM)}, got {program!r}")
     m = float(message_bytes)
-    if program == "psum_scatter":
-        return [m / max(int(processes), 1), m, m, m]
-    return [m]
+    temp = xla_temp_bytes(program, processes, m)
+    own = [m / max(int(processes), 1), m, m, m] if program == "psum_scatter" else [m]
+    return own + ([temp] if temp > 0 else [])
+
+
+def local_share(processes: int, cores: int) -> float:
+    """How much longer work every process does at once takes when they outnumber the cores: max(1, n / C)."""
+    require_int("processes", processes, low=1)
+    require_int("cores", cores, low=1)
+    return max(1.0, processes / cores)
 
 
 def fresh_page_time(program: str, processes: int, message_bytes: float, host: HostModel) -> float:
@@ -252,14 +292,16 @@ def model_time(program: str, processes: int, message_bytes: float, link: LinkMod
                stat: str = "median_s") -> dict:
     """Seconds of one call of `program`, broken down (dispatch, fresh pages, per-message, wire, bytes, wait).
 
-    For a scheduler-free statistic (`SCHEDULER_FREE`) there is no wait, and the CPU work (o, and beta on
-    loopback) is stretched by `cpu_share`; otherwise the expected wait is added (`oversubscription_wait`)."""
+    For a scheduler-free statistic (`SCHEDULER_FREE`) there is no wait, and the CPU work is stretched: o (and
+    beta on loopback) by `cpu_share`, the fresh pages every process faults at once by `local_share`; otherwise
+    the expected wait is added (`oversubscription_wait`)."""
     cost = program_cost(program, processes, message_bytes)
     free = stat in SCHEDULER_FREE
     share = cpu_share(program, processes, host.cores, message_bytes) if free else 1.0
     copies = share if link.link_class == LOOPBACK else 1.0
     parts = {"dispatch_s": host.dispatch_s,
-             "alloc_s": fresh_page_time(program, processes, message_bytes, host),
+             "alloc_s": fresh_page_time(program, processes, message_bytes, host)
+             * (local_share(processes, host.cores) if free else 1.0),
              "message_s": endpoint_work(program, processes, message_bytes) * link.message_overhead_s * share,
              "wire_s": float(tiny_ring_hops(program, processes, message_bytes) or cost.steps) * link.latency_s,
              "bytes_s": link.bytes_time(cost.busiest_bytes) * copies,

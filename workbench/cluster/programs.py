@@ -121,3 +121,15 @@ def check_output(program_input: ProgramInput, out: jax.Array) -> None:
             raise AssertionError(f"{program_input.program} on {program_input.n_devices} devices: shard {shard.index} "
                                  f"holds {got[:4]}..., expected {want[:4]}... ({got.shape} vs {want.shape}; "
                                  f"{bad.size} elements differ, first at {bad[0]}: {got.flat[bad[0]]})")
+
+
+def compiled_temp_bytes(program: str, n_devices: int, message_bytes: float) -> int:
+    """Bytes of the temporary block XLA's compiled `program` allocates per execution on each device
+    (`memory_analysis().temp_size_in_bytes` of the SPMD program): the ppermute kernels keep their
+    collective-permutes' outputs there (the star all 2(n-1) of them). Needs `n_devices` local devices."""
+    pi = program_input(program, message_bytes, n_devices)
+    if len(jax.devices()) < n_devices:
+        raise ValueError(f"n_devices must be <= the {len(jax.devices())} local devices, got {n_devices}")
+    mesh = Mesh(np.array(jax.devices()[:n_devices]), ("x",))
+    shape = jax.ShapeDtypeStruct((n_devices * pi.elements_per_device,), np.float32)
+    return int(make_program(program, mesh).lower(shape).compile().memory_analysis().temp_size_in_bytes)
