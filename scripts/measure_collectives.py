@@ -16,7 +16,8 @@ processes, bare, each after a small GEMM and each after a GEMV streaming its own
 GEMVs alone -> data/cluster/sync_chain.csv: the per-sync time inside a running program), e2e (TPI-LLM on 4 processes, loopback and 100 Mbit when root
 -> data/cluster/tpi_llm_e2e.csv), layers (reference blocks on this CPU ->
 data/cluster/layers_cpu.csv), stacks (Galaxy's partitioned stack and the MCU head-wise stack across 2 and 4
-processes -> data/cluster/stacks.csv). The notebook only reads these files; nothing in CI re-measures.
+processes -> data/cluster/stacks.csv), bestofn (every collective program at 32 B on 8 loopback processes, 3000
+calls each -> best_of_n.csv: the fastest of the first N calls; only with --only, about 10 minutes). The notebook only reads these files; nothing in CI re-measures.
 The machine is shared: results carry the date, the machine and the load average.
 """
 
@@ -37,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
-PARTS = ("micro", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks")
+PARTS = ("micro", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks", "bestofn")
+BEST_OF_N_PROCESSES, BEST_OF_N_BYTES = 8, 32  # the oversubscribed small-message corner (4 per core)
 E2E_RUNS = (  # (model, prompt_len, n_new, repeats); 3 repeats until the second campaign of 2026-11-24
     ("tiny", 8, 8, 8),
     ("TinyLlama-42M", 32, 8, 8),
@@ -238,6 +240,23 @@ STACK_RUNS = (  # (experiment, parameters): one prefill of one block, as the are
 STACK_REPS = 15
 
 
+def measure_bestofn(out: Path, quick: bool, machine: str, date: str) -> None:
+    """The fastest of the first N calls (N up to 3000) of every program at 32 B on 8 loopback processes."""
+    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.cluster.measure import BEST_OF_N_CALLS, best_of_n
+    from workbench.cluster.programs import PROGRAMS
+
+    calls = (5, 25) if quick else BEST_OF_N_CALLS
+    processes = 2 if quick else BEST_OF_N_PROCESSES
+    programs = list(PROGRAMS)
+    params = {"programs": programs, "sizes": [BEST_OF_N_BYTES], "min_reps": max(calls), "max_reps": max(calls),
+              "target_seconds": 1.0, "rounds": 1}
+    run = launch(ClusterSpec(processes, "collectives", params, timeout_s=3600), announce=log)
+    table = best_of_n(run.rows, run.link_class, processes, calls, date, machine)
+    path = write_csv_atomic(out / "cluster" / "best_of_n.csv", table)
+    log(f"bestofn: {len(table)} rows -> {_shown(path)}")
+
+
 def measure_stacks(out: Path, quick: bool, machine: str, date: str) -> None:
     """Other papers' kernels across processes: per call the slowest process, then min / median / mean."""
     import numpy as np
@@ -277,7 +296,7 @@ def measure_layers(out: Path, quick: bool, machine: str, date: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=[p for p in PARTS if p != "bestofn"])
     parser.add_argument("--quick", action="store_true", help="tiny campaign written under /tmp, not data/")
     parser.add_argument("--skip-existing", action="store_true",
                         help="collectives: keep (link class, processes) points already in the CSV")
@@ -303,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     for part in PARTS:
         if part in args.only:
             log(f"part {part} ...")
-            if part in ("micro", "colocated", "chains", "e2e", "layers", "stacks"):
+            if part in ("micro", "colocated", "chains", "e2e", "layers", "stacks", "bestofn"):
                 wait_for_quiet(args.max_load, args.max_wait * 60)
             part_start, load_before = time.time(), os.getloadavg()
             if part == "micro":

@@ -1215,3 +1215,34 @@ def test_run_point_sends_the_protocols_repetitions_to_every_process(monkeypatch)
     assert summary.reps.iloc[0] == 2 and summary.min_s.iloc[0] == pytest.approx(1e-4)
     measure.run_point(CampaignPoint(2, (4,)))  # no protocol: the arguments' 5-25 calls, one cap for every size
     assert sent[1]["max_reps"] == 25 and "max_reps_large" not in sent[1]
+
+
+# ---- the fastest of N calls: how the scheduler-free statistic depends on how many calls are timed ---------
+def test_best_of_n_takes_each_calls_slowest_process_then_the_fastest_of_the_first_n():
+    from workbench.cluster.measure import best_of_n
+
+    rows = pd.DataFrame({"program": ["psum", "psum"], "message_bytes": [32, 32], "process": [0, 1],
+                         "times_s": [[5.0, 1.0, 4.0, 0.5], [2.0, 3.0, 1.0, 0.6]]})
+    table = best_of_n(rows, "loopback", 2, calls=(1, 2, 3, 4))
+    # per call the slowest process: 5, 3, 4, 0.6
+    assert table["fastest_s"].tolist() == [5.0, 3.0, 3.0, 0.6]
+    assert table["calls"].tolist() == [1, 2, 3, 4]
+    with pytest.raises(WorkbenchError, match="calls must be"):
+        best_of_n(rows, "loopback", 2, calls=(5,))
+
+
+@needs_data
+def test_the_best_of_n_diagnostic_says_what_the_notebook_says():
+    from workbench.papers import cluster as stored
+
+    table = stored.best_of_n_table().set_index("program")
+    assert len(table) == 6 and set(table.processes) == {8} and set(table.message_bytes) == {32}
+    # the campaign's calls left the ring and the reduce-scatter well above what 3000 calls find
+    assert table.loc["ring_ppermute", "campaign_over_fastest"] > 1.5
+    assert table.loc["psum_scatter", "campaign_over_fastest"] > 1.5
+    # with 3000 calls the tree, psum and star are within 25 % of the model; all-gather and reduce-scatter are not
+    ratio = table["fastest_3000_over_model"]
+    assert ratio[["tree_ppermute", "psum", "star"]].between(0.8, 1.25).all()
+    assert ratio["all_gather"] > 1.25 and ratio["psum_scatter"] > 1.5
+    fastest = table[[f"fastest_{n}_ms" for n in (25, 100, 300, 1000, 3000)]]
+    assert (fastest.diff(axis=1).iloc[:, 1:] <= 0).all().all()  # more calls never find a slower fastest call

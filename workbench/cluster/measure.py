@@ -103,6 +103,27 @@ def summarize(rows: pd.DataFrame, link_class: str, processes: int, date: str = "
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
 
 
+BEST_OF_N_CALLS = (25, 100, 300, 1000, 3000)
+
+
+def best_of_n(rows: pd.DataFrame, link_class: str, processes: int, calls=BEST_OF_N_CALLS, date: str = "",
+              machine: str = "") -> pd.DataFrame:
+    """Per (program, size) and N in `calls`: the fastest of the first N calls (each call: its slowest process),
+    to see how the fastest call, the model's scheduler-free statistic, depends on how many calls are timed."""
+    needed = {"program", "message_bytes", "times_s", "process"}
+    if not needed <= set(rows.columns):
+        raise WorkbenchError(f"collectives rows need columns {sorted(needed)}, got {sorted(rows.columns)}")
+    out = []
+    for (program, size), group in rows.groupby(["program", "message_bytes"], sort=False):
+        per_call = np.max(np.array(group["times_s"].tolist(), dtype=float), axis=0)
+        for n in calls:
+            require_int("calls", n, low=1, high=len(per_call))
+            out.append({"date": date, "machine": machine, "link_class": link_class, "processes": int(processes),
+                        "program": program, "message_bytes": int(size), "calls": int(n),
+                        "fastest_s": float(per_call[:n].min()), "median_s": float(np.median(per_call[:n]))})
+    return pd.DataFrame(out)
+
+
 @dataclass(frozen=True)
 class RepetitionProtocol:
     """How many calls a point times: about `target_seconds` of calls per program and size, at least `min_reps`,

@@ -162,6 +162,35 @@ def latest_collectives_dir() -> Path:
     return collective_campaigns()[-1][1]
 
 
+# A diagnostic of the fastest-call statistic where it misses most (8 processes on 2 cores, small messages):
+# every program at 32 B with 3000 calls (`scripts/measure_collectives.py --only bestofn`), declared before it ran
+BEST_OF_N_DIR = CLUSTER_DIR / "campaigns" / "2026-11-25c-bestofn"
+
+
+def best_of_n_table(folder: Path = BEST_OF_N_DIR, campaign: Path | None = None) -> pd.DataFrame:
+    """Per program: the fastest of the first N calls (columns `fastest_<N>_ms`) beside the scheduler-free model
+    and the fastest call of the collectives `campaign` (default: the latest) at the same point, with its calls."""
+    runs = pd.read_csv(folder / "cluster" / "best_of_n.csv")
+    campaign = campaign or latest_collectives_dir()
+    data, hm = measurements(campaign), host(campaign)
+    model = predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
+    out = runs.pivot_table(index=["link_class", "processes", "program", "message_bytes"], columns="calls",
+                           values="fastest_s").mul(1e3)
+    out.columns = [f"fastest_{n}_ms" for n in out.columns]
+    out = out.reset_index()
+    keys = ["link_class", "processes", "program", "message_bytes"]
+    same = model.set_index(keys).reindex(pd.MultiIndex.from_frame(out[keys]))
+    if same["pred_s"].isna().any():
+        raise WorkbenchError(f"the campaign {campaign} has no point for some best-of-N rows")
+    out["model_ms"] = 1e3 * same["pred_s"].to_numpy()
+    out["campaign_fastest_ms"] = 1e3 * same["measured_s"].to_numpy()
+    out["campaign_calls"] = same["reps"].to_numpy().astype(int)
+    most = max(runs["calls"])
+    out[f"fastest_{most}_over_model"] = out[f"fastest_{most}_ms"] / out["model_ms"]
+    out["campaign_over_fastest"] = out["campaign_fastest_ms"] / out[f"fastest_{most}_ms"]
+    return out
+
+
 def before_after(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Validation error of the model before the fixed-costs issue (`legacy_predict`) and now, each refitted on
     the same calibration rows, per stored campaign and statistic (every validation point counts; the
@@ -532,9 +561,9 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                 stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None,
                 chains: pd.DataFrame | None = None, gpu: pd.DataFrame | None = None,
                 gpu_summary: pd.DataFrame | None = None, gpu_kernels: pd.DataFrame | None = None,
-                latest: pd.DataFrame | None = None) -> pd.DataFrame:
+                latest: pd.DataFrame | None = None, best_of: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every number the cluster notebook shows, as tidy result rows (`latest`: the newest collective campaign's
-    fastest calls beside the model, `fastest_call_comparison`)."""
+    fastest calls beside the model, `fastest_call_comparison`; `best_of`: `best_of_n_table`)."""
     setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                          f"bytes={r.message_bytes}", axis=1)
     parts = [
@@ -596,6 +625,13 @@ def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.Dat
                            latest.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
                                                   f"bytes={r.message_bytes},role={r.role}", axis=1),
                            {"reps": "count", "measured_s": "s", "pred_s": "s", "rel_error": "1"}))
+    if best_of is not None:
+        parts.append(_rows("fastest of N calls (measured) vs model", best_of,
+                           best_of.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
+                                                   f"bytes={r.message_bytes}", axis=1),
+                           {**{c: "ms" for c in best_of.columns if c.endswith("_ms")}, "campaign_calls": "count",
+                            **{c: "1" for c in best_of.columns if c.endswith("_over_model")},
+                            "campaign_over_fastest": "1"}))
     if before is not None:
         parts.append(_rows("validation before -> after", before,
                            before["campaign"] + ",statistic=" + before["statistic"] + ",model=" + before["model"],
