@@ -303,9 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-load", type=float, default=None,
                         help="before each part / collectives point wait until the 1-min load average is below this")
     parser.add_argument("--max-wait", type=float, default=5.0, help="minutes to wait for --max-load per point")
-    parser.add_argument("--protocol", choices=("osu", "legacy"), default="osu",
+    parser.add_argument("--protocol", choices=("osu", "osu_full", "legacy"), default="osu",
                         help="collectives: OSU's repetitions (1000 calls <= 8 KiB, 100 above, ~3 s cap; since "
-                             "2026-11-25) or the earlier 5-25 calls in ~1 s")
+                             "2026-11-25), the same without the cap (osu_full, ~70 min) or the earlier 5-25 calls "
+                             "in ~1 s")
     parser.add_argument("--loopback-only", action="store_true",
                         help="chains, e2e, stacks: loopback links only (no 100 Mbit shaping)")
     parser.add_argument("--out", default=None, help="data directory to write (default data/, --quick: a temp dir)")

@@ -142,13 +142,17 @@ def calibration_choices(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 
 # Collective campaigns, oldest first: (name, data folder, CSV in its cluster/, label). The last one is the notebook's
-# headline: it was measured with OSU's repetitions (`workbench.cluster.measure.OSU_PROTOCOL`), decided before it ran.
-OSU_CAMPAIGN = "2026-11-25b"
+# headline, each decided before it ran: 2026-11-25b with OSU's repetitions capped at ~3 s a point
+# (`workbench.cluster.measure.OSU_PROTOCOL`), then 2026-11-25d with them uncapped (`OSU_FULL_PROTOCOL`), after the
+# best-of-N diagnostic showed the capped fastest call had not settled at 8 processes.
+OSU_CAMPAIGN, OSU_FULL_CAMPAIGN = "2026-11-25b", "2026-11-25d"
 COLLECTIVE_CAMPAIGNS = (
     ("2026-11-22 (xeon)", DATA_DIR, SECOND_CAMPAIGN, "before the issue, another host (Intel Xeon), quieter; 5-25 calls"),
     ("2026-11-24", DATA_DIR, "collectives.csv", "this machine; 5-25 calls"),
     (OSU_CAMPAIGN, CLUSTER_DIR / "campaigns" / OSU_CAMPAIGN, "collectives.csv",
      "this machine; OSU's repetitions: up to 1000 calls <= 8 KiB, 100 above"),
+    (OSU_FULL_CAMPAIGN, CLUSTER_DIR / "campaigns" / OSU_FULL_CAMPAIGN, "collectives.csv",
+     "this machine; OSU's repetitions uncapped: 1000 calls <= 8 KiB, 100 above"),
 )
 
 
@@ -169,9 +173,10 @@ BEST_OF_N_DIR = CLUSTER_DIR / "campaigns" / "2026-11-25c-bestofn"
 
 def best_of_n_table(folder: Path = BEST_OF_N_DIR, campaign: Path | None = None) -> pd.DataFrame:
     """Per program: the fastest of the first N calls (columns `fastest_<N>_ms`) beside the scheduler-free model
-    and the fastest call of the collectives `campaign` (default: the latest) at the same point, with its calls."""
+    and the fastest call of the collectives `campaign` (default: 2026-11-25b, the capped OSU campaign the
+    diagnostic questioned) at the same point, with its calls."""
     runs = pd.read_csv(folder / "cluster" / "best_of_n.csv")
-    campaign = campaign or latest_collectives_dir()
+    campaign = campaign or CLUSTER_DIR / "campaigns" / OSU_CAMPAIGN
     data, hm = measurements(campaign), host(campaign)
     model = predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
     out = runs.pivot_table(index=["link_class", "processes", "program", "message_bytes"], columns="calls",
