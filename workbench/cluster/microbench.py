@@ -348,7 +348,8 @@ def shared_device(device, processes: int, share: float | None = None):
     running chains of 1 MiB GEMVs each get 0.55, so a small kernel's rate is shared too, not one core's
     each). The fixed costs (kernel launch, per-layer time) were measured in one process on one core; with
     more processes than cores each process runs on cores/processes of a core, so they stretch by
-    processes/cores."""
+    processes/cores (`workbench.cluster.fit.local_share`)."""
+    from workbench.cluster.fit import local_share
     from workbench.errors import WorkbenchError, require_int
 
     require_int("processes", processes, low=1)
@@ -357,7 +358,7 @@ def shared_device(device, processes: int, share: float | None = None):
     share = 1.0 / processes if share is None else float(share)
     if not 0.0 < share <= 1.0:
         raise WorkbenchError(f"share must be a fraction of the machine in (0, 1], got {share!r}")
-    stretch = max(1.0, processes / max(int(device.cores), 1))
+    stretch = local_share(processes, max(int(device.cores), 1))
     peaks = {k: v * share for k, v in device.peak_flops.items()}
     memory = tuple(level.__class__(level.name, level.capacity_bytes / processes, level.bandwidth_bytes_per_s * share,
                                    level.energy_pj_per_byte) for level in device.memory)
