@@ -177,8 +177,7 @@ def best_of_n_table(folder: Path = BEST_OF_N_DIR, campaign: Path | None = None) 
     diagnostic questioned) at the same point, with its calls."""
     runs = pd.read_csv(folder / "cluster" / "best_of_n.csv")
     campaign = campaign or CLUSTER_DIR / "campaigns" / OSU_CAMPAIGN
-    data, hm = measurements(campaign), host(campaign)
-    model = predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
+    model = fastest_call_comparison(campaign)
     out = runs.pivot_table(index=["link_class", "processes", "program", "message_bytes"], columns="calls",
                            values="fastest_s").mul(1e3)
     out.columns = [f"fastest_{n}_ms" for n in out.columns]
