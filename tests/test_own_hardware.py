@@ -110,23 +110,24 @@ def test_a_campaign_is_profiled_and_verified_from_its_own_folder(tmp_path):
     assert (b_profile["predicted_s"] != a["predicted_s"]).all()  # another profile, chains and shares
     assert O.measured_rows(data_dir=second)["repeats"].min() == 8
     table = O.campaign_table(tmp_path / "t")
-    assert len(O.CAMPAIGNS) == 3  # 2026-11-24a, 2026-11-24b, 2026-11-25a (the first with decoder chains)
-    assert len(table) == 9 and table["same_campaign"].sum() == 3
+    n = len(O.CAMPAIGNS)
+    assert n >= 3 and {"2026-11-24a", "2026-11-24b", "2026-11-25a"} <= set(O.CAMPAIGNS)
+    assert len(table) == n * n and table["same_campaign"].sum() == n
     assert set(zip(table.profile, table.runs)) == {(p, r) for p in O.CAMPAIGNS for r in O.CAMPAIGNS}
     with pytest.raises(WorkbenchError, match="tpi_llm_e2e.csv is missing"):
         O.measured_rows(data_dir=tmp_path / "nowhere")
 
 
-def test_the_latest_campaign_verifies_with_the_syncs_measured_among_a_decoder_layers_kernels(tmp_path):
+def test_the_first_campaign_with_decoder_chains_verifies_with_the_syncs_measured_among_a_layers_kernels(tmp_path):
     """The campaign with decoder chains deploys them (chosen before its runs were compared): its own runs at
     2 and 4 processes are predicted within the issue's 15 % (median |error|, fastest runs), and a deployment on
     the older after-compute / after-streaming chains of the same campaign does worse."""
     from workbench.papers import cluster as stored
 
-    latest = O.CAMPAIGNS[O.LATEST]
-    assert stored.phase_sync_for(latest) == stored.DECODER_PHASE_SYNC
-    used = O.verify(tmp_path / "used", data_dir=latest)
-    older = O.verify(tmp_path / "older", phase_sync=stored.PHASE_SYNC, data_dir=latest)
+    campaign = O.CAMPAIGNS["2026-11-25a"]
+    assert stored.phase_sync_for(campaign) == stored.DECODER_PHASE_SYNC
+    used = O.verify(tmp_path / "used", data_dir=campaign)
+    older = O.verify(tmp_path / "older", phase_sync=stored.PHASE_SYNC, data_dir=campaign)
     assert float(used["error"].abs().median()) <= 0.15
     assert float(used["error"].abs().median()) < float(older["error"].abs().median())
 
@@ -155,8 +156,6 @@ def test_the_drift_summary_counts_each_repeat_once():
     assert (row.measured_min_s, row.measured_max_s) == (1.0, 4.0)
 
 
-@pytest.mark.skipif(not all((d / "cluster" / "tpi_llm_e2e.csv").exists() for d in O.DRIFT_CAMPAIGNS.values()),
-                    reason="drift repeats not stored")
 def test_the_drift_repeats_verify_every_loopback_point_on_their_own_profiles(tmp_path):
     table = O.drift_table(tmp_path)
     assert set(table.campaign) == {O.LATEST, *O.DRIFT_CAMPAIGNS}

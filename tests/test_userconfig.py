@@ -152,7 +152,6 @@ def test_sequence_longer_than_the_model_allows():
     one_line_error(table, "workload.seq_len must be <= the model's max_positions")
 
 
-@pytest.mark.skipif(not device_names(), reason="no device presets in data/devices")
 def test_devices_from_presets():
     table = example_table()
     preset = device_names()[0]
