@@ -157,8 +157,9 @@ def test_a_constant_the_calibration_rows_do_not_move_is_refused_saying_why_and_w
                                   f"< 1e-06 on all {len(keep)} calibration rows); memory_efficiency would move them "
                                   "(|sensitivity| up to 1)")
     code, out = _cli(tmp_path, rows, name)
-    err = capsys.readouterr().err
-    assert code == 2 and not out.exists() and err.count("\n") == 1 and why in err
+    printed = capsys.readouterr()
+    assert code == 2 and not out.exists() and printed.err.count("\n") == 1 and why in printed.err
+    assert "sensitivity of each calibration row" in printed.out and f" {name}*" in printed.out  # shown first
 
 
 def test_no_constant_is_written_as_fitted_that_the_calibration_rows_do_not_move(tmp_path):
@@ -220,6 +221,9 @@ def test_a_calibration_row_that_gets_worse_in_the_fit_is_named(tmp_path, capsys)
     code, _ = _cli(tmp_path, rows, "memory_efficiency")
     printed = capsys.readouterr().out
     assert code == 0 and printed.count("got worse in the fit") == 1, printed
+    table = printed[:printed.index("memory_efficiency = ")].splitlines()  # the sensitivities, printed before the fit
+    assert table[0].startswith("sensitivity of each calibration row") and " memory_efficiency* " in table[1]
+    assert [line.split()[0] for line in table[2:]] == ["2", "3", "4"] and len(table[2].split()) == 5 + len(C.FITTABLE)
     assert "warning: calibration row line 4 (megatron_tp, decode, 128 tokens) got worse in the fit: error +0.0% -> +" \
         in printed
 

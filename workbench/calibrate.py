@@ -11,6 +11,12 @@ validation. Only calibration rows fit the named constants (scipy least squares o
 with each constant's bounds); validation rows are reported with their error and never fitted. The result
 is a copy of the config with the fitted values, each cited as fitted on those rows, and a CSV of every row
 before and after.
+
+It only claims what it fitted: before the fit it prints how much each calibration row moves with each
+fittable constant (`sensitivities`) and refuses a named constant that moves none of them, saying why and
+which constant would (`refuse_unmoved`); after it, a value on its bound or two constants the rows cannot
+tell apart (`bound_caveats`, `correlation_caveats`) are not written as fitted without `--force`, and a
+calibration row whose error grew is named (`worse_rows`). `--out` is checked before anything is read.
 """
 
 from __future__ import annotations
@@ -38,9 +44,10 @@ ROLES = ("calibration", "validation")
 
 
 # A constant is "not moved" by the calibration rows when no row's d log(latency) / d log(constant) reaches
-# 1e-6: a 1 % change of it moves no row by 0.0001 % (to move a row by 1 % it would have to grow 10,000-fold),
-# while a dependency through the cost model is at least ~1e-4 on any row it enters and the finite difference's
-# rounding noise is ~1e-13 (0.1 % steps of float64 latencies).
+# 1e-6: a 1 % change of it moves no row by 0.0001 % (to move a row by 1 % it would have to grow 10,000-fold).
+# A constant outside a row's cost gives exactly 0 up to the finite difference's rounding (~1e-13 for 0.1 %
+# steps of float64 latencies); the weakest real dependency in the example's rows is ~2e-4 (kernel launches in
+# a 13-s prefill). A weak but real one is fitted, and if the rows cannot set it, it ends on a bound (caveat).
 SENSITIVITY_FLOOR = 1e-6
 SENSITIVITY_STEP = 1e-3
 BOUND_TOLERANCE = 1e-3      # a fitted value within 0.1 % of a bound is on it
@@ -458,7 +465,7 @@ def sensitivity_text(table: pd.DataFrame, cal_rows: pd.DataFrame, names: list[st
     keys = [c for c in ("line", "scheme", "devices", "phase", "tokens") if c in cal_rows.columns]
     shown = cal_rows[keys].join(table.rename(columns={n: f"{n}*" for n in names}).map("{:+.3g}".format))
     return ("sensitivity of each calibration row to each fittable constant at the start (d log latency / d log "
-            "constant; * = fitted):\n" + shown.to_string(index=False))
+            "constant; for a constant at 0, per its typical value; * = fitted):\n" + shown.to_string(index=False))
 
 
 def report_text(fit: Fit, calibration_rows: int) -> str:
