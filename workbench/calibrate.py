@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,9 +233,9 @@ def calibrate(document: dict, rows: pd.DataFrame, names: list[str], where: str =
     measured = cal_rows["latency_s"].to_numpy(float)
     low = np.array([FITTABLE[n][1] for n in names])
     high = np.array([FITTABLE[n][2] for n in names])
-    start = np.array([starting_values(document, names)[n] for n in names])
+    start = np.array(list(starting_values(document, names).values()))
     table = starting_sensitivities(document, cal_rows, names, where, base_dir) if sensitivity is None else sensitivity
-    refuse_unmoved(table, names, cal_rows, predict_parts(document, cal_rows, where, base_dir))
+    refuse_unmoved(table, names, cal_rows, lambda: predict_parts(document, cal_rows, where, base_dir))
 
     def residual(x):
         return np.log(predict(with_values(document, dict(zip(names, x))), cal_rows, where, base_dir) / measured)
@@ -282,18 +283,19 @@ def sensitivities(document: dict, rows: pd.DataFrame, where: str = "config",
     return pd.DataFrame(columns, index=rows.index)
 
 
-def refuse_unmoved(table: pd.DataFrame, names: list[str], rows: pd.DataFrame, parts: pd.DataFrame) -> None:
+def refuse_unmoved(table: pd.DataFrame, names: list[str], rows: pd.DataFrame,
+                   parts: Callable[[], pd.DataFrame]) -> None:
     """One line for the first named constant that moves no calibration row: which, why, and the FITTABLE
-    constant that moves them most (what to fit instead)."""
+    constant that moves them most (what to fit instead). `parts`: the rows' cost breakdown, when asked."""
     moved = table.abs().max()
     for name in names:
         if moved[name] >= SENSITIVITY_FLOOR:
             continue
         best = moved.drop(name).idxmax()
         raise WorkbenchError(
-            f"--fit {name}: {_unmoved_reason(name, rows, parts)}: {name} moves none of them (|d log latency / "
-            f"d log {name}| < {SENSITIVITY_FLOOR:g} on all {len(table)} calibration rows); {best} would move them (|sensitivity| up "
-            f"to {moved[best]:.3g})")
+            f"--fit {name}: {_unmoved_reason(name, rows, parts())}: {name} moves none of them (|d log latency / "
+            f"d log {name}| < {SENSITIVITY_FLOOR:g} on all {len(table)} calibration rows); {best} would move "
+            f"them (|sensitivity| up to {moved[best]:.3g})")
 
 
 def _unmoved_reason(name: str, rows: pd.DataFrame, parts: pd.DataFrame) -> str:
