@@ -274,3 +274,19 @@ def test_an_unusable_out_is_one_line_before_anything_is_read_or_fitted(tmp_path,
         err = capsys.readouterr().err
         assert code == 2 and err.startswith(f"error: --out {str(out)!r}") and message in err
         assert err.count("\n") == 1
+
+
+def test_an_unwritable_out_folder_is_one_line_before_anything_is_read(tmp_path, monkeypatch, capsys):
+    from workbench import io
+    from workbench.__main__ import main
+
+    monkeypatch.setattr(io.os, "access", lambda path, mode: False)  # as a non-root user on a read-only folder
+    out = tmp_path / "x.toml"
+    with pytest.raises(WorkbenchError) as refused:
+        io.writable_file(out, "--out 'x.toml'")
+    assert str(refused.value) == (f"--out 'x.toml': its folder {str(tmp_path)!r} is not writable; it must be a "
+                                  "folder you can write to")
+    assert main(["calibrate", str(EXAMPLE), str(tmp_path / "missing.csv"), "--fit", "kernel_launch_us",
+                 "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {str(out)!r}: its folder {str(tmp_path)!r} is not writable; "
+                                       "it must be a folder you can write to\n")
