@@ -87,6 +87,23 @@ def test_profile_out_must_not_be_a_folder(tmp_path):
         main(parse(["profile", "--quick", "--out", str(tmp_path)]))
 
 
+@pytest.mark.parametrize("what", [[], ["network"]])
+def test_an_unusable_out_is_one_line_before_anything_is_measured(tmp_path, monkeypatch, capsys, what):
+    from workbench import profile
+    from workbench.__main__ import main
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before --out was checked")
+
+    monkeypatch.setattr(profile, "measure", measured)
+    monkeypatch.setattr(profile, "network_table", measured)
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "me.toml"  # its folder is a file: nothing can be written there
+    assert main(["profile", *what, "--quick", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"error: --out {str(out)!r}: its folder {str(out.parent)!r} is a file; it "
+                                       "must be a folder (new or existing)\n")
+
+
 @pytest.mark.slow
 def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_reads_them(tmp_path):
     # two real processes, syncs inside one program after a streaming step (sync_chain), fitted at that count

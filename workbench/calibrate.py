@@ -11,6 +11,12 @@ validation. Only calibration rows fit the named constants (scipy least squares o
 with each constant's bounds); validation rows are reported with their error and never fitted. The result
 is a copy of the config with the fitted values, each cited as fitted on those rows, and a CSV of every row
 before and after.
+
+It only claims what it fitted: before the fit it prints how much each calibration row moves with each
+fittable constant (`sensitivities`) and refuses a named constant that moves none of them, saying why and
+which constant would (`refuse_unmoved`); after it, a value on its bound or two constants the rows cannot
+tell apart (`bound_caveats`, `correlation_caveats`) are not written as fitted without `--force`, and a
+calibration row whose error grew is named (`worse_rows`). `--out` is checked before anything is read.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,22 +44,51 @@ COLUMNS = ("scheme", "devices", "phase", "tokens", "latency_s", "role")
 ROLES = ("calibration", "validation")
 
 
+# A constant is "not moved" by the calibration rows when no row's d log(latency) / d log(constant) reaches
+# 1e-6: a 1 % change of it moves no row by 0.0001 % (to move a row by 1 % it would have to grow 10,000-fold).
+# A constant outside a row's cost gives exactly 0 up to the finite difference's rounding (~1e-13 for 0.1 %
+# steps of float64 latencies); the weakest real dependency in the example's rows is ~2e-4 (kernel launches in
+# a 13-s prefill). A weak but real one is fitted, and if the rows cannot set it, it ends on a bound (caveat).
+SENSITIVITY_FLOOR = 1e-6
+SENSITIVITY_STEP = 1e-3
+BOUND_TOLERANCE = 1e-3      # a fitted value within 0.1 % of a bound is on it
+CORRELATION_LIMIT = 0.95    # |r| of two fitted estimates above this: the rows do not tell them apart
+CONDITION_LIMIT = 1e6       # of the column-normalised Jacobian: beyond it the fit has no unique answer
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """Why some fitted values are not what the rows say (on a bound, or not separable): not written as fitted
+    without --force."""
+
+    names: tuple[str, ...]
+    text: str
+
+    def __post_init__(self) -> None:
+        if not self.names or any(n not in FITTABLE for n in self.names):
+            raise WorkbenchError(f"a caveat names fittable constants, got {self.names!r}")
+
+
 @dataclass(frozen=True)
 class Fit:
-    """The fitted values, every row with its prediction before and after, and the fitted document."""
+    """The fitted values, every row with its prediction before and after, the fitted document, the
+    sensitivity table it started from (calibration rows x FITTABLE) and its caveats."""
 
     values: dict[str, float]
     rows: pd.DataFrame
     document: dict
+    sensitivity: pd.DataFrame | None = None
+    caveats: tuple[Caveat, ...] = ()
 
 
 def read_measurements(path: str | Path) -> pd.DataFrame:
-    """MEASURED.csv, checked: the columns, a role and a phase per row, positive latencies and token counts."""
+    """MEASURED.csv, checked cell by cell as written (a bad cell is named by its line, header = line 1, and its
+    text), with a `line` column: the line each row is on, which the fitted TOML cites."""
     path = Path(path)
     if not path.is_file():
         raise WorkbenchError(f"measurements file {str(path)!r} does not exist")
-    try:
-        frame = pd.read_csv(path)
+    try:  # every cell as text: one bad cell must not turn its column's good cells into other values
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise WorkbenchError(f"{path.name}: not a readable CSV: {str(exc).splitlines()[0]}") from None
     required = [c for c in COLUMNS if c != "devices"]
@@ -60,28 +96,49 @@ def read_measurements(path: str | Path) -> pd.DataFrame:
     if missing:
         raise WorkbenchError(f"{path.name}: missing column {missing[0]}; needed: {', '.join(COLUMNS)} (devices "
                              "optional, model optional)")
+    frame["line"] = np.arange(len(frame)) + 2  # blank lines are kept as empty rows until here, so this counts them
+    frame = frame[(frame.drop(columns="line") != "").any(axis=1)]
     if frame.empty:
         raise WorkbenchError(f"{path.name}: no rows")
-    for i, row in enumerate(frame.itertuples(index=False), start=2):
-        _check_row(path.name, i, row._asdict())
-    return frame
+    for row in frame.to_dict("records"):
+        _check_row(path.name, int(row["line"]), row)
+    return _typed(frame).reset_index(drop=True)
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The checked text cells as numbers (latency_s float; tokens, devices int); an empty model cell as none."""
+    out = frame.assign(latency_s=frame["latency_s"].astype(float), tokens=frame["tokens"].astype(float).astype(int))
+    if "devices" in out.columns:
+        out["devices"] = out["devices"].astype(float).astype(int)
+    if "model" in out.columns:
+        out["model"] = out["model"].replace("", np.nan)
+    return out
+
+
+def _number(text: str) -> float | None:
+    """A cell's text as a number, None when it is not one (float() would also take '1_0'; a CSV reader does not)."""
+    try:
+        return None if "_" in text else float(text)
+    except ValueError:
+        return None
 
 
 def _check_row(name: str, line: int, row: dict) -> None:
+    """One row's text cells: a role, a phase, a latency > 0 and integer token / device counts in range."""
     where = f"{name} line {line}"
     if row["role"] not in ROLES:
         raise WorkbenchError(f"{where}: role must be one of {', '.join(ROLES)}, got {row['role']!r}")
     if row["phase"] not in ("prefill", "decode"):
         raise WorkbenchError(f"{where}: phase must be prefill or decode, got {row['phase']!r}")
-    latency = row["latency_s"]
-    if not isinstance(latency, int | float) or not math.isfinite(latency) or latency <= 0:
-        raise WorkbenchError(f"{where}: latency_s must be a finite number of seconds > 0, got {latency!r}")
+    latency = _number(row["latency_s"])
+    if latency is None or not math.isfinite(latency) or latency <= 0:
+        raise WorkbenchError(f"{where}: latency_s must be a finite number of seconds > 0, got {row['latency_s']!r}")
     for key, high in (("tokens", 1 << 20), ("devices", 1024)):
         if key not in row:
             continue
-        value = row[key]
-        if not isinstance(value, int | float) or not float(value).is_integer() or not 1 <= value <= high:
-            raise WorkbenchError(f"{where}: {key} must be an integer in [1, {high}], got {value!r}")
+        value = _number(row[key])
+        if value is None or not math.isfinite(value) or not value.is_integer() or not 1 <= value <= high:
+            raise WorkbenchError(f"{where}: {key} must be an integer in [1, {high}], got {row[key]!r}")
 
 
 def parse_fit_names(text: str) -> list[str]:
@@ -161,8 +218,11 @@ def _with_devices(document: dict, devices: int | None) -> dict:
 
 
 def calibrate(document: dict, rows: pd.DataFrame, names: list[str], where: str = "config",
-              base_dir: Path | None = None) -> Fit:
-    """Fit `names` on the calibration rows (least squares on log ratios, within bounds); report all rows."""
+              base_dir: Path | None = None, sensitivity: pd.DataFrame | None = None) -> Fit:
+    """Fit `names` on the calibration rows (least squares on log ratios, within bounds); report all rows.
+    A constant the calibration rows do not move is refused before fitting (`refuse_unmoved`); a value on its
+    bound or two constants the rows cannot tell apart come back as `Fit.caveats`. `sensitivity`: the
+    `starting_sensitivities` table of these rows when the caller already has it."""
     from scipy.optimize import least_squares
 
     calibration = rows["role"] == "calibration"
@@ -173,8 +233,9 @@ def calibrate(document: dict, rows: pd.DataFrame, names: list[str], where: str =
     measured = cal_rows["latency_s"].to_numpy(float)
     low = np.array([FITTABLE[n][1] for n in names])
     high = np.array([FITTABLE[n][2] for n in names])
-    start = np.array([_current(document, n) for n in names])
-    start = np.clip(np.where(np.isnan(start), [FITTABLE[n][3] for n in names], start), low, high)
+    start = np.array(list(starting_values(document, names).values()))
+    table = starting_sensitivities(document, cal_rows, names, where, base_dir) if sensitivity is None else sensitivity
+    refuse_unmoved(table, names, cal_rows, lambda: predict_parts(document, cal_rows, where, base_dir))
 
     def residual(x):
         return np.log(predict(with_values(document, dict(zip(names, x))), cal_rows, where, base_dir) / measured)
@@ -188,7 +249,109 @@ def calibrate(document: dict, rows: pd.DataFrame, names: list[str], where: str =
     report["after_s"] = predict(fitted, rows, where, base_dir)
     report["error_before"] = report["before_s"] / report["latency_s"] - 1
     report["error_after"] = report["after_s"] / report["latency_s"] - 1
-    return Fit(values, report, fitted)
+    caveats = bound_caveats(values) + correlation_caveats(names, result.jac)
+    return Fit(values, report, fitted, table, tuple(caveats))
+
+
+def starting_values(document: dict, names) -> dict[str, float]:
+    """Each constant's value in the document, else its typical start; clipped into its bounds."""
+    out = {}
+    for name in names:
+        value = _current(document, name)
+        out[name] = float(np.clip(FITTABLE[name][3] if math.isnan(value) else value, *FITTABLE[name][1:3]))
+    return out
+
+
+def starting_sensitivities(document: dict, rows: pd.DataFrame, names: list[str], where: str = "config",
+                           base_dir: Path | None = None) -> pd.DataFrame:
+    """`sensitivities` of `rows` where the fit of `names` starts (those constants at their starting values)."""
+    return sensitivities(with_values(document, starting_values(document, names)), rows, where, base_dir)
+
+
+def sensitivities(document: dict, rows: pd.DataFrame, where: str = "config",
+                  base_dir: Path | None = None) -> pd.DataFrame:
+    """d log(row latency) / d log(constant) of every row for every FITTABLE constant, by a 0.1 % finite
+    difference at the document's values (a constant at 0, e.g. an overhead, steps by 0.1 % of its typical
+    start, and the column is d log(latency) / d(constant / typical start)): which constants the rows pin down."""
+    columns = {}
+    for name, value in starting_values(document, FITTABLE).items():
+        scale = value if value > 0 else FITTABLE[name][3]
+        step = SENSITIVITY_STEP * scale * (1 if value + SENSITIVITY_STEP * scale <= FITTABLE[name][2] else -1)
+        at = np.log(predict(with_values(document, {name: value}), rows, where, base_dir))
+        moved = np.log(predict(with_values(document, {name: value + step}), rows, where, base_dir))
+        columns[name] = (moved - at) / (step / scale)
+    return pd.DataFrame(columns, index=rows.index)
+
+
+def refuse_unmoved(table: pd.DataFrame, names: list[str], rows: pd.DataFrame,
+                   parts: Callable[[], pd.DataFrame]) -> None:
+    """One line for the first named constant that moves no calibration row: which, why, and the FITTABLE
+    constant that moves them most (what to fit instead). `parts`: the rows' cost breakdown, when asked."""
+    moved = table.abs().max()
+    for name in names:
+        if moved[name] >= SENSITIVITY_FLOOR:
+            continue
+        best = moved.drop(name).idxmax()
+        raise WorkbenchError(
+            f"--fit {name}: {_unmoved_reason(name, rows, parts())}: {name} moves none of them (|d log latency / "
+            f"d log {name}| < {SENSITIVITY_FLOOR:g} on all {len(table)} calibration rows); {best} would move "
+            f"them (|sensitivity| up to {moved[best]:.3g})")
+
+
+def _unmoved_reason(name: str, rows: pd.DataFrame, parts: pd.DataFrame) -> str:
+    """Why the calibration rows cannot see `name`, in the rows' terms (their devices, phase, messages)."""
+    decode = bool((rows["phase"] == "decode").all())
+    prefill = bool((rows["phase"] == "prefill").all())
+    if FITTABLE[name][0] == "network":
+        if "devices" in rows.columns and bool((rows["devices"] == 1).all()):
+            return "the calibration rows are one-device rows"
+        if bool((parts[["comm_link_latency_s", "comm_bytes_s"]] == 0).all(axis=None)):
+            return "the calibration rows send no messages"
+    if name == "efficiency_gemv" and decode:
+        return "the calibration rows are memory-bound decode steps"
+    if name == "efficiency_gemv" and prefill:
+        return "the calibration rows are prefill steps (GEMMs, not GEMVs)"
+    if name == "efficiency_gemm" and decode:
+        return "the calibration rows are decode steps (GEMVs, not GEMMs)"
+    return "the calibration rows do not depend on it at the starting point"
+
+
+def bound_caveats(values: dict[str, float]) -> list[Caveat]:
+    """A value within 0.1 % of a bound (of the constant's typical start for a bound at 0): the bound set it."""
+    out = []
+    for name, value in values.items():
+        for side, bound in (("lower", FITTABLE[name][1]), ("upper", FITTABLE[name][2])):
+            near = abs(value - bound) <= BOUND_TOLERANCE * (abs(bound) if bound > 0 else FITTABLE[name][3])
+            if near:
+                out.append(Caveat((name,), f"{name} = {value:.3g} ended on its {side} bound {bound:g} (the "
+                                           "bound, not the rows, set it)"))
+    return out
+
+
+def correlation_caveats(names: list[str], jacobian: np.ndarray) -> list[Caveat]:
+    """Pairs of fitted constants the rows cannot tell apart: |correlation| of their estimates above
+    CORRELATION_LIMIT (from the fit's Jacobian), or a Jacobian too ill-conditioned to invert."""
+    if len(names) < 2:
+        return []
+    norms = np.linalg.norm(jacobian, axis=0)
+    unit = jacobian / np.where(norms > 0, norms, 1.0)
+    if (norms == 0).any() or np.linalg.cond(unit) > CONDITION_LIMIT:
+        return [Caveat(tuple(names), f"the fit of {', '.join(names)} is ill-conditioned (condition number "
+                                     f"{np.linalg.cond(unit):.3g} > {CONDITION_LIMIT:g})")]
+    covariance = np.linalg.inv(unit.T @ unit)
+    sd = np.sqrt(np.diag(covariance))
+    correlation = covariance / np.outer(sd, sd)
+    return [Caveat((names[i], names[j]), f"{names[i]} and {names[j]} are strongly correlated in the fit "
+                                         f"(r = {correlation[i, j]:+.3f}; |r| > {CORRELATION_LIMIT}): the rows "
+                                         "cannot tell them apart")
+            for i in range(len(names)) for j in range(i + 1, len(names))
+            if abs(correlation[i, j]) > CORRELATION_LIMIT]
+
+
+def worse_rows(report: pd.DataFrame) -> pd.DataFrame:
+    """The calibration rows whose |error| grew in the fit (by more than float noise)."""
+    grew = report["error_after"].abs() > report["error_before"].abs() + 1e-9
+    return report[(report["role"] == "calibration") & grew]
 
 
 def _current(document: dict, name: str) -> float:
@@ -201,15 +364,19 @@ def _current(document: dict, name: str) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
 
 
-def cite(document: dict, values: dict[str, float], measured_name: str, calibration_lines: list[int]) -> dict:
-    """The fitted document with a `sources` entry per fitted key: kind fitted and the rows it was fitted on."""
+def cite(document: dict, values: dict[str, float], measured_name: str, calibration_lines: list[int],
+         caveats: tuple[Caveat, ...] = ()) -> dict:
+    """The fitted document with a `sources` entry per fitted key: kind fitted, the rows it was fitted on, and
+    the caveats it was written despite (--force)."""
     doc = copy.deepcopy(document)
     text = (f"kind = fitted; fitted_on = {measured_name} calibration rows (lines "
             f"{', '.join(map(str, calibration_lines))}) by python -m workbench calibrate")
     for name in values:
+        forced = [c.text for c in caveats if name in c.names]
+        cited = text + (f"; written with --force although {'; '.join(forced)}" if forced else "")
         tables = [doc.setdefault("network", {})] if FITTABLE[name][0] == "network" else doc.get("devices", [])
         for table in tables:
-            table.setdefault("sources", {})[name] = text
+            table.setdefault("sources", {})[name] = cited
     return doc
 
 
@@ -262,32 +429,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fit", required=True, metavar="NAME[,NAME...]",
                         help=f"constants to fit: {', '.join(FITTABLE)}")
     parser.add_argument("--out", default=None, help="the fitted TOML (default: CONFIG.calibrated.toml)")
+    parser.add_argument("--force", action="store_true",
+                        help="write values that ended on a bound or that the rows cannot tell apart as fitted "
+                             "(their sources say so)")
 
 
 def main(args: argparse.Namespace) -> int:
-    """Fit, print every row before -> after, write the fitted TOML and the rows CSV; 0 on success."""
-    from workbench.io import write_csv_atomic, write_text_atomic
+    """Check --out, print the sensitivities, fit, print every row before -> after and the warnings, write the
+    fitted TOML and the rows CSV (not when a value is on a bound or not separable, unless --force); 0 on success."""
+    from workbench.io import writable_file, write_csv_atomic, write_text_atomic
     from workbench.userconfig import read_document
 
     config = Path(args.config)
+    out = Path(args.out) if args.out else config.with_name(config.stem + ".calibrated.toml")
+    writable_file(out, f"--out {str(out)!r}")  # before any reading or fitting
     document = read_document(config)
     names = parse_fit_names(args.fit)
     rows = read_measurements(args.measured)
-    fit = calibrate(document, rows, names, config.name, config.parent)
-    lines = [i + 2 for i in np.flatnonzero(rows["role"].to_numpy() == "calibration")]
-    out = Path(args.out) if args.out else config.with_name(config.stem + ".calibrated.toml")
-    if out.is_dir():
-        raise WorkbenchError(f"--out {str(out)!r} is a folder; give a .toml file")
-    write_text_atomic(out, to_toml(cite(fit.document, fit.values, Path(args.measured).name, lines)))
+    cal_rows = rows[rows["role"] == "calibration"].reset_index(drop=True)
+    table = starting_sensitivities(document, cal_rows, names, config.name, config.parent) if len(cal_rows) else None
+    if table is not None:
+        print(sensitivity_text(table, cal_rows, names))
+    fit = calibrate(document, rows, names, config.name, config.parent, sensitivity=table)
+    lines = [int(n) for n in (cal_rows["line"] if "line" in cal_rows.columns else cal_rows.index + 2)]
+    print(report_text(fit, len(lines)))
+    if fit.caveats and not args.force:
+        raise WorkbenchError(f"not written as fitted: {'; '.join(c.text for c in fit.caveats)}; fit other "
+                             "constants or rows, or pass --force to write them anyway")
+    write_text_atomic(out, to_toml(cite(fit.document, fit.values, Path(args.measured).name, lines, fit.caveats)))
     write_csv_atomic(out.with_suffix(".rows.csv"), fit.rows)
-    for name, value in fit.values.items():
-        print(f"{name} = {value:.6g} (fitted on {len(lines)} calibration rows)")
-    shown = fit.rows.assign(error_before=fit.rows.error_before.map("{:+.1%}".format),
-                            error_after=fit.rows.error_after.map("{:+.1%}".format))
-    print(shown.to_string(index=False))
-    val = fit.rows[fit.rows.role == "validation"]
-    if len(val):
-        print(f"validation: median |error| {val.error_before.abs().median():.1%} -> {val.error_after.abs().median():.1%}"
-              f" over {len(val)} rows")
     print(f"wrote {out} and {out.with_suffix('.rows.csv')}")
     return 0
+
+
+def sensitivity_text(table: pd.DataFrame, cal_rows: pd.DataFrame, names: list[str]) -> str:
+    """The sensitivity table as printed before the fit: one line per calibration row, fitted constants marked *."""
+    keys = [c for c in ("line", "scheme", "devices", "phase", "tokens") if c in cal_rows.columns]
+    shown = cal_rows[keys].join(table.rename(columns={n: f"{n}*" for n in names}).map("{:+.3g}".format))
+    return ("sensitivity of each calibration row to each fittable constant at the start (d log latency / d log "
+            "constant; for a constant at 0, per its typical value; * = fitted):\n" + shown.to_string(index=False))
+
+
+def report_text(fit: Fit, calibration_rows: int) -> str:
+    """The fitted values, every row before -> after, the validation summary and a warning per calibration row
+    that got worse and per caveat."""
+    out = [f"{name} = {value:.6g} (fitted on {calibration_rows} calibration rows)" for name, value in fit.values.items()]
+    shown = fit.rows.assign(error_before=fit.rows.error_before.map("{:+.1%}".format),
+                            error_after=fit.rows.error_after.map("{:+.1%}".format))
+    out.append(shown.to_string(index=False))
+    val = fit.rows[fit.rows.role == "validation"]
+    if len(val):
+        out.append(f"validation: median |error| {val.error_before.abs().median():.1%} -> "
+                   f"{val.error_after.abs().median():.1%} over {len(val)} rows")
+    for i, row in worse_rows(fit.rows).iterrows():
+        where = f"line {int(row['line'])}" if "line" in fit.rows.columns else f"row {i + 1}"
+        out.append(f"warning: calibration row {where} ({row['scheme']}, {row['phase']}, {int(row['tokens'])} tokens) "
+                   f"got worse in the fit: error {row['error_before']:+.1%} -> {row['error_after']:+.1%}")
+    out += [f"warning: {c.text}" for c in fit.caveats]
+    return "\n".join(out)

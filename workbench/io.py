@@ -58,6 +58,19 @@ def writable_folder(path: str | os.PathLike, shown: str) -> Path:
     return path
 
 
+def writable_file(path: str | os.PathLike, shown: str) -> Path:
+    """`path` as a file to (re)write atomically: not a folder, in a folder that exists or can be created and
+    that is writable; else a one-line error that starts with `shown`. Call it before the work whose result
+    goes there."""
+    from workbench.errors import WorkbenchError
+
+    path = Path(path)
+    if path.is_dir():
+        raise WorkbenchError(f"{shown} is a folder; give a file name")
+    writable_folder(path.parent, f"{shown}: its folder {str(path.parent)!r}")
+    return path
+
+
 def write_atomic(target: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
     """Call `writer(tmp_path)` and move the result onto `target` atomically."""
     with atomic_path(target) as tmp:

@@ -499,11 +499,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Measure, write the TOML atomically, print a short summary; 0 on success."""
-    from workbench.io import write_csv_atomic, write_text_atomic
+    from workbench.io import writable_file, write_csv_atomic, write_text_atomic
 
     out = Path(args.out or ("my_network.toml" if args.what == "network" else "my_device.toml"))
-    if out.is_dir():
-        raise WorkbenchError(f"--out {str(out)!r} is a folder; give a .toml file")
+    writable_file(out, f"--out {str(out)!r}")  # before any measuring: a bad --out must not cost the run
     if args.what == "network":
         if args.shape is not None and not 0 < args.shape <= 1e5:
             raise WorkbenchError(f"--shape must be a rate in Mbit/s in (0, 100000], got {args.shape}")
