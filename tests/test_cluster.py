@@ -32,7 +32,6 @@ from workbench.cluster.fit import (
     HostModel,
     LinkModel,
     active_steps,
-    constants_toml,
     cpu_share,
     fit_all,
     fit_constants,
@@ -50,15 +49,8 @@ from workbench.cluster.fit import (
 )
 from workbench.cluster.host import kernel_hz, tick_constant
 from workbench.cluster.measure import SUMMARY_COLUMNS, CampaignPoint, default_campaign, summarize
-from workbench.cluster.microbench import (
-    chain_stream_rate,
-    device_constants,
-    device_toml,
-    fixed_costs,
-    shared_device,
-)
 from workbench.cluster.netns import ShapedNetwork, list_namespaces, shaping_unavailable
-from workbench.cluster.predict import E2E_OPTIONS, predict_generation, this_machine_cluster
+from workbench.cluster.predict import E2E_OPTIONS, predict_generation, shared_device, this_machine_cluster
 from workbench.cluster.programs import (
     PROGRAMS,
     check_output,
@@ -66,7 +58,7 @@ from workbench.cluster.programs import (
     make_program,
     program_input,
 )
-from workbench.constants import load_constants
+from workbench.constants import constants_toml, load_constants
 from workbench.errors import WorkbenchError
 from workbench.hardware import device_from_table, load_device
 from workbench.io import DATA_DIR, REPO_ROOT
@@ -74,6 +66,8 @@ from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives
 from workbench.models import get_model, tiny_config
 from workbench.network import collective_cost
+from workbench.profile.device_toml import campaign_provenance, device_constants, device_toml
+from workbench.profile.microbench import chain_stream_rate, fixed_costs
 from workbench.schemes.base import Workload
 
 ROOT_REASON = shaping_unavailable()
@@ -688,7 +682,8 @@ def _bench_rows() -> pd.DataFrame:
 
 def test_shared_device_and_cpu_preset_toml(tmp_path):
     path = tmp_path / "dev.toml"
-    path.write_text(device_toml(device_constants(_bench_rows(), "bench.csv", "test machine", "2020-01-01"), "m", "d"))
+    path.write_text(device_toml(device_constants(_bench_rows(), campaign_provenance("bench.csv", "test machine", "2020-01-01", 20, 30)),
+                                "m", ""))
     import tomllib
 
     dev = device_from_table(tomllib.loads(path.read_text()), "dev.toml")

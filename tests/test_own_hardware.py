@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.cluster.microbench import shared_device
+from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError
 from workbench.hardware import load_device
 from workbench.papers import own_hardware as O

@@ -634,23 +634,6 @@ def fit_constants(fits: pd.DataFrame, measurement_file: str, machine: str, date:
     return out
 
 
-def constants_toml(constants: dict[str, Constant], header: str = "") -> str:
-    """Render constants in the data/constants TOML format (deterministic)."""
-    def q(text: str) -> str:
-        return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-    lines = [f"# {line}" for line in header.splitlines()] + ([""] if header else [])
-    for name in sorted(constants):
-        c = constants[name]
-        value = float(f"{c.value:.6g}") if isinstance(c.value, float) else c.value
-        lines += [f"[{name}]", f"value = {value!r}", f"unit = {q(c.unit)}", f"kind = {q(c.kind)}",
-                  f"source = {q(c.source)}"]
-        if c.fitted_on:
-            lines.append(f"fitted_on = {q(c.fitted_on)}")
-        lines.append("")
-    return "\n".join(lines)
-
-
 def fits_from_constants(constants: dict[str, Constant]) -> pd.DataFrame:
     """Back from `message_overhead` / `<link>_latency` / `<link>_byte_cost` constants to a fits table."""
     links = sorted(k.removesuffix("_byte_cost") for k in constants if k.endswith("_byte_cost"))

@@ -38,13 +38,13 @@ from workbench.cluster.fit import (
     validation_summary,
 )
 from workbench.cluster.host import host_model
-from workbench.cluster.microbench import colocated_shares
 from workbench.cluster.predict import predict_generation
 from workbench.constants import load_constants
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import device_from_table, load_device
 from workbench.io import DATA_DIR
 from workbench.models import get_model
+from workbench.profile.colocated import colocated_shares
 from workbench.results import RESULT_COLUMNS
 
 CLUSTER_DIR = DATA_DIR / "cluster"
