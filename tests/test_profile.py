@@ -196,3 +196,20 @@ def test_an_unresolved_per_byte_cost_is_written_as_a_readable_ceiling_and_says_s
     mbps, source = resolved_bandwidth_mbps(5.03e12, "x")
     assert mbps == NETWORK_FIELDS["bandwidth_mbps"].high and "not resolved" in source
     assert resolved_bandwidth_mbps(float("inf"), "x")[0] == mbps
+
+
+def test_layers_flow_one_way_cluster_never_imports_profile_and_the_model_never_imports_its_fit():
+    """profile/ uses cluster/ (the launcher, the fit) for the network table; cluster/ runs programs and campaigns
+    and never imports profile/ (not even inside a function); the collectives' cost model never imports its fit."""
+    from pathlib import Path
+
+    from test_layers import imported_modules
+
+    import workbench
+
+    cluster = Path(workbench.__file__).parent / "cluster"
+    upward = {p.name: sorted(n for n in imported_modules(p.read_text(), "workbench.cluster")
+                             if n.startswith("workbench.profile")) for p in sorted(cluster.glob("*.py"))}
+    assert len(upward) > 5 and {k: v for k, v in upward.items() if v} == {}
+    model = imported_modules((cluster / "collectives.py").read_text(), "workbench.cluster")
+    assert not any(n.startswith("workbench.cluster.fit") for n in model)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from workbench.cluster.fit import LinkModel
+from workbench.cluster.collectives import LinkModel
 from workbench.cluster.predict import evaluate, shared_device, this_machine_cluster
 from workbench.hardware import load_device
 from workbench.models import get_model

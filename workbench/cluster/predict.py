@@ -10,7 +10,7 @@ memory scheduler, no loader), heads split evenly, the star all-reduce, fp32 weig
 
 from __future__ import annotations
 
-from workbench.cluster.fit import LinkModel, local_share
+from workbench.cluster.collectives import LinkModel, local_share
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -35,7 +35,7 @@ def shared_device(device, processes: int, share: float | None = None):
     running chains of 1 MiB GEMVs each get 0.55, so a small kernel's rate is shared too, not one core's
     each). The fixed costs (kernel launch, per-layer time) were measured in one process on one core; with
     more processes than cores each process runs on cores/processes of a core, so they stretch by
-    processes/cores (`workbench.cluster.fit.local_share`)."""
+    processes/cores (`workbench.cluster.collectives.local_share`)."""
     require_int("processes", processes, low=1)
     if processes == 1:
         return device

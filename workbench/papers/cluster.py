@@ -14,22 +14,19 @@ import numpy as np
 import pandas as pd
 
 from workbench.accelerator import compare
+from workbench.cluster.collectives import HostModel, LinkModel, colocated_link, link_models
 from workbench.cluster.fit import (
     AFTER_COMPUTE_SYNC,
     AFTER_STREAM_SYNC,
     DECODER_SYNC,
     FIT_PROCESSES,
     IN_DECODER,
-    HostModel,
-    LinkModel,
     chain_slopes,
-    colocated_link,
     fit_all,
     fit_chains,
     fits_from_constants,
     is_calibration,
     legacy_predict,
-    link_models,
     predict,
     predict_chains,
     star_vs_ring,
@@ -111,7 +108,7 @@ def collective_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 def fastest_call_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Every measured point's fastest call beside the scheduler-free model (CPU sharing, the tbf bucket),
-    refitted on the same calibration rows (`workbench.cluster.fit.SCHEDULER_FREE`)."""
+    refitted on the same calibration rows (`workbench.cluster.collectives.SCHEDULER_FREE`)."""
     data, hm = measurements(data_dir), host(data_dir)
     return predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
 

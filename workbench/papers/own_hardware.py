@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.calibrate import calibrate
-from workbench.cluster.fit import LOOPBACK
+from workbench.cluster.collectives import LOOPBACK
 from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec

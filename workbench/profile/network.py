@@ -30,15 +30,8 @@ def network_table(rate_mbit: float | None, quick: bool, processes: int = 2, phas
     decode step's streaming GEMV (`decode`) or a prefill's GEMM (`prefill`), less the same steps alone, fitted
     at that process count; or, with `phase=None`, single calls of a 2-process psum. Returns the TOML text and
     the measured rows."""
-    from workbench.cluster.fit import (
-        SYNC_AFTER,
-        HostModel,
-        chain_slopes,
-        colocated_link,
-        fit_all,
-        fit_chains,
-        sync_after_step,
-    )
+    from workbench.cluster.collectives import HostModel, colocated_link
+    from workbench.cluster.fit import SYNC_AFTER, chain_slopes, fit_all, fit_chains, sync_after_step
     from workbench.cluster.host import kernel_hz
     from workbench.cluster.measure import machine_label
 
@@ -112,7 +105,7 @@ def resolved_bandwidth_mbps(bandwidth_bytes_per_s: float, what: str) -> tuple[fl
 
 def _link(row):
     """A fit row as a LinkModel."""
-    from workbench.cluster.fit import link_models
+    from workbench.cluster.collectives import link_models
 
     return link_models(pd.DataFrame([row]))[row["link_class"]]
 
