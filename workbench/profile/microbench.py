@@ -3,7 +3,7 @@
 `run_microbenchmarks(plan)` measures everything a device preset needs in one run, the calls of all benchmarks
 interleaved round by round (`interleaved_min`: a burst of other users' load costs one call of each, not the
 result), then the fixed costs; the campaign (`CAMPAIGN`, scripts/measure_collectives.py --only micro) and
-`python -m workbench profile` (`profile_plan`) differ only in their `Plan`. Rows: GEMM and GEMV rates per dtype
+`python -m workbench profile` (`PROFILE_PLANS`) differ only in their `Plan`. Rows: GEMM and GEMV rates per dtype
 and size (int8 accumulates in int32), the best read-only streaming rate (a jitted sum, and a GEMV over a matrix
 past any cache), chains of distinct GEMVs as a layer streams its weights (memory_efficiency), a GEMV chain
 sweep across matrix sizes (small kernels the runtime does not split across the cores stream at one core's
