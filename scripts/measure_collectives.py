@@ -4,9 +4,11 @@
     .venv/bin/python scripts/measure_collectives.py                  # everything (about an hour; the collectives alone ~27 min)
     .venv/bin/python scripts/measure_collectives.py --only micro     # fixed costs + rates, about half a minute
     .venv/bin/python scripts/measure_collectives.py --only micro e2e # some parts
+    .venv/bin/python scripts/measure_collectives.py --only preset    # the CPU preset from the stored table
     .venv/bin/python scripts/measure_collectives.py --quick          # a tiny campaign into /tmp (smoke test)
 
-Parts: micro (CPU micro-benchmark -> data/devices/this_machine_cpu.toml), colocated (1, 2 and 4 plain
+Parts: micro (CPU micro-benchmark -> data/cluster/microbench.csv -> data/devices/this_machine_cpu.toml), preset
+(only rebuild data/devices/this_machine_cpu.toml from the stored microbench.csv, no measuring), colocated (1, 2 and 4 plain
 processes running TinyLlama-42M's decode layers and GEMV chains at once -> data/cluster/colocated.csv: each
 process's share of the machine), collectives (psum /
 all_gather / psum_scatter / star / ppermute ring and tree on 2-8 processes, loopback and tbf-shaped
@@ -38,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
-PARTS = ("micro", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks", "bestofn")
+PARTS = ("micro", "preset", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks", "bestofn")
 BEST_OF_N_PROCESSES, BEST_OF_N_BYTES = 8, 32  # the oversubscribed small-message corner (4 per core)
 E2E_RUNS = (  # (model, prompt_len, n_new, repeats); 3 repeats until the second campaign of 2026-11-24
     ("tiny", 8, 8, 8),
@@ -69,20 +71,29 @@ def wait_for_quiet(max_load: float | None, max_wait_s: float) -> None:
 
 
 def measure_micro(out: Path, machine: str, date: str) -> None:
-    from workbench.cluster.microbench import device_constants, device_toml, run_microbenchmarks
+    """The campaign's micro-benchmarks -> data/cluster/microbench.csv, then the CPU preset from them."""
+    from workbench.profile.microbench import CAMPAIGN, run_microbenchmarks
 
-    bench = run_microbenchmarks()
+    bench = run_microbenchmarks(CAMPAIGN)
     bench.insert(0, "date", date)
     bench["machine"] = machine
     write_csv_atomic(out / "cluster" / "microbench.csv", bench)
-    consts = device_constants(bench, "data/cluster/microbench.csv", machine, date)
-    write_text_atomic(out / "devices" / "this_machine_cpu.toml", device_toml(consts, machine, date))
+    build_preset(out)
     log(f"micro: {bench[['benchmark', 'size', 'rate']].to_string(index=False)}")
 
 
+def build_preset(out: Path) -> None:
+    """data/devices/this_machine_cpu.toml from the stored data/cluster/microbench.csv (no measuring), through
+    the one device builder `python -m workbench profile` writes with (`device_toml.write_device_toml`)."""
+    from workbench.profile.device_toml import write_this_machine_cpu
+
+    bench = pd.read_csv(out / "cluster" / "microbench.csv")
+    write_this_machine_cpu(out / "devices" / "this_machine_cpu.toml", bench, "data/cluster/microbench.csv")
+
+
 def measure_colocated(out: Path, quick: bool, machine: str, date: str) -> None:
-    """1, 2 and 4 plain processes running the same programs at once (`microbench.run_colocated`)."""
-    from workbench.cluster.microbench import colocated_shares, run_colocated
+    """1, 2 and 4 plain processes running the same programs at once (`colocated.run_colocated`)."""
+    from workbench.profile.colocated import colocated_shares, run_colocated
 
     table = run_colocated((1, 2) if quick else (1, 2, 4), reps=3 if quick else 15)
     table.insert(0, "date", date)
@@ -132,8 +143,9 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     scheduler tick read from this kernel)."""
     import tomllib
 
-    from workbench.cluster.fit import constants_toml, fit_all, fit_constants
+    from workbench.cluster.fit import fit_all, fit_constants
     from workbench.cluster.host import fresh_page_constant, host_model, tick_constant
+    from workbench.constants import constants_toml
     from workbench.hardware import device_from_table
 
     done = pd.read_csv(out / "cluster" / "collectives.csv")
@@ -334,6 +346,10 @@ def main(argv: list[str] | None = None) -> int:
             elif part == "fit":
                 if "collectives" not in args.only:  # (collectives refits by itself)
                     fit_collectives(out, machine, date)
+                continue
+            elif part == "preset":
+                if "micro" not in args.only:  # (micro rebuilds it by itself)
+                    build_preset(out)
                 continue
             else:
                 globals()[f"measure_{part}"](out, args.quick, machine, date)

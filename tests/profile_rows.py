@@ -1,11 +1,18 @@
-"""Shared test data: the smallest micro-benchmark table `workbench.profile.device_constants` accepts."""
+"""Shared test data: the smallest micro-benchmark table `workbench.profile.device_toml.device_constants` accepts."""
 
 from __future__ import annotations
+
+from workbench.profile.device_toml import Provenance, profile_provenance
+
+
+def provenance(machine: str = "2 cores, test machine", date: str = "2020-01-01") -> Provenance:
+    """A profile's provenance: measured on `machine` on `date` (3 calls per rate, 5 batches per fixed cost)."""
+    return profile_provenance(machine, date, 3, 5)
 
 
 def base_profile_rows() -> list[dict]:
     """GEMM, read, storage, dispatch, numpy, kernel-chain, tiny-layer and GEMV-chain rows (no sweeps)."""
-    rows = [{"benchmark": "jax_gemm_fp32", "size": 1024, "seconds": 1.0, "rate": 2e11},
+    rows = [{"benchmark": "gemm_fp32", "size": 1024, "seconds": 1.0, "rate": 2e11},
             {"benchmark": "stream_read_fp32", "size": 1, "seconds": 1.0, "rate": 32e9},
             {"benchmark": "storage_read", "size": 2**25, "seconds": 1.0, "rate": 1e9, "note": "O_DIRECT"},
             {"benchmark": "jit_dispatch", "size": 1, "seconds": 5e-6, "rate": 2e5},

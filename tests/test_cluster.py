@@ -28,37 +28,31 @@ from workbench.accelerator import (
 )
 from workbench.cluster import ClusterSpec, LinkShape, ProcessDied, parse_rate, run_cluster
 from workbench.cluster import launcher as launcher_mod
-from workbench.cluster.fit import (
+from workbench.cluster.collectives import (
     HostModel,
     LinkModel,
     active_steps,
-    constants_toml,
     cpu_share,
+    link_models,
+    model_time,
+    oversubscription_wait,
+    program_cost,
+)
+from workbench.cluster.fit import (
     fit_all,
     fit_constants,
     fit_link,
     fits_from_constants,
     legacy_predict,
-    link_models,
-    model_time,
-    oversubscription_wait,
     predict,
-    program_cost,
     star_vs_ring,
     tbf_burst_bytes,
     validation_summary,
 )
 from workbench.cluster.host import kernel_hz, tick_constant
 from workbench.cluster.measure import SUMMARY_COLUMNS, CampaignPoint, default_campaign, summarize
-from workbench.cluster.microbench import (
-    chain_stream_rate,
-    device_constants,
-    device_toml,
-    fixed_costs,
-    shared_device,
-)
 from workbench.cluster.netns import ShapedNetwork, list_namespaces, shaping_unavailable
-from workbench.cluster.predict import E2E_OPTIONS, predict_generation, this_machine_cluster
+from workbench.cluster.predict import E2E_OPTIONS, predict_generation, shared_device, this_machine_cluster
 from workbench.cluster.programs import (
     PROGRAMS,
     check_output,
@@ -66,7 +60,7 @@ from workbench.cluster.programs import (
     make_program,
     program_input,
 )
-from workbench.constants import load_constants
+from workbench.constants import constants_toml, load_constants
 from workbench.errors import WorkbenchError
 from workbench.hardware import device_from_table, load_device
 from workbench.io import DATA_DIR, REPO_ROOT
@@ -74,6 +68,8 @@ from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives
 from workbench.models import get_model, tiny_config
 from workbench.network import collective_cost
+from workbench.profile.device_toml import campaign_provenance, device_constants, device_toml
+from workbench.profile.microbench import chain_stream_rate, fixed_costs
 from workbench.schemes.base import Workload
 
 ROOT_REASON = shaping_unavailable()
@@ -683,7 +679,8 @@ def _bench_rows() -> pd.DataFrame:
 
 def test_shared_device_and_cpu_preset_toml(tmp_path):
     path = tmp_path / "dev.toml"
-    path.write_text(device_toml(device_constants(_bench_rows(), "bench.csv", "test machine", "2020-01-01"), "m", "d"))
+    path.write_text(device_toml(device_constants(_bench_rows(), campaign_provenance("bench.csv", "test machine", "2020-01-01", 20, 30)),
+                                "m", ""))
     import tomllib
 
     dev = device_from_table(tomllib.loads(path.read_text()), "dev.toml")
@@ -993,7 +990,12 @@ def test_chain_stream_rate_is_the_slope_not_the_mean_rate():
 
 # ---- fresh pages: buffers above malloc's mmap threshold are new memory on every call ------------------
 def test_fresh_pages_are_charged_only_for_buffers_above_the_mmap_threshold():
-    from workbench.cluster.fit import GLIBC_MMAP_THRESHOLD_MAX, PAGE_BYTES, fresh_buffers, fresh_page_time
+    from workbench.cluster.collectives import (
+        GLIBC_MMAP_THRESHOLD_MAX,
+        PAGE_BYTES,
+        fresh_buffers,
+        fresh_page_time,
+    )
 
     host = HostModel(cores=2, scheduler_tick_s=0.004, fresh_page_s=2e-6)
     big, small = 64 * 2**20, 8 * 2**20
@@ -1042,7 +1044,7 @@ def test_the_compiled_temp_block_is_a_fresh_buffer_and_every_process_faults_at_o
     # XLA keeps the star kernel's 2(n-1) collective-permute outputs in one per-execution temp block: 14
     # buffers at 8 processes, fresh memory on every call above the mmap threshold; all 8 processes fault
     # their own pages at once on 2 cores, so the fastest call takes 4x one process's faults
-    from workbench.cluster.fit import PAGE_BYTES, fresh_buffers, fresh_page_time, xla_temp_bytes
+    from workbench.cluster.collectives import PAGE_BYTES, fresh_buffers, fresh_page_time, xla_temp_bytes
 
     big = 64 * 2**20
     assert xla_temp_bytes("star", 8, big) == pytest.approx(14 * big, rel=1e-6)
@@ -1064,7 +1066,7 @@ def test_the_compiled_temp_block_is_a_fresh_buffer_and_every_process_faults_at_o
 @pytest.mark.parametrize("program,processes", [("star", 4), ("ring_ppermute", 8), ("psum_scatter", 2)])
 def test_the_stored_temp_blocks_are_what_xla_compiles(program, processes):
     # data/cluster/xla_buffers.csv is a golden table (scripts/xla_buffers.py): recompile and compare
-    from workbench.cluster.fit import XLA_BUFFER_MESSAGE_BYTES, xla_temp_bytes
+    from workbench.cluster.collectives import XLA_BUFFER_MESSAGE_BYTES, xla_temp_bytes
     from workbench.cluster.programs import compiled_temp_bytes, program_input
 
     m = program_input(program, XLA_BUFFER_MESSAGE_BYTES, processes).message_bytes
@@ -1090,7 +1092,7 @@ def test_the_large_loopback_stars_are_predicted_within_half_with_the_temp_block(
 def test_a_reduce_scatter_waits_for_its_data_messages_only():
     # gloo's halving-doubling sends a notification after each round and waits for them once, at the end: of
     # the table's data + notification pair per round only the data's time is on the critical path
-    from workbench.cluster.fit import endpoint_work
+    from workbench.cluster.collectives import endpoint_work
 
     assert float(program_cost("psum_scatter", 4, 4096).endpoint_messages) == 6  # the messages handled
     assert endpoint_work("psum_scatter", 4, 4096) == pytest.approx(3)  # 2 rounds + the distribution round
@@ -1100,7 +1102,7 @@ def test_a_reduce_scatter_waits_for_its_data_messages_only():
 
 
 def test_the_stored_reduce_scatters_are_predicted_better_counting_data_messages_only(monkeypatch):
-    from workbench.cluster import fit
+    from workbench.cluster import collectives
     from workbench.papers import cluster as stored
 
     def error() -> float:
@@ -1108,14 +1110,14 @@ def test_the_stored_reduce_scatters_are_predicted_better_counting_data_messages_
         return float(table[(table.role == "validation") & (table.program == "psum_scatter")].rel_error.median())
 
     data_only = error()
-    monkeypatch.setitem(fit.ENDPOINT_SIDES, "psum_scatter", 1)
+    monkeypatch.setitem(collectives.ENDPOINT_SIDES, "psum_scatter", 1)
     assert data_only < error()  # 2026-11-24: 0.33 vs 0.47 over the 69 reduce-scatter points
 
 
 def test_a_tiny_all_reduce_goes_round_the_ring_hop_by_hop():
     # a 4-byte buffer fills one of gloo's segments: its reduction and its result pass the n - 1 other ranks one
     # after the other (2 (n - 1) hops, two processes at each), not the busiest endpoint's 2 (n - 1) / n messages
-    from workbench.cluster.fit import active_steps, endpoint_work, tiny_ring_hops
+    from workbench.cluster.collectives import active_steps, endpoint_work, tiny_ring_hops
 
     assert [tiny_ring_hops("psum", n, 4) for n in (2, 4, 8)] == [2, 6, 14]
     assert tiny_ring_hops("psum", 4, 4096) == 0 and tiny_ring_hops("all_gather", 4, 4) == 0
@@ -1127,7 +1129,7 @@ def test_a_tiny_all_reduce_goes_round_the_ring_hop_by_hop():
 
 
 def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch):
-    from workbench.cluster import fit
+    from workbench.cluster import collectives
     from workbench.papers import cluster as stored
 
     def error() -> float:
@@ -1137,7 +1139,7 @@ def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch
         return float(rows.rel_error.median())
 
     hop_by_hop = error()
-    monkeypatch.setattr(fit, "tiny_ring_hops", lambda program, processes, message_bytes: 0)
+    monkeypatch.setattr(collectives, "tiny_ring_hops", lambda program, processes, message_bytes: 0)
     assert hop_by_hop < error()
 
 

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from deploy_toml import board_deployment
-from profile_rows import base_profile_rows
+from profile_rows import base_profile_rows, provenance
 
-from workbench.cluster.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
 from workbench.models import get_model
+from workbench.profile.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
 from workbench.schemes.base import Workload
 from workbench.schemes.common import kernel_times, layer_time, matmul_time, roofline_time
 from workbench.units import GIB
@@ -103,17 +103,17 @@ def test_the_half_rows_are_recovered_from_the_sweep():
 
 
 def test_the_microbench_and_the_profile_write_it_measured():
-    from workbench.profile import device_constants, device_toml
+    from workbench.profile.device_toml import device_constants, device_toml
 
     rows = base_profile_rows()
     bench = pd.concat([pd.DataFrame(rows), _rows({m: 2e11 * m / (m + 24.0) for m in (32, 512)})], ignore_index=True)
-    constants = device_constants(bench, "2 cores, test machine", "2020-01-01")
-    dev = device_from_table(tomllib.loads(device_toml(constants, "m", "d", "t")), "t.toml")
+    constants = device_constants(bench, provenance())
+    dev = device_from_table(tomllib.loads(device_toml(constants, "t", "")), "t.toml")
     assert dev.gemm_half_rows == pytest.approx(24.0, rel=1e-6)
     c = constants["gemm_half_rows"]
     assert c.kind == "measured" and "2020-01-01" in c.source and "M=32" in c.source and c.unit == "rows"
     flat = pd.DataFrame(rows)  # an older table without the sweep: the mechanism is off
-    assert device_constants(flat, "2 cores, test machine", "d")["gemm_half_rows"].value == 0.0
+    assert device_constants(flat, provenance(date="d"))["gemm_half_rows"].value == 0.0
 
 
 DEPLOY = board_deployment("gemm_half_rows = 24")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.cluster.microbench import shared_device
+from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError
 from workbench.hardware import load_device
 from workbench.papers import own_hardware as O
@@ -56,7 +56,7 @@ def test_the_link_is_what_a_running_program_pays_per_sync(tmp_path):
     # the deployment's per-message time is the chain fit's (slope of syncs in one program), far below the
     # single-call fit that absorbs each call's dispatch and scheduler waits
     doc = O.deployment(2, "loopback", tmp_path)
-    from workbench.cluster.fit import link_models
+    from workbench.cluster.collectives import link_models
     from workbench.papers import cluster as stored
 
     chain_o = stored.program_links()["loopback"].message_overhead_s
@@ -136,7 +136,7 @@ def test_a_chain_fit_with_no_resolved_per_byte_cost_still_deploys(tmp_path, monk
     # a campaign whose larger syncs cost no more than the small ones fits beta ~ 0 (2026-11-25-drift1 and -drift3 on
     # 2 processes: 1.7e11 Mbit/s), which the deployment parser refuses; the deployment writes the largest bandwidth
     # it accepts, as `profile network` does (one rule: `profile.resolved_bandwidth_mbps`)
-    from workbench.cluster.fit import LinkModel
+    from workbench.cluster.collectives import LinkModel
     from workbench.userconfig import NETWORK_FIELDS
 
     monkeypatch.setattr(O.stored, "deployed_link", lambda *a, **k: LinkModel("loopback", 3e-4, 0.0, 4.8e-17))

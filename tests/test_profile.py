@@ -30,8 +30,9 @@ def test_profile_writes_a_measured_device_preset(profiled):
     for key in ("peak_flops_fp32", "mem_DRAM_bandwidth", "memory_efficiency", "kernel_launch", "layer_overhead",
                 "storage_read_bandwidth", "mem_DRAM_capacity", "cores"):
         assert key in constants, key
+    assert constants["efficiency_gemv"]["kind"] == "assumed"  # a GEMV is costed memory-bound, not measured
     for key, c in constants.items():
-        assert c["kind"] in ("measured", "derived"), key
+        assert c["kind"] in ("measured", "derived") or key == "efficiency_gemv", key
         assert c["value"] >= 0 and c["source"], key
         if c["kind"] == "measured":
             assert "2 cores" in c["source"] or "cores" in c["source"] or "MemTotal" in c["source"] or key == "cores"
@@ -72,16 +73,61 @@ count = 2
 ])
 def test_profile_bad_input(argv, match, tmp_path):
     from workbench.__main__ import parse
-    from workbench.profile import main
+    from workbench.profile.cli import main
 
     args = parse(["profile", "--out", str(tmp_path / "x.toml"), *argv])
     with pytest.raises(WorkbenchError, match=match):
         main(args)
 
 
+def test_the_profile_and_the_campaign_write_their_device_through_one_function(tmp_path, monkeypatch):
+    import importlib.util
+
+    import pandas as pd
+    from profile_rows import base_profile_rows
+
+    from workbench.__main__ import parse
+    from workbench.profile import cli, device_toml
+
+    written = []
+    real = device_toml.write_device_toml
+
+    def recording(out, bench, source, name, header):
+        written.append((out, source.where))
+        return real(out, bench, source, name, header)
+
+    monkeypatch.setattr(device_toml, "write_device_toml", recording)
+    monkeypatch.setattr(cli, "measure", lambda request, progress=None: pd.DataFrame(base_profile_rows()))
+    assert cli.main(parse(["profile", "--out", str(tmp_path / "me.toml")])) == 0
+    spec = importlib.util.spec_from_file_location("measure_collectives", REPO_ROOT / "scripts" / "measure_collectives.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / "microbench.csv").write_text((REPO_ROOT / "data" / "cluster" / "microbench.csv").read_text())
+    script.build_preset(tmp_path)
+    assert [out for out, _ in written] == [tmp_path / "me.toml", tmp_path / "devices" / "this_machine_cpu.toml"]
+    assert "python -m workbench profile" in written[0][1] and "data/cluster/microbench.csv" in written[1][1]
+
+
+def test_this_machine_preset_is_the_one_builder_on_the_stored_table(tmp_path):
+    """data/devices/this_machine_cpu.toml is `write_this_machine_cpu` of data/cluster/microbench.csv: no other
+    rule made it (cores and MemTotal are read from the machine the test runs on, so they are left out)."""
+    import pandas as pd
+
+    from workbench.profile.device_toml import write_this_machine_cpu
+
+    stored = REPO_ROOT / "data" / "devices" / "this_machine_cpu.toml"
+    bench = pd.read_csv(REPO_ROOT / "data" / "cluster" / "microbench.csv")
+    write_this_machine_cpu(tmp_path / "cpu.toml", bench, "data/cluster/microbench.csv")
+    rebuilt, kept = tomllib.loads((tmp_path / "cpu.toml").read_text()), tomllib.loads(stored.read_text())
+    for table in (rebuilt, kept):
+        table.pop("cores"), table.pop("mem_DRAM_capacity")
+    assert rebuilt == kept
+
+
 def test_profile_out_must_not_be_a_folder(tmp_path):
     from workbench.__main__ import parse
-    from workbench.profile import main
+    from workbench.profile.cli import main
 
     with pytest.raises(WorkbenchError, match="is a folder"):
         main(parse(["profile", "--quick", "--out", str(tmp_path)]))
@@ -89,14 +135,14 @@ def test_profile_out_must_not_be_a_folder(tmp_path):
 
 @pytest.mark.parametrize("what", [[], ["network"]])
 def test_an_unusable_out_is_one_line_before_anything_is_measured(tmp_path, monkeypatch, capsys, what):
-    from workbench import profile
     from workbench.__main__ import main
+    from workbench.profile import cli, network
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before --out was checked")
 
-    monkeypatch.setattr(profile, "measure", measured)
-    monkeypatch.setattr(profile, "network_table", measured)
+    monkeypatch.setattr(cli, "measure", measured)
+    monkeypatch.setattr(network, "network_table", measured)
     (tmp_path / "file").write_text("")
     out = tmp_path / "file" / "me.toml"  # its folder is a file: nothing can be written there
     assert main(["profile", *what, "--quick", "--out", str(out)]) == 2
@@ -110,7 +156,7 @@ def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_
     import pandas as pd
 
     from workbench.__main__ import parse
-    from workbench.profile import main
+    from workbench.profile.cli import main
     from workbench.userconfig import parse_network
 
     out = tmp_path / "net.toml"
@@ -131,7 +177,7 @@ def test_profile_network_by_default_measures_the_syncs_among_a_decoder_layers_ke
     import pandas as pd
 
     from workbench.__main__ import parse
-    from workbench.profile import main
+    from workbench.profile.cli import main
 
     out = tmp_path / "net.toml"
     assert main(parse(["profile", "network", "--quick", "--out", str(out)])) == 0
@@ -146,10 +192,27 @@ def test_profile_network_by_default_measures_the_syncs_among_a_decoder_layers_ke
 def test_an_unresolved_per_byte_cost_is_written_as_a_readable_ceiling_and_says_so():
     """A noisy quick fit can drive the per-byte cost to ~0 (CI once wrote 4e13 Mbit/s, which the parser then
     refused): the file keeps the largest bandwidth a deployment accepts and its source says why."""
-    from workbench.profile import resolved_bandwidth_mbps
+    from workbench.profile.network import resolved_bandwidth_mbps
     from workbench.userconfig import NETWORK_FIELDS
 
     assert resolved_bandwidth_mbps(12.5e6, "x") == (100.0, "1 / per-byte cost of x")
     mbps, source = resolved_bandwidth_mbps(5.03e12, "x")
     assert mbps == NETWORK_FIELDS["bandwidth_mbps"].high and "not resolved" in source
     assert resolved_bandwidth_mbps(float("inf"), "x")[0] == mbps
+
+
+def test_layers_flow_one_way_cluster_never_imports_profile_and_the_model_never_imports_its_fit():
+    """profile/ uses cluster/ (the launcher, the fit) for the network table; cluster/ runs programs and campaigns
+    and never imports profile/ (not even inside a function); the collectives' cost model never imports its fit."""
+    from pathlib import Path
+
+    from test_layers import imported_modules
+
+    import workbench
+
+    cluster = Path(workbench.__file__).parent / "cluster"
+    upward = {p.name: sorted(n for n in imported_modules(p.read_text(), "workbench.cluster")
+                             if n.startswith("workbench.profile")) for p in sorted(cluster.glob("*.py"))}
+    assert len(upward) > 5 and {k: v for k, v in upward.items() if v} == {}
+    model = imported_modules((cluster / "collectives.py").read_text(), "workbench.cluster")
+    assert not any(n.startswith("workbench.cluster.fit") for n in model)

@@ -9,18 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from deploy_toml import board_deployment
-from profile_rows import base_profile_rows
+from profile_rows import base_profile_rows, provenance
 
-from workbench.cluster.microbench import (
-    GEMV_SWEEP_BYTES,
-    gemv_size_rows,
-    gemv_sweep_lengths,
-    shared_device,
-    small_kernel_stream,
-)
+from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
 from workbench.models import get_model
+from workbench.profile.microbench import (
+    GEMV_SWEEP_BYTES,
+    gemv_size_rows,
+    gemv_sweep_lengths,
+    small_kernel_stream,
+)
 from workbench.schemes.base import Workload
 from workbench.schemes.common import layer_time, roofline_time
 from workbench.units import GIB, MIB
@@ -129,17 +129,19 @@ def test_the_sweep_rows_are_slopes_past_the_cache():
 
 
 def test_the_profile_writes_both_constants_measured():
-    from workbench.profile import device_constants, device_toml
+    from workbench.profile.device_toml import device_constants, device_toml
 
     rows = base_profile_rows()
     bench = pd.concat([pd.DataFrame(rows), _sweep({1: 12.0, 16: 23.0})], ignore_index=True)
-    constants = device_constants(bench, "test machine", "2020-01-01")
-    dev = device_from_table(tomllib.loads(device_toml(constants, "m", "d", "t")), "t.toml")
-    assert dev.small_kernel_bytes == 16 * MIB and dev.core_stream_bytes_per_s == pytest.approx(12e9)
+    constants = device_constants(bench, provenance("test machine"))
+    dev = device_from_table(tomllib.loads(device_toml(constants, "t", "")), "t.toml")
+    assert constants["small_kernel_bytes"].value == 16 * MIB  # the split is the 16 MiB size, exactly
+    # the file keeps 6 significant digits (`constants_toml`, the rule of data/devices/this_machine_cpu.toml)
+    assert dev.small_kernel_bytes == pytest.approx(16 * MIB, rel=1e-6) and dev.core_stream_bytes_per_s == pytest.approx(12e9)
     for key in ("small_kernel_bytes", "core_stream_bandwidth"):
         assert constants[key].kind == "measured" and "2020-01-01" in constants[key].source, key
     flat = pd.concat([bench[bench.benchmark != "gemv_size_fp32"], _sweep({1: 23.0, 16: 23.5})], ignore_index=True)
-    off = device_from_table(tomllib.loads(device_toml(device_constants(flat, "tm", "d"), "m", "d", "t")), "t.toml")
+    off = device_from_table(tomllib.loads(device_toml(device_constants(flat, provenance("tm", "d")), "t", "")), "t.toml")
     assert off.small_kernel_bytes == 0 and off.core_stream_bytes_per_s == 0
 
 

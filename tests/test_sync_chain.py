@@ -6,15 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.cluster.fit import (
-    CHAIN_STATISTIC,
-    HostModel,
-    LinkModel,
-    chain_slopes,
-    fit_chains,
-    model_time,
-    predict_chains,
-)
+from workbench.cluster.collectives import HostModel, LinkModel, model_time
+from workbench.cluster.fit import CHAIN_STATISTIC, chain_slopes, fit_chains, predict_chains
 from workbench.errors import WorkbenchError
 
 
@@ -95,7 +88,7 @@ def test_a_sync_after_compute_is_the_step_minus_its_compute():
 
 
 def test_the_decoders_link_is_fitted_on_syncs_after_compute():
-    from workbench.cluster.fit import link_models
+    from workbench.cluster.collectives import link_models
     from workbench.papers import cluster as stored
 
     links, bare = stored.program_links(), stored.chain_table()
@@ -107,7 +100,8 @@ def test_the_decoders_link_is_fitted_on_syncs_after_compute():
 
 
 def test_a_sync_after_compute_needs_every_process_so_co_located_ones_stretch_its_cpu_work():
-    from workbench.cluster.fit import AFTER_COMPUTE_SYNC, active_steps, colocated_link, cpu_share
+    from workbench.cluster.collectives import active_steps, colocated_link, cpu_share
+    from workbench.cluster.fit import AFTER_COMPUTE_SYNC
 
     assert set(a for a, _ in active_steps(AFTER_COMPUTE_SYNC, 4)) == {4}
     assert set(a for a, _ in active_steps("star", 4)) == {2}  # a bare star step: the master and one worker
@@ -121,7 +115,7 @@ def test_a_sync_after_compute_needs_every_process_so_co_located_ones_stretch_its
 
 
 def test_the_stored_four_process_syncs_after_compute_are_predicted_better_with_the_stretch(monkeypatch):
-    from workbench.cluster import fit
+    from workbench.cluster import collectives
     from workbench.papers import cluster as stored
 
     def loopback_after_compute(table):
@@ -130,7 +124,7 @@ def test_the_stored_four_process_syncs_after_compute_are_predicted_better_with_t
         return float(rows.error.abs().median())
 
     stretched = loopback_after_compute(stored.chain_table())
-    monkeypatch.setattr(fit, "cpu_share", lambda program, processes, cores, message_bytes=4096.0: 1.0)
+    monkeypatch.setattr(collectives, "cpu_share", lambda program, processes, cores, message_bytes=4096.0: 1.0)
     # the chains measured 17:51-17:58 on 2026-11-24: +11 / +36 % with the stretch, -44 / -32 % without (the
     # campaign before: +12 / +7 % and -44 / -47 %)
     assert stretched < loopback_after_compute(stored.chain_table())
@@ -154,7 +148,8 @@ def test_a_sync_after_streaming_is_the_streaming_step_minus_its_stream():
 
 
 def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_count():
-    from workbench.cluster.fit import colocated_link, fit_chains, link_models
+    from workbench.cluster.collectives import colocated_link, link_models
+    from workbench.cluster.fit import fit_chains
     from workbench.papers import cluster as stored
 
     assert stored.PHASE_SYNC == {"prefill": "after compute", "decode": "after streaming"}
@@ -172,7 +167,8 @@ def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_co
 
 
 def test_a_sync_in_decoder_layers_is_half_of_what_the_syncs_add_to_a_layer():
-    from workbench.cluster.fit import DECODER_SYNC, SYNCS_AFTER_WORK, active_steps, sync_after_step
+    from workbench.cluster.collectives import SYNCS_AFTER_WORK, active_steps
+    from workbench.cluster.fit import DECODER_SYNC, sync_after_step
 
     rows = []
     for program, per_layer in (("star_in_decoder", 1.6e-3), ("decoder_only", 1.0e-3)):
@@ -217,7 +213,8 @@ def test_the_decoder_chains_baseline_is_the_same_layers_without_a_single_collect
 
 
 def test_a_campaign_with_decoder_chains_deploys_the_syncs_measured_among_a_decoder_layers_kernels():
-    from workbench.cluster.fit import DECODER_SYNC, colocated_link, fit_chains, link_models
+    from workbench.cluster.collectives import colocated_link, link_models
+    from workbench.cluster.fit import DECODER_SYNC, fit_chains
     from workbench.papers import cluster as stored
     from workbench.papers.own_hardware import CAMPAIGNS
 

@@ -22,7 +22,7 @@ PLUGINS = {
     "whatif": ("workbench.whatif", "evaluate every scheme on devices/network/model from a TOML file"),
     "cluster": ("workbench.cluster", "run an experiment across N local processes with jax.distributed"),
     "calibrate": ("workbench.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
-    "profile": ("workbench.profile", "measure this machine (or a link) and write a device (or [network]) TOML"),
+    "profile": ("workbench.profile.cli", "measure this machine (or a link) and write a device (or [network]) TOML"),
 }
 
 

@@ -99,3 +99,20 @@ def check_provenance(data_dir: Path = DATA_DIR) -> list[str]:
         load_constants(path)
         checked.append(path.name)
     return checked
+
+
+def constants_toml(constants: dict[str, Constant], header: str = "") -> str:
+    """Render constants in the data/constants TOML format (deterministic)."""
+    def q(text: str) -> str:
+        return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [f"# {line}" for line in header.splitlines()] + ([""] if header else [])
+    for name in sorted(constants):
+        c = constants[name]
+        value = float(f"{c.value:.6g}") if isinstance(c.value, float) else c.value
+        lines += [f"[{name}]", f"value = {value!r}", f"unit = {q(c.unit)}", f"kind = {q(c.kind)}",
+                  f"source = {q(c.source)}"]
+        if c.fitted_on:
+            lines.append(f"fitted_on = {q(c.fitted_on)}")
+        lines.append("")
+    return "\n".join(lines)

@@ -72,12 +72,12 @@ bench[bench.benchmark.isin(["jit_dispatch", "kernel_chain", "tiny_layers", "nump
 
 # %% [markdown]
 # ## 1. Calibration: per-message endpoint time, wire latency and per-byte cost
-# Per call of a program on n processes with m bytes per process (`workbench.cluster.fit.model_time`):
+# Per call of a program on n processes with m bytes per process (`workbench.cluster.collectives.model_time`):
 # dispatch (measured) + endpoint messages x o + steps x L + busiest bytes x beta + the scheduler wait.
 # Steps, messages and bytes come from `workbench.network.collective_cost` for the algorithm the runtime
 # runs: psum = gloo's segmented ring (2 or more segments per rank, so a small all-reduce handles twice the
 # ideal ring's messages; a buffer that fills fewer segments than there are ranks goes round the ring hop by
-# hop, 2(n-1) hops with two processes at each: `fit.tiny_ring_hops`), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
+# hop, 2(n-1) hops with two processes at each: `collectives.tiny_ring_hops`), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
 # ReduceScatterHalvingDoubling (log2 n rounds of data + notification, then a distribution round; only the
 # data is waited for in turn, the notifications once at the end, so a round costs one message's o), the
 # ppermute star / ring / tree = the TPI-LLM kernel's collective-permutes.
@@ -437,7 +437,7 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 # streaming costs about 1.8 times one after compute here (0.37 vs 0.21 ms at 2 KiB). Each kind's
 # 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs sharing one tbf
 # bucket); its 4-process chains are validation of that fit with the CPU work stretched by processes /
-# cores (`fit.colocated_link`: every process must run to reach a sync after work). The stretch predicts
+# cores (`collectives.colocated_link`: every process must run to reach a sync after work). The stretch predicts
 # the syncs after compute (+11 / +36 % on loopback; -44 / -32 % without it) but not those after streaming
 # (+109 / +61 %; +4 / -19 % without it): a mechanism the model does not hold.
 #

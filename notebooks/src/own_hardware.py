@@ -58,7 +58,7 @@ profile[["constant", "value", "unit", "kind"]]
 # The slope is one sync. What a sync costs depends on the work before it: on 2 processes 0.09 ms bare,
 # 0.21 ms after compute, 0.37 ms after streaming (2 KiB; first campaign, 2026-11-24a; the second's 0.13,
 # 0.22 and 0.27 ms). Each kind's 2-process chains fit o and beta (and a shaped class's L and beta); its
-# 4-process chains test that fit with the CPU work stretched by processes / cores (`fit.colocated_link`),
+# 4-process chains test that fit with the CPU work stretched by processes / cores (`collectives.colocated_link`),
 # which held for syncs after compute (+11 %; second campaign -3 %) and failed for syncs after streaming
 # (+109 %; second campaign +22 %) at 2 KiB on loopback. So each deployment takes its chains fitted at its own
 # process count: the network profiled as deployed (`stored.deployed_link`). A single call also pays the

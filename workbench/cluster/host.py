@@ -12,7 +12,7 @@ import platform
 import re
 from pathlib import Path
 
-from workbench.cluster.fit import HostModel
+from workbench.cluster.collectives import HostModel
 from workbench.constants import Constant
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
@@ -47,13 +47,13 @@ FRESH_REGION_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB)
 def fresh_page_seconds(region_bytes: int = FRESH_REGION_BYTES, reps: int = 5) -> float:
     """Seconds per page to map a fresh anonymous region, write each page once and unmap it (fastest of `reps`):
     what a buffer above the allocator's mmap threshold costs on every call (the kernel faults in and zeroes
-    each page on first write; `workbench.cluster.fit.fresh_page_time`)."""
+    each page on first write; `workbench.cluster.collectives.fresh_page_time`)."""
     import mmap
     import time
 
     import numpy as np
 
-    from workbench.cluster.fit import PAGE_BYTES
+    from workbench.cluster.collectives import PAGE_BYTES
 
     best = float("inf")
     for _ in range(reps):

@@ -155,7 +155,7 @@ LEGACY_PROTOCOL = RepetitionProtocol("legacy", 1.0, 5, 25, 25)
 # LARGE_MESSAGE_SIZE 8192), capped at about 3 s per program and size so a campaign stays under half an hour (27
 # minutes on 2026-11-25). With more processes than cores the median of 25 calls sits in whichever tick mode most of
 # them met, and their fastest often still met a tick; hundreds of calls settle the median and find a call nearer the
-# scheduler-free one the model describes (`workbench.cluster.fit.SCHEDULER_FREE`; at 8 processes on 2 cores still
+# scheduler-free one the model describes (`workbench.cluster.collectives.SCHEDULER_FREE`; at 8 processes on 2 cores still
 # not always: the cluster notebook).
 OSU_PROTOCOL = RepetitionProtocol("osu", 3.0, 5, 1000, 100)
 # OSU's repetitions without the time cap: every point 1000 calls <= 8 KiB, 100 above (about 70 minutes here). Since

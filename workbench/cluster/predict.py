@@ -1,7 +1,7 @@
 """TPI-LLM's time to first token and per-token latency on this machine: the arena's TPI-LLM scheme, called.
 
 No cost model of its own: a cluster of `processes` devices, each this machine's CPU preset shared among the
-processes (`microbench.shared_device`), joined by a link whose bandwidth, wire latency and per-message
+processes (`shared_device`), joined by a link whose bandwidth, wire latency and per-message
 endpoint time are the fitted constants of the link class (`workbench.cluster.fit`), is evaluated by
 `workbench.schemes.tpi_llm.evaluate_tpi` - the function the arena's registered ``tpi_star_tp`` scheme
 calls - with the options that describe the measured program (`E2E_OPTIONS`): every weight resident (no
@@ -10,8 +10,7 @@ memory scheduler, no loader), heads split evenly, the star all-reduce, fp32 weig
 
 from __future__ import annotations
 
-from workbench.cluster.fit import LinkModel
-from workbench.cluster.microbench import shared_device
+from workbench.cluster.collectives import LinkModel, local_share
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -24,6 +23,34 @@ BITS_FP32 = 32
 # of heads and FFN columns (the kernel's proportional split on equal devices), TPI-LLM's star.
 E2E_OPTIONS = {"scheduler": False, "first_token_loads": False, "split": "equal", "allreduce": "star"}
 TOPOLOGY = "direct"  # the fitted L is per traversal of the whole path, so one hop carries it
+
+
+def shared_device(device, processes: int, share: float | None = None):
+    """Each process's share of `device` when `processes` processes compute at the same time on it.
+
+    The preset's rates are for the whole machine (all cores, one process); tensor-parallel processes
+    compute concurrently, so each gets `share` of the compute, of the memory bandwidth and of a small
+    kernel's streaming rate: 1/processes unless a measured share is given (`colocated_shares`: on this
+    machine two processes running the same decode layers each get 0.61 of one alone, four get 0.24; two
+    running chains of 1 MiB GEMVs each get 0.55, so a small kernel's rate is shared too, not one core's
+    each). The fixed costs (kernel launch, per-layer time) were measured in one process on one core; with
+    more processes than cores each process runs on cores/processes of a core, so they stretch by
+    processes/cores (`workbench.cluster.collectives.local_share`)."""
+    require_int("processes", processes, low=1)
+    if processes == 1:
+        return device
+    share = 1.0 / processes if share is None else float(share)
+    if not 0.0 < share <= 1.0:
+        raise WorkbenchError(f"share must be a fraction of the machine in (0, 1], got {share!r}")
+    stretch = local_share(processes, max(int(device.cores), 1))
+    peaks = {k: v * share for k, v in device.peak_flops.items()}
+    memory = tuple(level.__class__(level.name, level.capacity_bytes / processes, level.bandwidth_bytes_per_s * share,
+                                   level.energy_pj_per_byte) for level in device.memory)
+    return device.with_changes(name=f"{device.name} / {processes} processes", peak_flops=peaks, memory=memory,
+                               kernel_launch_s=device.kernel_launch_s * stretch,
+                               layer_overhead_s=device.layer_overhead_s * stretch,
+                               step_overhead_s=device.step_overhead_s * stretch,
+                               core_stream_bytes_per_s=device.core_stream_bytes_per_s * share)
 
 
 def this_machine_cluster(device: DeviceSpec, processes: int, link: LinkModel, share: float | None = None) -> Cluster:

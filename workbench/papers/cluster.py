@@ -14,22 +14,19 @@ import numpy as np
 import pandas as pd
 
 from workbench.accelerator import compare
+from workbench.cluster.collectives import HostModel, LinkModel, colocated_link, link_models
 from workbench.cluster.fit import (
     AFTER_COMPUTE_SYNC,
     AFTER_STREAM_SYNC,
     DECODER_SYNC,
     FIT_PROCESSES,
     IN_DECODER,
-    HostModel,
-    LinkModel,
     chain_slopes,
-    colocated_link,
     fit_all,
     fit_chains,
     fits_from_constants,
     is_calibration,
     legacy_predict,
-    link_models,
     predict,
     predict_chains,
     star_vs_ring,
@@ -38,13 +35,13 @@ from workbench.cluster.fit import (
     validation_summary,
 )
 from workbench.cluster.host import host_model
-from workbench.cluster.microbench import colocated_shares
 from workbench.cluster.predict import predict_generation
 from workbench.constants import load_constants
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import device_from_table, load_device
 from workbench.io import DATA_DIR
 from workbench.models import get_model
+from workbench.profile.colocated import colocated_shares
 from workbench.results import RESULT_COLUMNS
 
 CLUSTER_DIR = DATA_DIR / "cluster"
@@ -111,7 +108,7 @@ def collective_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 def fastest_call_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Every measured point's fastest call beside the scheduler-free model (CPU sharing, the tbf bucket),
-    refitted on the same calibration rows (`workbench.cluster.fit.SCHEDULER_FREE`)."""
+    refitted on the same calibration rows (`workbench.cluster.collectives.SCHEDULER_FREE`)."""
     data, hm = measurements(data_dir), host(data_dir)
     return predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
 

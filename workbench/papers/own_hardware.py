@@ -20,7 +20,7 @@ The model has no scheduler: it predicts the fastest step (`latency_s`: the faste
 the median over repeats of each generation's fastest decode step). The typical step (`typical_s`, the
 medians) is shown beside it with its own error: on this 2-core VM the difference is the scheduler's waits.
 
-A process's device is its share of the machine (`workbench.cluster.microbench.shared_device`: the measured
+A process's device is its share of the machine (`workbench.cluster.predict.shared_device`: the measured
 share of one of n co-located processes, data/cluster/colocated.csv, of the compute and bandwidth; fixed costs
 stretched when processes outnumber cores), written as its own device
 file, so the deployment says exactly what the arena costs. Nothing here re-measures.
@@ -34,13 +34,13 @@ import numpy as np
 import pandas as pd
 
 from workbench.calibrate import calibrate
-from workbench.cluster.fit import LOOPBACK
-from workbench.cluster.microbench import shared_device
+from workbench.cluster.collectives import LOOPBACK
+from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.io import DATA_DIR
 from workbench.papers import cluster as stored
-from workbench.profile import resolved_bandwidth_mbps
+from workbench.profile.network import resolved_bandwidth_mbps
 from workbench.results import RESULT_COLUMNS
 
 PAPER = "own_hardware"
@@ -96,7 +96,7 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
     device_path.write_text(device_file_text(share, f"data/devices/this_machine_cpu.toml shared by {processes} "
-                                                    "processes (workbench.cluster.microbench.shared_device)"))
+                                                    "processes (workbench.cluster.predict.shared_device)"))
     doc = {"meta": {"name": f"this machine, {processes} processes, {link_class}"},
             "model": {"name": model, "weight_bits": 32, "activation_bits": 32},
             "network": {"topology": "direct", "bandwidth_mbps": bandwidth_mbps,
