@@ -1275,3 +1275,21 @@ def test_the_full_osu_protocol_times_every_point_its_whole_count():
     # point gets the cap itself (the slowest call measured here, 64 MiB on 8 processes, took about 3 s)
     assert params["target_seconds"] / 10.0 > params["max_reps"] and params["min_reps"] == params["max_reps_large"]
     assert OSU_PROTOCOL.target_seconds == 3.0 and PROTOCOLS["osu_full"] is OSU_FULL_PROTOCOL
+
+
+def test_result_rows_name_each_rows_own_setting_and_refuse_an_unknown_frame():
+    # a row's `dtype` attribute is the Series' own dtype ("object"), not the column: the settings once read
+    # "dtype=object" for bf16 and fp32 rows alike, so the two rows of a point shared one key
+    from workbench.papers import cluster as wb
+
+    gpu = pd.DataFrame({"model": "m", "phase": "prefill", "seq_len": 128, "kv_len": 128, "dtype": ["bf16", "fp32"],
+                        "measured_s": [1.0, 2.0], "predicted_s": 1.0, "datasheet_roofline_s": 1.0,
+                        "measured_over_predicted": 1.0, "kernels_model": 3, "launch_share": 0.5})
+    rows = wb.result_rows(gpu=gpu)
+    assert set(rows.setting) == {"phase=prefill,seq=128,kv=128,dtype=bf16", "phase=prefill,seq=128,kv=128,dtype=fp32"}
+    assert not rows.duplicated(["artifact", "model", "setting", "quantity"]).any()
+    assert (rows.model == "m").all() and len(rows) == 2 * 6
+    validation = pd.DataFrame({"median_rel_error": [0.2], "p90_rel_error": [0.5], "points": [402]})
+    assert list(wb.result_rows(validation=validation, gpu=None).setting) == ["all validation points"] * 3
+    with pytest.raises(WorkbenchError, match="unknown frame 'gpus'"):
+        wb.result_rows(gpus=gpu)

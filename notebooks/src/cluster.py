@@ -563,8 +563,9 @@ gpu_kernels
 # on these rows; it stays a stated miss.
 
 # %%
-rec.add(wb.result_rows(comparison, fits, overall, star_ring, e2e, accel, before, stacks, choices, chains, gpu,
-                       gpu_summary, gpu_kernels, latest, best_of))
+rec.add(wb.result_rows(comparison=comparison, fits=fits, validation=overall, star_ring=star_ring, e2e=e2e, accel=accel,
+                       before=before, stacks=stacks, choices=choices, chains=chains, gpu=gpu, gpu_summary=gpu_summary,
+                       gpu_kernels=gpu_kernels, latest=latest, best_of=best_of))
 rec.write()
 
 # %%

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -557,84 +559,88 @@ def _rows(artifact: str, frame: pd.DataFrame, setting: pd.Series, quantities: di
     return pd.concat(parts, ignore_index=True)[RESULT_COLUMNS]
 
 
-def result_rows(comparison: pd.DataFrame, fits: pd.DataFrame, validation: pd.DataFrame, star_ring: pd.DataFrame,
-                e2e: pd.DataFrame, accel: pd.DataFrame, before: pd.DataFrame | None = None,
-                stacks: pd.DataFrame | None = None, choices: pd.DataFrame | None = None,
-                chains: pd.DataFrame | None = None, gpu: pd.DataFrame | None = None,
-                gpu_summary: pd.DataFrame | None = None, gpu_kernels: pd.DataFrame | None = None,
-                latest: pd.DataFrame | None = None, best_of: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every number the cluster notebook shows, as tidy result rows (`latest`: the newest collective campaign's
-    fastest calls beside the model, `fastest_call_comparison`; `best_of`: `best_of_n_table`)."""
-    setting = comparison.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
-                                         f"bytes={r.message_bytes}", axis=1)
-    parts = [
-        _rows("collectives measured vs model", comparison, setting,
-              {"measured_s": "s", "pred_s": "s", "wait_s": "s", "pred_ring_s": "s", "pred_tree_s": "s",
-               "pred_star_s": "s", "rel_error": "1"}),
-        _rows("link fit", fits, "link=" + fits["link_class"],
-              {"message_overhead_s": "s", "latency_s": "s", "beta_s_per_byte": "s/B", "bandwidth_bytes_per_s": "B/s"}),
-        _rows("validation", validation, pd.Series(["all validation points"] * len(validation)),
-              {"median_rel_error": "1", "p90_rel_error": "1", "points": "count"}),
-        _rows("star vs ring (measured)", star_ring,
-              star_ring.apply(lambda r: f"link={r.link_class},processes={r.processes},bytes={r.message_bytes}",
-                              axis=1), {"star_s": "s", "psum_ring_s": "s", "ppermute_ring_s": "s",
-                                        "star_over_psum_ring": "1", "star_over_ppermute_ring": "1"}),
-        _rows("tpi_llm end to end vs arena", e2e, e2e.apply(lambda r: f"link={r.link_class},processes={r.processes},"
-                                                                      f"prompt={r.prompt_len},new={r.n_new}", axis=1),
-              {"measured_ttft_s": "s", "predicted_ttft_s": "s", "measured_per_token_s": "s",
-               "predicted_per_token_s": "s", "predicted_fastest_ttft_s": "s", "predicted_fastest_per_token_s": "s",
-               "measured_fastest_ttft_s": "s", "measured_fastest_per_token_s": "s", "predicted_program_ttft_s": "s",
-               "predicted_program_per_token_s": "s", "ttft_program_error": "1", "per_token_program_error": "1"},
-              model=e2e["model"]),
-        _rows("per-layer roofline", accel, accel.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len}",
-                                                       axis=1),
-              {"measured_s": "s", "predicted_s": "s", "h100_roofline_s": "s"}, model=accel["model"]),
-    ]
-    if gpu is not None:
-        parts.append(_rows("per-layer roofline on the lent H100", gpu,
-                           gpu.apply(lambda r: f"phase={r.phase},seq={r.seq_len},kv={r.kv_len},dtype={r.dtype}",
-                                     axis=1),
-                           {"measured_s": "s", "predicted_s": "s", "datasheet_roofline_s": "s",
-                            "measured_over_predicted": "1", "kernels_model": "count",
-                            "launch_share": "1"}, model=gpu["model"]))
-    if gpu_summary is not None:
-        parts.append(_rows("per-layer roofline on the lent H100: summary", gpu_summary,
-                           gpu_summary.apply(lambda r: f"phase={r.phase},size={r.size_class}", axis=1),
-                           {"rows": "count", "median_abs_error": "1", "within_tolerance": "1",
-                            "median_ratio_datasheet": "1"}))
-    if gpu_kernels is not None:
-        parts.append(_rows("kernels per compiled block on the lent H100", gpu_kernels,
-                           gpu_kernels.apply(lambda r: f"phase={r.phase},tokens={r.tokens},dtype={r.dtype}", axis=1),
-                           {"kernels_compiled": "count", "kernels_model": "count"}, model=gpu_kernels["model"]))
-    if chains is not None:
-        parts.append(_rows("syncs in a running program", chains,
-                           chains.apply(lambda r: f"syncs={r.syncs},link={r.link_class},processes={r.processes},"
-                                                  f"bytes={r.message_bytes},role={r.role}", axis=1),
-                           {"per_sync_s": "s", "predicted_s": "s", "error": "1"}))
-    if choices is not None:
-        parts.append(_rows("calibration program and statistic", choices,
-                           "calibrate=" + choices["calibration_program"] + ",statistic=" + choices["statistic"],
-                           {"message_overhead_us": "us", "median_rel_error": "1", "within_20pct": "1"}))
-    if stacks is not None:
-        parts.append(_rows("kernel stacks across processes vs arena", stacks,
-                           stacks.apply(lambda r: f"scheme={r.scheme},link={r.link_class},processes={r.processes},"
-                                                  f"seq={r.seq_len}", axis=1),
-                           {"measured_median_s": "s", "predicted_s": "s", "measured_min_s": "s",
-                            "predicted_fastest_s": "s"}, model=stacks["model"]))
-    if latest is not None:
-        parts.append(_rows("collectives fastest call vs model (latest campaign)", latest,
-                           latest.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
-                                                  f"bytes={r.message_bytes},role={r.role}", axis=1),
-                           {"reps": "count", "measured_s": "s", "pred_s": "s", "rel_error": "1"}))
-    if best_of is not None:
-        parts.append(_rows("fastest of N calls (measured) vs model", best_of,
-                           best_of.apply(lambda r: f"link={r.link_class},processes={r.processes},program={r.program},"
-                                                   f"bytes={r.message_bytes}", axis=1),
-                           {**{c: "ms" for c in best_of.columns if c.endswith("_ms")}, "campaign_calls": "count",
-                            **{c: "1" for c in best_of.columns if c.endswith("_over_model")},
-                            "campaign_over_fastest": "1"}))
-    if before is not None:
-        parts.append(_rows("validation before -> after", before,
-                           before["campaign"] + ",statistic=" + before["statistic"] + ",model=" + before["model"],
-                           {"median_rel_error": "1", "within_20pct": "1"}))
-    return pd.concat(parts, ignore_index=True)
+@dataclass(frozen=True)
+class ResultTable:
+    """How one of the notebook's frames becomes result rows: its artifact, the `label=column` pairs of its setting
+    (an empty label writes the value alone), its quantities (column -> unit, or a function of the frame for
+    frames whose columns vary) and whether it has a `model` column."""
+
+    artifact: str
+    setting: tuple[tuple[str, str], ...]
+    quantities: dict[str, str] | Callable[[pd.DataFrame], dict[str, str]]
+    has_model: bool = False
+
+    def rows(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The frame's tidy result rows."""
+        setting = pd.Series([",".join(f"{label}={value}" if label else str(value) for label, value in
+                                      zip([label for label, _ in self.setting], values))
+                             for values in zip(*[frame[column] for _, column in self.setting])]
+                            if self.setting else ["all validation points"] * len(frame), index=frame.index)
+        quantities = self.quantities(frame) if callable(self.quantities) else self.quantities
+        return _rows(self.artifact, frame, setting, quantities, frame["model"] if self.has_model else "")
+
+
+_LINK_POINT = (("link", "link_class"), ("processes", "processes"))
+_PROGRAM_POINT = (*_LINK_POINT, ("program", "program"), ("bytes", "message_bytes"))
+_ROOFLINE = ("measured_s", "predicted_s")
+# The notebook's frames in the order their rows are written (results.csv is compared byte for byte across runs).
+RESULT_TABLES = {
+    "comparison": ResultTable("collectives measured vs model", _PROGRAM_POINT, {
+        "measured_s": "s", "pred_s": "s", "wait_s": "s", "pred_ring_s": "s", "pred_tree_s": "s",
+        "pred_star_s": "s", "rel_error": "1"}),
+    "fits": ResultTable("link fit", (("link", "link_class"),), {
+        "message_overhead_s": "s", "latency_s": "s", "beta_s_per_byte": "s/B", "bandwidth_bytes_per_s": "B/s"}),
+    "validation": ResultTable("validation", (), {"median_rel_error": "1", "p90_rel_error": "1", "points": "count"}),
+    "star_ring": ResultTable("star vs ring (measured)", (*_LINK_POINT, ("bytes", "message_bytes")), {
+        "star_s": "s", "psum_ring_s": "s", "ppermute_ring_s": "s", "star_over_psum_ring": "1",
+        "star_over_ppermute_ring": "1"}),
+    "e2e": ResultTable("tpi_llm end to end vs arena", (*_LINK_POINT, ("prompt", "prompt_len"), ("new", "n_new")), {
+        **dict.fromkeys(("measured_ttft_s", "predicted_ttft_s", "measured_per_token_s", "predicted_per_token_s",
+                         "predicted_fastest_ttft_s", "predicted_fastest_per_token_s", "measured_fastest_ttft_s",
+                         "measured_fastest_per_token_s", "predicted_program_ttft_s",
+                         "predicted_program_per_token_s"), "s"),
+        "ttft_program_error": "1", "per_token_program_error": "1"}, has_model=True),
+    "accel": ResultTable("per-layer roofline", (("phase", "phase"), ("seq", "seq_len"), ("kv", "kv_len")), {
+        **dict.fromkeys(_ROOFLINE, "s"), "h100_roofline_s": "s"}, has_model=True),
+    "gpu": ResultTable("per-layer roofline on the lent H100",
+                       (("phase", "phase"), ("seq", "seq_len"), ("kv", "kv_len"), ("dtype", "dtype")), {
+                           **dict.fromkeys(_ROOFLINE, "s"), "datasheet_roofline_s": "s",
+                           "measured_over_predicted": "1", "kernels_model": "count", "launch_share": "1"},
+                       has_model=True),
+    "gpu_summary": ResultTable("per-layer roofline on the lent H100: summary",
+                               (("phase", "phase"), ("size", "size_class")), {
+                                   "rows": "count", "median_abs_error": "1", "within_tolerance": "1",
+                                   "median_ratio_datasheet": "1"}),
+    "gpu_kernels": ResultTable("kernels per compiled block on the lent H100",
+                               (("phase", "phase"), ("tokens", "tokens"), ("dtype", "dtype")),
+                               {"kernels_compiled": "count", "kernels_model": "count"}, has_model=True),
+    "chains": ResultTable("syncs in a running program", (("syncs", "syncs"), *_LINK_POINT,
+                                                         ("bytes", "message_bytes"), ("role", "role")),
+                          {"per_sync_s": "s", "predicted_s": "s", "error": "1"}),
+    "choices": ResultTable("calibration program and statistic",
+                           (("calibrate", "calibration_program"), ("statistic", "statistic")),
+                           {"message_overhead_us": "us", "median_rel_error": "1", "within_20pct": "1"}),
+    "stacks": ResultTable("kernel stacks across processes vs arena",
+                          (("scheme", "scheme"), *_LINK_POINT, ("seq", "seq_len")), {
+                              "measured_median_s": "s", "predicted_s": "s", "measured_min_s": "s",
+                              "predicted_fastest_s": "s"}, has_model=True),
+    "latest": ResultTable("collectives fastest call vs model (latest campaign)", (*_PROGRAM_POINT, ("role", "role")),
+                          {"reps": "count", "measured_s": "s", "pred_s": "s", "rel_error": "1"}),
+    "best_of": ResultTable("fastest of N calls (measured) vs model", _PROGRAM_POINT, lambda frame: {
+        **{c: "ms" for c in frame.columns if c.endswith("_ms")}, "campaign_calls": "count",
+        **{c: "1" for c in frame.columns if c.endswith("_over_model")}, "campaign_over_fastest": "1"}),
+    "before": ResultTable("validation before -> after", (("", "campaign"), ("statistic", "statistic"),
+                                                          ("model", "model")),
+                          {"median_rel_error": "1", "within_20pct": "1"}),
+}
+
+
+def result_rows(**frames: pd.DataFrame | None) -> pd.DataFrame:
+    """Every number the cluster notebook shows, as tidy result rows: each frame given by its `RESULT_TABLES`
+    name (`latest`: the newest collective campaign's fastest calls beside the model, `fastest_call_comparison`;
+    `best_of`: `best_of_n_table`); a frame given as None, or not given, has no rows."""
+    unknown = sorted(set(frames) - set(RESULT_TABLES))
+    if unknown:
+        raise WorkbenchError(f"result_rows: unknown frame {unknown[0]!r}; known: {', '.join(RESULT_TABLES)}")
+    return pd.concat([table.rows(frames[name]) for name, table in RESULT_TABLES.items()
+                      if frames.get(name) is not None], ignore_index=True)
