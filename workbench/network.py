@@ -28,6 +28,7 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
+from workbench.units import mbps_to_bytes_per_s
 
 ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh", "gloo_ring",
               "gloo_halving_doubling")
@@ -60,7 +61,7 @@ class Link:
         """A link from megabits per second and milliseconds (how the papers state them)."""
         require_positive("bandwidth (Mbps)", mbps)
         require_non_negative("latency (ms)", latency_ms)
-        return cls(mbps * 1e6 / 8, latency_ms * 1e-3, **kw)
+        return cls(mbps_to_bytes_per_s(mbps), latency_ms * 1e-3, **kw)
 
 
 @dataclass(frozen=True)

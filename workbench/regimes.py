@@ -25,6 +25,7 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology
 from workbench.schemes.base import Cluster, load_all
+from workbench.units import mbps_to_bytes_per_s
 from workbench.userconfig import UserConfig
 
 AXES = {"bandwidth_mbps": "link bandwidth (Mbps)", "latency_ms": "per-hop latency (ms)",
@@ -50,7 +51,7 @@ def vary_cluster(cluster: Cluster, n_devices: int | None = None, bandwidth_mbps:
     if memory_gib is not None:
         devices = tuple(with_budget(d, memory_gib * GIB) for d in devices)
     link = cluster.topology.link
-    bandwidth = link.bandwidth_bytes_per_s if bandwidth_mbps is None else bandwidth_mbps * 1e6 / 8
+    bandwidth = link.bandwidth_bytes_per_s if bandwidth_mbps is None else mbps_to_bytes_per_s(bandwidth_mbps)
     latency = link.latency_s if latency_ms is None else latency_ms * 1e-3
     topology = Topology(cluster.topology.kind, n, Link(bandwidth, latency, link.energy_pj_per_byte, link.name),
                         group_size=cluster.topology.group_size)

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.errors import WorkbenchError, require_int, require_positive
+from workbench.units import mbps_to_bytes_per_s
 
 NETNS_ETC = Path("/etc/netns")
 SUBNET = "10.213.0"  # private, and only ever configured inside this run's namespaces
@@ -53,7 +54,7 @@ class LinkShape:
     @property
     def burst(self) -> int:
         """Bucket size in bytes."""
-        return self.burst_bytes or max(64 * 1024, int(self.rate_mbit * 1e6 / 8 * 0.004))
+        return self.burst_bytes or max(64 * 1024, int(mbps_to_bytes_per_s(self.rate_mbit) * 0.004))
 
     @property
     def link_class(self) -> str:

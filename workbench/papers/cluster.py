@@ -45,6 +45,7 @@ from workbench.io import DATA_DIR
 from workbench.models import get_model
 from workbench.profile.colocated import colocated_shares
 from workbench.results import RESULT_COLUMNS
+from workbench.units import mbps_to_bytes_per_s
 
 CLUSTER_DIR = DATA_DIR / "cluster"
 PAPER = "workbench"
@@ -98,7 +99,7 @@ def fit_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """The fit recomputed from the stored measurements, with the nominal tbf rate where shaped."""
     fits = fit_all(measurements(data_dir), host(data_dir))
     rate = fits["link_class"].str.extract(r"tbf_([0-9.]+)mbit")[0].astype(float)
-    fits["nominal_bandwidth_bytes_per_s"] = rate * 1e6 / 8
+    fits["nominal_bandwidth_bytes_per_s"] = mbps_to_bytes_per_s(rate)
     fits["fitted_over_nominal_bandwidth"] = fits["bandwidth_bytes_per_s"] / fits["nominal_bandwidth_bytes_per_s"]
     return fits
 

@@ -7,6 +7,7 @@ import pandas as pd
 
 from workbench.errors import require_choice, require_non_negative, require_positive
 from workbench.network import ALGORITHMS, PATH_HOPS, TOPOLOGY_KINDS, collective_latency
+from workbench.units import mbps_to_bytes_per_s
 
 DEFAULT_SIZES = tuple(int(4 * 4**k) for k in range(13))  # 4 B .. 64 MiB
 
@@ -18,7 +19,7 @@ def allreduce_sweep(algorithms=ALGORITHMS, devices=(2, 4, 8, 16, 32, 64), messag
     rows = []
     for algo in algorithms:
         n, m = np.meshgrid(np.asarray(devices, float), np.asarray(message_bytes, float), indexing="ij")
-        link, data = collective_latency(algo, "all_reduce", n.ravel(), m.ravel(), bandwidth_mbps * 1e6 / 8,
+        link, data = collective_latency(algo, "all_reduce", n.ravel(), m.ravel(), mbps_to_bytes_per_s(bandwidth_mbps),
                                         latency_ms * 1e-3, PATH_HOPS[topology], breakdown=True)
         rows.append(pd.DataFrame({"algorithm": algo, "devices": n.ravel().astype(int), "message_bytes": m.ravel(),
                                   "link_latency_s": link, "data_s": data, "latency_s": link + data}))
@@ -35,7 +36,7 @@ def latency_sweep(algorithms=ALGORITHMS, devices: int = 8, message_bytes: float 
     rows = []
     for algo in algorithms:
         tau = np.asarray(latencies_ms, float)
-        link, data = collective_latency(algo, "all_reduce", devices, message_bytes, bandwidth_mbps * 1e6 / 8,
+        link, data = collective_latency(algo, "all_reduce", devices, message_bytes, mbps_to_bytes_per_s(bandwidth_mbps),
                                         tau * 1e-3, PATH_HOPS[topology], breakdown=True)
         rows.append(pd.DataFrame({"algorithm": algo, "link_latency_ms": tau, "latency_s": link + data,
                                   "link_latency_s": link, "data_s": np.broadcast_to(data, tau.shape)}))

@@ -42,7 +42,7 @@ from workbench.schemes.hepti import (
     weight_slices,
 )
 from workbench.simulate import Scheduler, Task
-from workbench.units import MIB
+from workbench.units import MIB, mbps_to_bytes_per_s
 
 PAPER = "hepti"
 TRACE_PATH = DATA_DIR / "traces" / "hepti_trace.csv"
@@ -110,7 +110,7 @@ class Setting(base.PaperSetting):
     def base_profile(self, name: str = "primary") -> DeviceProfile:
         """The preset device with the setting's free memory, bandwidth and per-message latency."""
         dev = load_device(self.device)
-        return replace(profile_from_device(dev, self.bandwidth_mbps * 1e6 / 8, self.path_hops * self.hop_latency_ms * 1e-3,
+        return replace(profile_from_device(dev, mbps_to_bytes_per_s(self.bandwidth_mbps), self.path_hops * self.hop_latency_ms * 1e-3,
                                            self.weight_bits, self.free_memory_mib * MIB), name=name)
 
     def profiles(self, n: int | None = None) -> list[DeviceProfile]:
@@ -360,7 +360,7 @@ def _profiles_at(s: Setting, state: TraceState, t: float) -> list[DeviceProfile]
     for name in state.devices:
         mem, cpf, bw = state.at(name, t)
         out.append(base.with_changes(name=name, free_memory_bytes=mem * MIB, cycles_per_flop=cpf,
-                                     bandwidth_bytes_per_s=bw * 1e6 / 8))
+                                     bandwidth_bytes_per_s=mbps_to_bytes_per_s(bw)))
     return out
 
 

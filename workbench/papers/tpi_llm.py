@@ -43,7 +43,7 @@ from workbench.schemes.tpi_llm import (
     window_peak_params,
     with_cores,
 )
-from workbench.units import GIB
+from workbench.units import GIB, mbps_to_bytes_per_s
 
 PAPER = "tpi_llm"
 MODELS = ("Llama 2-3B", "Llama 2-7B", "Llama 2-13B", "Llama 2-70B", "Llama 3.1-8B", "Llama 3.1-70B", "Yi-34B")
@@ -113,7 +113,7 @@ def laptop_devices(laptops: Sequence[str] | None = None, bandwidth_mbps: float |
         out = []
         for d in devices:
             prov = dict(d.provenance)
-            prov["link_bandwidth"] = replace(prov["link_bandwidth"], value=bandwidth_mbps * 1e6 / 8, kind="assumed",
+            prov["link_bandwidth"] = replace(prov["link_bandwidth"], value=mbps_to_bytes_per_s(bandwidth_mbps), kind="assumed",
                                              source=f"overridden: {bandwidth_mbps} Mbps")
             out.append(d.with_changes(provenance=prov))
         devices = out

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.errors import require_choice, require_int
+from workbench.units import bytes_per_s_to_mbps
 
 # --phase -> the derived sync kind of `workbench.cluster.fit.SYNC_AFTER` (its chain with syncs, and without)
 PHASE_KIND = {"decoder": "star_in_decoder_layers", "decode": "star_after_streaming", "prefill": "star_after_compute"}
@@ -94,7 +95,7 @@ def resolved_bandwidth_mbps(bandwidth_bytes_per_s: float, what: str) -> tuple[fl
     largest bandwidth a deployment accepts, and says so, so the file `profile` writes is one `whatif` reads."""
     from workbench.userconfig import NETWORK_FIELDS
 
-    mbps = bandwidth_bytes_per_s * 8 / 1e6
+    mbps = bytes_per_s_to_mbps(bandwidth_bytes_per_s)
     ceiling = float(NETWORK_FIELDS["bandwidth_mbps"].high)
     if np.isfinite(mbps) and mbps <= ceiling:
         return float(mbps), f"1 / per-byte cost of {what}"
