@@ -107,5 +107,6 @@ def test_sentence_and_span_render_numbers_from_values():
     assert sentence("median |error| {e:.1%}", e=0.2021) == "median |error| 20.2%"
     assert span([0.0023, 0.0057], ".2g", "s") == "0.0023-0.0057 s"
     assert span([1.0, 1.0004], ".3g") == "1"
+    assert span([-0.39, 0.08], "+.0%") == "-39% to +8%"
     with pytest.raises(WorkbenchError, match="values"):
         span([])

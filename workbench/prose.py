@@ -16,20 +16,19 @@ def sentence(template: str, **values: Any) -> str:
     return template.format(**values)
 
 
-def say(template: str, **values: Any) -> Any:
-    """Display the filled template as Markdown (IPython), and return the display object."""
+def say(template: str, **values: Any) -> None:
+    """Display the filled template as Markdown (IPython); returns nothing, so a cell shows it once."""
     from IPython.display import Markdown, display
 
-    text = Markdown(sentence(template, **values))
-    display(text)
-    return text
+    display(Markdown(sentence(template, **values)))
 
 
 def span(values: Any, fmt: str = ".2g", unit: str = "") -> str:
-    """'lo-hi unit' of a column of numbers (one value when they agree after formatting), for prose."""
+    """'lo-hi unit' of a column of numbers ('lo to hi' when signed; one value when they agree), for prose."""
     numbers = [float(v) for v in values]
     if not numbers:
         raise WorkbenchError("values: empty, expected at least one number")
     lo, hi = format(min(numbers), fmt), format(max(numbers), fmt)
-    text = lo if lo == hi else f"{lo}-{hi}"
+    signed = lo[0] in "+-" or hi[0] in "+-"
+    text = lo if lo == hi else f"{lo} to {hi}" if signed else f"{lo}-{hi}"
     return f"{text} {unit}".rstrip()
