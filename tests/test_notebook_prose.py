@@ -35,6 +35,7 @@ RULES = {
     "count of a result": re.compile(r"(?<![\w.])\d+ of (?:the )?\d+\b"),
     "decimal": re.compile(r"(?<![\w.§])(?<!version )\d+\.\d+(?![\w.])"),
 }
+MODEL_NAME = re.compile(r"\b[A-Z][A-Za-z]*[ -]?\d+(?:\.\d+)?-\d+(?:\.\d+)?[BM]\b")  # Llama 3.1-8B, GPT-2-1.5B
 CODE_SPAN = re.compile(r"`[^`]*`|\]\([^)]*\)")
 NUMBERED = r"\d+(?:\.\d+)*[a-z]?"
 REFERENCE = re.compile(rf"\b(?:Sections?|Secs?\.|§|Figs?\.|Figures?|Tables?|Tab\.|Eqs?\.|Equations?|Algorithms?|"
@@ -54,7 +55,7 @@ def markdown_lines(source: str) -> list[tuple[int, str]]:
 
 def typed_numbers(line: str) -> list[str]:
     """The rule each typed number of one markdown line breaks, with the text it matched."""
-    prose = REFERENCE.sub(" ", CODE_SPAN.sub(" ", line))
+    prose = MODEL_NAME.sub(" ", REFERENCE.sub(" ", CODE_SPAN.sub(" ", line)))
     return [f"{rule}: {m.group(0).strip()!r}" for rule, pattern in RULES.items() for m in pattern.finditer(prose)]
 
 
@@ -82,7 +83,7 @@ def test_scanner_flags_typed_results(line):
     "## 4. Measured vs predicted",
     "Fig. 7 and Table 3 of the paper, Section 4.2, Eq. 5",
     "bracketed by Sec. 7.3/7.4 and Sec. 1, 2.2; Figs. 8 and 9",
-    "Llama 2-7B and TinyLlama-42M on 2 and 4 processes, chains of 1, 8 and 32 steps",
+    "Llama 2-7B, Llama 3.1-8B and TinyLlama-42M on 2 and 4 processes, chains of 1, 8 and 32 steps",
     "TPI-LLM (Li et al., 2024) with 8x8 matmuls and (M x 1024) @ (1024 x 1024) GEMMs",
     "messages up to 2 KiB, a 64 MiB buffer, `--shape 125mbit`, `data/cluster/campaigns/2026-11-25d/`",
     "the ring makes 2(n-1) sends, log2 n rounds",
