@@ -357,7 +357,7 @@ from workbench.prose import say, span
 
 held = memory.groupby(["model", "method"], sort=False)
 sti_mib = memory[memory.method == "STI"]
-say("STI's preload buffer: {buffer}; the others hold {ratios} times as much.",
+say("STI's preload buffer is {buffer}; the other methods hold this many times as much: {ratios}.",
     buffer=span(sti_mib.memory_MiB, ".0f", "MiB"),
     ratios="; ".join(f"{method} on {model} {span(g.ratio_to_sti, '.0f')}"
                      for (model, method), g in held if method != "STI"))
