@@ -115,3 +115,8 @@ def test_sentence_and_span_render_numbers_from_values():
     assert span([-0.39, 0.08], "+.0%") == "-39% to +8%"
     with pytest.raises(WorkbenchError, match="values"):
         span([])
+
+
+def test_every_notebook_source_is_scanned():
+    assert {p.stem for p in SOURCES} >= {"cluster", "own_hardware", "galaxy", "sti", "tpi_llm", "hepti",
+                                         "mcu_siracusa", "models", "arena", "explore", "collectives"}
