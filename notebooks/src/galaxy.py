@@ -217,11 +217,13 @@ from workbench.prose import say
 
 by_scale = fixed_sens.set_index("fixed_scale")
 efficiency = [c for c in fixed_sens if c.startswith("fig10")]
+top = by_scale.index.max()
 say("Strong scaling at 4 devices: {r0:.2f}x before the fixed costs, {r1:.2f}x with them. Fig. 10's weak-scaling "
-    "efficiency: {e1} at the assumed values, {etop} at {top:g} times them.",
+    "efficiency: {e1} at the assumed values{etop}.",
     r0=by_scale.loc[0.0, "fig11_GPT2-L_reduction"], r1=by_scale.loc[1.0, "fig11_GPT2-L_reduction"],
-    e1=" / ".join(f"{by_scale.loc[1.0, c]:.2%}" for c in efficiency), top=by_scale.index.max(),
-    etop=" / ".join(f"{by_scale.loc[by_scale.index.max(), c]:.1%}" for c in efficiency))
+    e1=" / ".join(f"{by_scale.loc[1.0, c]:.2%}" for c in efficiency),
+    etop="" if top <= 1 else ", " + " / ".join(f"{by_scale.loc[top, c]:.1%}" for c in efficiency)
+    + f" at {top:g} times them")
 
 # %% [markdown]
 # ## A mechanism beyond fixed costs: the network stack's CPU time (what-if, not in the model)
@@ -372,7 +374,7 @@ board[["artifact", "model", "setting", "quantity", "reported", "modelled", "rela
 # %%
 misses = board[board.within_tolerance == "no"]
 say("Rows outside their tolerance: {rows}.", rows="; ".join(
-    f"{r.artifact} {r.model} {r.quantity} ({r.setting}): modelled {r.modelled:.3g}, reported {r.reported:.3g} "
+    f"{' '.join(filter(None, (r.artifact, r.model, r.quantity)))} ({r.setting}): modelled {r.modelled:.3g}, reported {r.reported:.3g} "
     f"({r.relative_error:+.0%})" for r in misses.itertuples()) or "none")
 
 # %% [markdown]
