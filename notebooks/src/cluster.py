@@ -131,11 +131,9 @@ comparison[[c for c in table_columns if c in comparison]]
 # The median relative error |predicted - measured| / measured over **all validation points** (every size,
 # program and process count; the 2-process psum rows used for the fit are excluded), then the same number
 # for the model before this issue (one alpha per traversal of the ideal algorithm, `legacy_predict`),
-# each refitted on the same calibration rows, on every stored campaign: this machine's of 2026-11-24
-# (`data/cluster/collectives.csv`, measured while other users' test suites kept the load average at 4-17;
-# the tables of this section are this campaign's), the campaign before the issue (2026-11-22, the same VM
-# image on another host, load average 1-5: `collectives_2026-11-22_xeon.csv`) and the latest, with OSU's
-# repetitions (2026-11-25b, below):
+# each refitted on the same calibration rows, on every stored campaign (`before`; `docs/campaigns.md` says
+# when and how each was measured). The tables of this section are of `data/cluster/collectives.csv`; the
+# campaign with OSU's repetitions follows below.
 
 # %%
 validation = wb.validation_tables(comparison)
@@ -171,50 +169,54 @@ rec.chart(err_chart, "validation_measured_over_predicted",
           data=err[[c for c in table_columns if c in err] + ["measured_over_predicted"]])
 
 # %% [markdown]
-# ### The 0.2 ms / 4 ms modes: the scheduler tick
-# Small messages at 4 and 8 processes show two modes (`p25` near the network cost, `p75` one or more 4 ms
-# ticks above it). This kernel runs at CONFIG_HZ = 250 (`scheduler_tick` = 4 ms). With more processes than
-# the 2 cores, a process that must act while another holds its core runs at the next tick at the latest; a
-# ring or gloo step needs every process, a star step only the master and one worker (which fit on 2 cores).
-# The table gives, per process count and program, the fastest call, the quartiles and the median of the
-# small-message points, the model's expected wait and the spread in ticks:
+# ### Two modes: the scheduler tick
+# Small messages at 4 and 8 processes show two modes (`p25` near the network cost, `p75` one or more scheduler
+# ticks above it; the kernel's tick is 1 / CONFIG_HZ, `scheduler_tick`, read from the kernel, not fitted). With
+# more processes than the 2 cores, a process that must act while another holds its core runs at the next tick
+# at the latest; a ring or gloo step needs every process, a star step only the master and one worker (which fit
+# on 2 cores). The table gives, per process count and program, the fastest call, the quartiles and the median of
+# the small-message points, the model's expected wait and the spread in ticks:
 
 # %%
 ticks = wb.tick_table(comparison, float(wb.cluster_constants()["scheduler_tick"].value))
 ticks
 
+# %%
+from workbench.prose import say, span
+
+tick = float(wb.cluster_constants()["scheduler_tick"].value)
+fresh_page = float(wb.cluster_constants()["fresh_page"].value)
+say("This kernel's scheduler tick is {tick:.0f} ms; a fresh 4 KiB page costs {page:.1f} us to fault in "
+    "(`fresh_page`, measured), {buffer:.0f} ms for a 64 MiB buffer.", tick=tick * 1e3, page=fresh_page * 1e6,
+    buffer=fresh_page * (64 * 2**20 / 4096) * 1e3)
+
 # %% [markdown]
 # Reading it: at 4 and 8 processes the fastest call of a ring-like program is well under the median and
 # the quartiles are one or more ticks apart: each call either runs through or waits for the scheduler.
 # The star's steps need only two processes, so it keeps its sub-millisecond fastest calls (section 4).
-# At 2 processes (= cores) the model charges no wait, yet on 2026-11-24 the upper quartile of the small
-# psum and all_gather points also sits one tick up: other users' processes (load average 4-17) took the
-# cores, the same mechanism with someone else's processes, which no per-point constant of the campaign
-# can describe. It hit the calibration rows too: half of the 2-process psum medians on the 1 Gbit class
-# are one tick (3.7-4.0 ms), so the fitted wire latency of that class (1.5 ms per traversal) is a
-# scheduler artefact and over-predicts every other 2-process program on it (`gaps`: measured / predicted
-# 0.1-0.2 for the small ppermute ring and tree). The 2026-11-22 campaign (another host, load 1-5) is
-# where the model's mechanisms show: its row of the before -> after table.
+# At 2 processes (= cores) the model charges no wait, yet where other users' processes took the cores the
+# upper quartile of small points sits a tick up too: the same mechanism with someone else's processes, which no
+# per-point constant of a campaign can describe. Where it hits the calibration rows (the 2-process psum), the
+# fitted wire latency of that link class absorbs the tick and over-predicts the other 2-process programs on it
+# (`gaps`).
 #
 # **Fresh pages.** Every call allocates its own output (XLA's CPU client, `AlignedMalloc` per execution),
 # and a reduce-scatter also copies its input into a temporary and builds gloo's halving-doubling object with
 # two zero-filled vectors of the whole buffer. glibc serves a block above its mmap threshold (dynamic, at
 # most 32 MiB on 64-bit: `DEFAULT_MMAP_THRESHOLD_MAX`) with a fresh mapping and unmaps it on free, so such a
-# buffer is new memory on every call and each 4 KiB page faults (the kernel zeroes it) when first written:
-# 1.9 us a page here, measured (`fresh_page`, `host.fresh_page_seconds`), 32 ms per 64 MiB buffer. That is
-# the `alloc_s` column. It is why the 64 MiB rows sat far above the 8 MiB rows' trend: the fastest 2-process
-# loopback all_gather / psum_scatter at 64 MiB went from 2.9 / 5.9 times the prediction to 1.4 / 1.2.
+# buffer is new memory on every call and each 4 KiB page faults (the kernel zeroes it) when first written
+# (`fresh_page`, `host.fresh_page_seconds`, above). That is the `alloc_s` column; it is what brings the
+# largest buffers' rows onto the smaller buffers' trend.
 #
 # **Which statistic.** The median of a small message is decided by whether more than half of its calls
-# met a tick, and which program that happens to changes from run to run on this VM (three back-to-back
-# 2-process runs on 2026-11-24 put a different program's median at 4 ms each time, at any placement the
-# launcher offers: `--pin-cores` made it worse, `--keep-cores-awake` did not remove it). So the model is
+# met a tick, and which program that happens to changes from run to run on this VM, at any placement the
+# launcher offers (`--pin-cores`, `--keep-cores-awake`). So the model is
 # held to two statistics. The **median** with the expected wait above. The **fastest call** (`min_s`,
 # best of N, as the device micro-benchmarks are): a call no tick delayed, so no wait, but two mechanisms
 # every call pays: (1) with more processes acting in a step than cores, the endpoints' software (o) and,
 # on loopback, the kernel's copies (beta) share the cores: a / C times longer (`cpu_share`); (2) a tbf link
 # passes the first `burst` bytes of a call at the veth's rate (the bucket the launcher configures, 64 KiB
-# to 4 ms of traffic, full at the start of a call that waited for nothing; `LinkModel.bytes_time`), so the
+# up to a few ticks of traffic, full at the start of a call that waited for nothing; `LinkModel.bytes_time`), so the
 # fitted shaped rate is the configured rate less TCP/IP framing, not a rate inflated by the bucket. Both
 # are refitted on the same 2-process psum rows; no validation point is dropped under either statistic.
 
@@ -231,21 +233,16 @@ fastest_gaps = wb.model_gap_table(fastest, cores=int(info["cpu_count"]))
 fastest_gaps
 
 # %% [markdown]
-# ### The latest campaigns: OSU's repetitions (2026-11-25b capped, 2026-11-25d in full)
-# The campaigns above time 5-25 calls per point (about a second each). With more processes than cores the
-# fastest of 25 calls often still met a tick, and the median of 25 calls sits in whichever tick mode more than
-# half of them fell. The OSU Micro-Benchmarks time 1000 calls of a collective up to 8 KiB and 100 above
-# (`util/osu_util.h`: `COLL_LOOP_SMALL`, `COLL_LOOP_LARGE`, `LARGE_MESSAGE_SIZE`). A third campaign of every
-# point took that protocol, capped at about 3 s per program and size (`measure.OSU_PROTOCOL`; 27 minutes,
-# each point started once the load average was below 1), with this machine's micro-benchmarks measured just
-# before it (`data/cluster/campaigns/2026-11-25b/`). The cap left 75-365 calls at 8 processes, and a
-# diagnostic (below: the fastest of N calls) showed the fastest call had not settled there. A fourth campaign
-# took OSU's repetitions in full, 1000 / 100 calls at every point (`measure.OSU_FULL_PROTOCOL`; 65 minutes, the
-# same conditions, `data/cluster/campaigns/2026-11-25d/`). Each was declared the headline before it ran (the
-# fourth knowing that more calls lower the 8-process fastest calls, not what they do at 2 and 4 processes).
-# The model is the same for both and refitted on the same calibration rows (each link class's 2-process psum);
-# nothing is tuned to them. Every campaign's before -> after is in `before` above (`median_calls` says how many
-# calls a point's statistic is over).
+# ### OSU's repetitions: the latest campaign
+# A point timed with few calls (5-25, the earlier protocol) keeps the tick modes: with more processes than cores
+# its fastest call often still met a tick, and its median sits in whichever mode more than half of the calls
+# fell. The OSU Micro-Benchmarks time 1000 calls of a collective up to 8 KiB and 100 above (`util/osu_util.h`:
+# `COLL_LOOP_SMALL`, `COLL_LOOP_LARGE`, `LARGE_MESSAGE_SIZE`). The latest campaign (`wb.latest_collectives_dir()`,
+# `scripts/measure_collectives.py --only micro collectives --protocol osu_full --max-load 1`) times every point
+# that way, each started once the load average was below 1, with this machine's micro-benchmarks measured just
+# before it; it was declared the headline before it ran. The model is the same for every campaign and refitted
+# on the same calibration rows (each link class's 2-process psum); nothing is tuned to them. Every campaign's
+# before -> after is in `before` above (`median_calls` says how many calls a point's statistic is over).
 
 # %%
 latest_dir = wb.latest_collectives_dir()
@@ -273,55 +270,56 @@ latest_chart = alt.Chart(latest_err).mark_point(filled=True).encode(
     title=f"{latest_dir.name}: fastest call of each validation point (OSU repetitions)")
 rec.chart(latest_chart, "latest_campaign_fastest_call", data=latest_err[latest_columns])
 
-# %% [markdown]
-# Reading it. The headline, 2026-11-25d (every point 1000 / 100 calls): the fastest call's median |error| over
-# the 402 validation points is 19.5 % (51 % within 20 %), 15 / 17 / 24 % at 2 / 4 / 8 processes, and the
-# median call's 19.9 % (the model before the issue, refitted on the same rows: 42 % / 58 %). On 2026-11-25b,
-# with the cap, they were 20.0 % and 23 %; on 2026-11-24's 25 calls 22 % and 77 %: the more calls a point
-# gets, the less its statistic depends on which calls met a tick. At 8 processes and up to 16 KiB (median
-# measured / predicted per program, capped -> uncapped): psum 1.30 -> 1.15, star 1.52 -> 1.26, ppermute ring
-# 1.32 -> 0.87, tree 0.91 -> 0.90, all-gather 1.62 -> 1.35, reduce-scatter 2.04 -> 1.46: the last two stay
-# above the model, as the diagnostic below finds them level off.
-#
-# Part of the step from 20.8 % to 20.0 % on 2026-11-25b was the compiled program's own memory: XLA gives each
-# execution one temp block (`memory_analysis().temp_size_in_bytes`, stored per program and process count in
-# `data/cluster/xla_buffers.csv` by `scripts/xla_buffers.py`), and the star kernel keeps all 2(n-1) of its
-# collective-permute outputs there, 14 buffers at 8 processes. Above glibc's mmap threshold that block is fresh
-# memory every call, and all processes fault their pages at once, n / cores to a core. Counted (no constant
-# fitted: the page time is measured, the block compiled), the 8 and 64 MiB loopback stars at 4 and 8
-# processes went from 2.3-5.7x the model to 0.77-1.08x. What stayed off on 2026-11-25b was 8 processes on 2
-# cores (fastest call: 29 %, against 19 % and 15 % at 2 and 4 processes): every program but the tree ran
-# 1.2-1.5x slower than the CPU-sharing model there at small sizes, gloo's halving-doubling reduce-scatter 2x,
-# and the ppermute ring 1.4-1.8x at 8 MiB and more. The ring's slicing and adds are not costed, but a
-# memory-traffic term would not single it out: XLA's cost analysis gives it 31 message sizes of bytes accessed
-# per process at 8 processes, the tree 30, and the tree is already 0.7-0.8x. A diagnostic run after that
-# campaign (not stored; 8 processes, loopback, up to 600 calls) showed each process's own fastest call of the
-# 32 B reduce-scatter at 0.4-1.1 ms (the model's scheduler-free 0.92 ms), but the fastest call of all eight
-# together at 2.0 ms: a call ends with its slowest process, so it is scheduler-free only if none of the eight,
-# four per core, met a tick in it. Charging gloo's notifications as CPU work instead would double the
-# 4-process prediction too. No constant is fitted to these rows, and the deployments here keep to 2 and 4
-# processes.
+# %%
+after = before[before.model.str.startswith("after") & (before.campaign_name == headline.index[-1][0])]
+by_count = latest_validation["by_program"].groupby("processes")["median_rel_error"].median()
+legacy = before[before.model.str.startswith("before") & (before.campaign_name == headline.index[-1][0])]
+say("In the latest campaign ({name}) the fastest call's median |error| over the {n} validation points is "
+    "{fast:.1%} ({within:.0%} within 20 %); the median call's {median:.1%}; the model before the issue, refitted "
+    "on the same rows: {legacy}. Per process count (median over programs): {per_count}.",
+    name=latest_dir.name, n=int(latest_validation["overall"].points[0]),
+    fast=latest_validation["overall"].median_rel_error[0], within=latest_validation["overall"].within_20pct[0],
+    median=float(after[after.statistic == "median_s"].median_rel_error.iloc[0]),
+    legacy=" / ".join(f"{e:.0%} ({s})" for s, e in zip(legacy.statistic, legacy.median_rel_error)),
+    per_count=", ".join(f"{e:.0%} at {n}" for n, e in by_count.items()))
 
 # %% [markdown]
-# **How many calls does the fastest call need?** A diagnostic, declared before it ran (2026-11-25, 03:10 UTC):
-# every program at 32 B on 8 loopback processes, 3000 calls each, back to back (3.4 minutes;
-# `scripts/measure_collectives.py --only bestofn`, `data/cluster/campaigns/2026-11-25c-bestofn/`). The table
-# gives the fastest of the first N calls beside the model's scheduler-free call (the latest campaign's fit,
-# nothing refitted) and the latest campaign's fastest call with the calls it had. No validation row changes.
+# Reading it: the more calls a point gets, the less its statistic depends on which calls met a tick (`headline`
+# by `median_calls`). Two mechanisms are counted without a fitted constant. The compiled program's own memory:
+# XLA gives each execution one temp block (`memory_analysis().temp_size_in_bytes`, stored per program and process
+# count in `data/cluster/xla_buffers.csv` by `scripts/xla_buffers.py`), and the star kernel keeps all 2(n-1) of
+# its collective-permute outputs there; above glibc's mmap threshold that block is fresh memory every call, and
+# all processes fault their pages at once, n / cores to a core (the page time is measured, the block compiled).
+# What stays off is 8 processes on 2 cores: the all-gather and gloo's halving-doubling reduce-scatter sit above
+# the CPU-sharing model at small sizes, and the ppermute ring's slicing and adds are not costed (XLA's cost
+# analysis gives the ring and the tree about the same bytes accessed, so a memory-traffic term would not single
+# the ring out). A call ends with its slowest process, so it is scheduler-free only if none of the eight, four per
+# core, met a tick in it. No constant is fitted to these rows, and the deployments here keep to 2 and 4 processes.
+
+# %% [markdown]
+# **How many calls does the fastest call need?** A diagnostic, declared before it ran: every program at 32 B on
+# 8 loopback processes, 3000 calls each, back to back (`scripts/measure_collectives.py --only bestofn`,
+# `data/cluster/campaigns/*-bestofn/`). The table gives the fastest of the first N calls beside the model's
+# scheduler-free call (the capped OSU campaign's fit, nothing refitted) and that campaign's fastest call with the
+# calls it had. No validation row changes.
 
 # %%
 best_of = wb.best_of_n_table()
 best_of
 
+# %%
+ratio = best_of.set_index("program")
+say("With 3000 calls the fastest call over the model's is {ratios}; the campaign's fastest call (with "
+    "{calls} calls) was {over} times what 3000 calls find.",
+    ratios=", ".join(f"{r:.2f} ({p})" for p, r in ratio.fastest_3000_over_model.items()),
+    calls=span(ratio.campaign_calls, ".0f"), over=span(ratio.campaign_over_fastest, ".2f"))
+
 # %% [markdown]
-# Reading it: the fastest call keeps falling until a few hundred to a thousand calls, and the campaign's
-# 80-535 calls left its ring 2.1x and its reduce-scatter 1.7x above what 3000 calls find. With 3000 calls the
-# tree (0.98x the model), the psum (1.21x) and the star (1.20x) are where the model puts them; the all-gather
-# (1.27x) and the reduce-scatter (1.63x) level off above it, so a mechanism is missing there (the all-gather
-# already at 300 calls), and the ppermute ring falls below the model (0.79x; why is not known). So the
-# 8-process miss is partly the statistic's sample size and partly the model. The uncapped campaign
-# (2026-11-25d, above) was declared after this diagnostic and re-measures every point, not the 8-process ones
-# alone.
+# Reading it: the fastest call keeps falling until a few hundred to a thousand calls, so a capped campaign's
+# fastest call sits above it. With enough calls the tree, the psum and the star are near where the model puts
+# them; the all-gather and the reduce-scatter level off above it (a mechanism is missing there), and the ppermute
+# ring falls below the model (why is not known). So the 8-process miss is partly the statistic's sample size and
+# partly the model; the uncapped campaign re-measures every point, not the 8-process ones alone.
 
 # %% [markdown]
 # **Does the fit depend on which program calibrates it?** The same fit on the 2-process ppermute star (a
@@ -431,28 +429,34 @@ e2e[["model", "link_class", "processes", "measured_ttft_s", "predicted_fastest_t
 # and 32 steps in one program (`python -m workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv)
 # measure that: the slope over the chain's length is one step, without the program's dispatch and the
 # first wait that a single call pays. A step is a bare star all-reduce; or a small cache-resident GEMM then
-# the star, less the GEMMs alone (`after compute`: a prefill layer's sync); or a GEMV that streams a 3.2 MB
+# the star, less the GEMMs alone (`after compute`: a prefill layer's sync); or a GEMV that streams a
 # matrix of its own from memory then the star, less the GEMVs alone (`after streaming`: a decode layer's
-# sync, the weights a TinyLlama-42M layer streams per sync on 2 processes). On 2 processes a sync after
-# streaming costs about 1.8 times one after compute here (0.37 vs 0.21 ms at 2 KiB). Each kind's
+# sync, the weights a TinyLlama-42M layer streams per sync on 2 processes). Each kind's
 # 2-process chains fit o and beta (and a shaped class's L and beta, the chain's syncs sharing one tbf
 # bucket); its 4-process chains are validation of that fit with the CPU work stretched by processes /
-# cores (`collectives.colocated_link`: every process must run to reach a sync after work). The stretch predicts
-# the syncs after compute (+11 / +36 % on loopback; -44 / -32 % without it) but not those after streaming
-# (+109 / +61 %; +4 / -19 % without it): a mechanism the model does not hold.
+# cores (`collectives.colocated_link`: every process must run to reach a sync after work).
 #
 # The end-to-end prediction (`deployed_link`) therefore takes, for each phase, the chains of the sync its
 # layers end in (prefill: after compute; decode: after streaming), fitted **at the deployment's own process
 # count** where chains were measured there (the network profiled as deployed, as `profile network` does on
 # real hosts; the stretch then reproduces the chain it was fitted on), else at 2 processes. The
 # generation's head computes the last position's logits only (as engines do in a prefill, and as the
-# scheme's post block costs it; before this session's re-measurement it computed all 32, 10-15 ms of the
-# 2-process TTFT). The arena is held to the *fastest* run (the model has no scheduler: TTFT's fastest
+# scheme's post block costs it). The arena is held to the *fastest* run (the model has no scheduler: TTFT's fastest
 # repeat, and per token the median over repeats of each generation's fastest step).
 
 # %%
 chains = wb.chain_table()
 chains[["syncs", "link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
+
+# %%
+loop2 = chains[(chains.link_class == "loopback") & (chains.processes == 2)].sort_values("message_bytes")
+first = loop2.groupby("syncs", sort=False).first()
+stretched = chains[(chains.role == "validation") & chains.syncs.isin(["after compute", "after streaming"])]
+say("On 2 loopback processes at the smallest message one sync costs {costs}. Stretched to 4 processes, the "
+    "2-process fit's error is {errors}.",
+    costs=", ".join(f"{r.per_sync_s * 1e3:.2f} ms {kind}" for kind, r in first.iterrows()),
+    errors=", ".join(f"{span(g.error, '+.0%')} {kind} ({link})"
+                     for (kind, link), g in stretched.groupby(["syncs", "link_class"])))
 
 # %%
 e2e[["model", "link_class", "processes", "measured_fastest_ttft_s", "predicted_program_ttft_s", "ttft_program_error",
@@ -474,8 +478,7 @@ e2e[["model", "link_class", "processes", "measured_fastest_ttft_s", "predicted_p
 #   the time it leaves unexplained).
 #
 # The processes are co-located, so the master's serial work (embedding, head, host work), which runs while
-# the others wait, is costed on the whole machine (`Cluster.shared_machine`): measured on the master at
-# 3.5-4.0 ms per decode step at 1, 2 and 4 processes, predicted 3.0 ms; the share would charge 4.8 / 9.8 ms.
+# the others wait, is costed on the whole machine (`Cluster.shared_machine`), not on its share.
 #
 # These are reported here rather than fitted away: no constant is fitted on an end-to-end row.
 
@@ -500,8 +503,8 @@ stacks
 # bytes / (bandwidth x memory efficiency), plus the device's fixed cost for each kernel the operator
 # launches (one per weight matrix, three for attention, one per norm, rotary application, activation and
 # residual add, and a decode step's K/V-cache copy), and times the reference block under `jax.jit` on the
-# current backend. Below: first this CPU against its micro-benchmarked preset, then the GPU lent on
-# 2026-11-24 (an H100 80GB HBM3) against `data/devices/h100_sxm_measured.toml`.
+# current backend. Below: first this CPU against its micro-benchmarked preset, then a lent H100 80GB HBM3
+# against `data/devices/h100_sxm_measured.toml`.
 
 # %%
 accel = wb.accelerator_table()
@@ -510,31 +513,30 @@ accel
 # %% [markdown]
 # Reading the CPU rows: the decode layers are memory-bound, and the preset streams them at the read rate
 # times `memory_efficiency`, measured on a chain of distinct `v @ W` GEMVs (the product every kernel here
-# computes; on XLA's CPU backend it streams slower than `W @ v` or a single 256 MiB GEMV, which is what the
-# efficiency stood for before the second 2026-11-24 session), and a kernel smaller than the size the runtime
-# splits across cores streams at one core's rate (`small_kernel_bytes`, `core_stream_bandwidth`: a sweep of
-# GEMV chains). The prefill layers are compute-bound; a GEMM of M rows runs at M / (M + `gemm_half_rows`) of
-# the best square-GEMM rate (23.1 rows here on 2026-11-24, from (M x 1024) @ (1024 x 1024) chains at M = 32, 128, 512).
-# Before the third session, with neither mechanism, measured / predicted was 1.12-1.65 (median |r - 1| 0.38).
-# The unfused operator list (2026-11-24, fifth session: the score matrix's passes, norms, rotary, activation,
-# residual and cache-copy kernels) took the median |r - 1| from 0.107 to 0.068 with the same preset.
-# The machine's own bandwidth moves between runs on this shared host (`data/cluster/microbench.csv` keeps
-# each run's rates). No preset constant is fitted on these rows (they are the validation of the roofline).
+# computes; on XLA's CPU backend it streams slower than `W @ v` or a single large GEMV), and a kernel smaller
+# than the size the runtime splits across cores streams at one core's rate (`small_kernel_bytes`,
+# `core_stream_bandwidth`: a sweep of GEMV chains). The prefill layers are compute-bound; a GEMM of M rows runs
+# at M / (M + `gemm_half_rows`) of the best square-GEMM rate, from (M x 1024) @ (1024 x 1024) chains at
+# M = 32, 128, 512. The machine's own bandwidth moves between runs on this shared host
+# (`data/cluster/microbench.csv` keeps each run's rates). No preset constant is fitted on these rows (they are
+# the validation of the roofline).
+
+# %%
+say("`gemm_half_rows` = {h:.1f} rows; measured / predicted over the CPU layers: {ratio}, median "
+    "|r - 1| {median:.3f}.", h=preset.gemm_half_rows, ratio=span(accel.measured_over_predicted, ".2f"),
+    median=(accel.measured_over_predicted - 1).abs().median())
 
 # %% [markdown]
 # ### The lent H100
-# `scripts/measure_accelerator.py` ran on the lent GPU on 2026-11-24 (`data/accelerator/h100_sxm/`): the
-# reference block of every paper model, prefill at 128 tokens (and 512 for the TinyLlamas; the lease's time
-# ran out before the other 512-token and the 1024-cached-token points), one decode step at 128 cached
-# tokens, in bf16 and fp32, 8 blocks of distinct weights per jitted call (a layer as it runs in a model,
-# without a call's dispatch per layer), calls rotating over weight sets of at least 256 MiB (so the 50 MB L2
-# does not hold a small model's layer). The measured preset takes the datasheet's peaks and bandwidth and
-# measures the rest on microbenchmarks, never on these layers: memory efficiency 0.906 (a 1 GiB read),
-# GEMM efficiency 0.763 (an 8192-cube bf16 GEMM; TF32 0.745), 2.58 us per kernel (a chain of K dependent
-# small matmuls) and the skinny-GEMM row loss (87 rows, fitted on the 512-8192-row GEMM microbenchmarks).
-# While measuring, the bf16 reference block turned out to run half its matmuls in fp32 (the attention scale
-# `jnp.float32` promoted the scores, and everything after them): fixed, and the bf16 single-call rows
-# measured before the fix are kept and marked in `layers_single_call.csv`.
+# `scripts/measure_accelerator.py` on a lent GPU (`data/accelerator/h100_sxm/`): the reference block of every
+# paper model, prefill at 128 tokens (and 512 for the TinyLlamas), one decode step at 128 cached tokens, in bf16
+# and fp32, 8 blocks of distinct weights per jitted call (a layer as it runs in a model, without a call's
+# dispatch per layer), calls rotating over weight sets of at least 256 MiB (so the L2 cache does not hold a
+# small model's layer). The measured preset takes the datasheet's peaks and bandwidth and measures the rest on
+# microbenchmarks, never on these layers: memory efficiency (a 1 GiB read), GEMM efficiency (an 8192-cube
+# GEMM), the per-kernel cost (a chain of K dependent small matmuls) and the skinny-GEMM row loss (fitted on the
+# 512-8192-row GEMM microbenchmarks). The bf16 single-call rows measured before a dtype fix of the reference
+# block (its attention scale promoted the scores to fp32) are kept and marked in `layers_single_call.csv`.
 
 # %%
 gpu = wb.gpu_layer_table()
@@ -554,13 +556,20 @@ gpu_kernels = wb.gpu_kernel_samples()
 gpu_kernels
 
 # %% [markdown]
-# Reading the H100 rows: a layer with at least 64 MiB of weights is predicted well in decode (streaming
-# plus the kernels' fixed cost) and within about a quarter in prefill; a small layer (BERT-base, the
-# TinyLlamas, MiniLM, MobileBERT) takes 50-150 us whatever its size, 2-3x the prediction: its kernels cost
-# 4-8 us each, not the 2.58 us the small-matmul chain measured (the layers' kernels are Triton softmax and
-# norm fusions and cuBLASLt matmuls, and XLA rewrites small bf16 GEMVs into a multiply and a reduce; a
-# 16 MiB bf16 GEMV in a chain streams at 0.7 TB/s, `gemv_chain.csv`). That per-kernel cost is not fitted
-# on these rows; it stays a stated miss.
+# Reading the H100 rows: a layer with at least 64 MiB of weights (`size_class` large) is predicted by
+# streaming plus the kernels' fixed cost; a small layer (BERT-base, the TinyLlamas, MiniLM, MobileBERT) takes
+# about the same time whatever its size, well above the prediction: its kernels cost more each than the
+# small-matmul chain measured (the layers' kernels are Triton softmax and norm fusions and cuBLASLt matmuls,
+# and XLA rewrites small bf16 GEMVs into a multiply and a reduce; `gemv_chain.csv`). That per-kernel cost is
+# not fitted on these rows; it stays a stated miss.
+
+# %%
+rows = gpu_summary.set_index(["phase", "size_class"])
+say("Median |error| of the large layers: {dl:.0%} in decode, {pl:.0%} in prefill; of the small ones: "
+    "{ds:.0%} in decode, {ps:.0%} in prefill (median measured / predicted of the small layers: {ratio}).",
+    dl=rows.loc[("decode", "large"), "median_abs_error"], pl=rows.loc[("prefill", "large"), "median_abs_error"],
+    ds=rows.loc[("decode", "small"), "median_abs_error"], ps=rows.loc[("prefill", "small"), "median_abs_error"],
+    ratio=span(gpu[gpu.size_class == "small"].groupby("phase").measured_over_predicted.median(), ".1f"))
 
 # %%
 rec.add(wb.result_rows(comparison=comparison, fits=fits, validation=overall, star_ring=star_ring, e2e=e2e, accel=accel,

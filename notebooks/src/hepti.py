@@ -220,37 +220,51 @@ board[["artifact", "model", "setting", "quantity", "reported", "modelled", "rela
 
 # %% [markdown]
 # ## Reading the results
-# Numbers below are for the defaults (BERT-L, fp32, 128 tokens, Raspberry Pi 4 boards, 1 Gbit/s, Eq. 6's
-# shared medium); the tables above hold whatever this run's parameters gave.
-# * **WS vs tiled.** WS is the fastest mode from 2 to about 32 devices (about half of 1D-tiled WS's
-#   traffic and half its collectives), but its per-device memory stays near the whole model's Wo + FFN
-#   (about 1 GiB for BERT-L) at any device count, while 1D- and 2D-tiled WS shrink as 1/n. At 48-64
-#   devices 2D-tiled WS is faster even than WS: its collectives span a grid row or column.
-# * **Device count.** With Eq. 6 the devices' transfers serialise, so latency is lowest at about 4 boards
-#   (2.4 s vs 6.6 s on one) and then rises. The paper's algorithm keeps every device that gets a non-zero
-#   share, and a fixed-set P2 gives every device some share, so it does not stop adding devices by itself
-#   (2D-tiled WS sometimes leaves a few out, because a grid needs a factorable count).
-# * **Crossover.** The model puts the 1D/2D crossover at 9 devices with Eq. 6 and at 12 with ring links,
-#   below the paper's 16. The paper takes 16 from a cited study of another cost model; in Hepti's own
+# The sentences below are rendered from this run's tables (the defaults: BERT-L, fp32, 128 tokens, Raspberry Pi 4
+# boards, Eq. 6's shared medium); the mechanisms behind them:
+# * **WS vs tiled.** WS moves about half of 1D-tiled WS's traffic and half its collectives, so it is the fastest
+#   mode up to a few tens of devices, but its per-device memory stays near the whole model's Wo + FFN at any device
+#   count, while 1D- and 2D-tiled WS shrink as 1/n. At the largest counts 2D-tiled WS is faster even than WS: its
+#   collectives span a grid row or column.
+# * **Device count.** With Eq. 6 the devices' transfers serialise, so latency has a minimum at a few boards and
+#   then rises. The paper's algorithm keeps every device that gets a non-zero share, and a fixed-set P2 gives every
+#   device some share, so it does not stop adding devices by itself (2D-tiled WS sometimes leaves a few out,
+#   because a grid needs a factorable count).
+# * **Crossover.** The paper takes its 16-device crossover from a cited study of another cost model; in Hepti's own
 #   model the crossover moves with the link model, the model's widths and the grid shapes a count allows.
-# * **Dynamic vs static.** On the shipped trace the static WS partition runs out of memory 4 times in 14
-#   requests (each costing a ~22 s reload of the replicated weights from microSD); the dynamic planner
-#   switches to 1D-tiled WS about 12 s in, before the first memory drop reaches the WS footprint (the 10 %
-#   headroom covers the memory lost between two reports), and serves 30 requests with no OOM. It misses
-#   the 4 s deadline more often than static's completed requests (13 of 30): 1D-tiled WS is slower, and it
-#   does not switch back when memory recovers, because going back to WS means loading about 1 GB of
-#   replicated weights, more than five requests' worth of saving (the assumed amortisation window) - a
-#   cost the paper does not discuss.
+# * **Dynamic vs static.** On the trace the static WS partition runs out of memory, each time paying a reload of
+#   the replicated weights from microSD; the dynamic planner switches to 1D-tiled WS before the first memory drop
+#   reaches the WS footprint (the headroom covers the memory lost between two reports). It misses the deadline
+#   more often than static's completed requests: 1D-tiled WS is slower, and it does not switch back when memory
+#   recovers, because going back to WS means reloading the replicated weights, more than the assumed amortisation
+#   window's worth of saving - a cost the paper does not discuss.
 # * **Solver.** One P2 solve takes milliseconds up to 64 devices and well under a second at 256 on this host
 #   (measured, see the chart); the MILP matches brute force exactly when every split size is integer.
 # * **Limits.** Every device and network number is assumed; compute is rho_i x FLOPs / f_i with a fixed
 #   GEMM efficiency (no small-kernel losses); the runtime's estimates are exact but one block stale, and
 #   a re-partition's loads overlap compute but not memory (old slices are freed at once).
 
+# %%
+from workbench.prose import say
+
+best = chosen.loc[chosen.latency_s.idxmin()]
+one = chosen.loc[chosen.devices.idxmin()]
+policy = summary.set_index("policy")
+say("Hepti's choice is fastest at {n} devices ({best:.1f} s, against {one:.1f} s on {n1}); the 1D/2D crossover "
+    "is at {cross}. On the {trace} the static partition meets {s_oom} out-of-memory events in {s_req} requests, the "
+    "dynamic one {d_oom} in {d_req} (headroom {headroom:.0%}), and the dynamic run misses the {D:g} s deadline "
+    "{d_miss} times (static: {s_miss}).", n=int(best.devices), best=best.latency_s, one=one.latency_s,
+    n1=int(one.devices), cross=", ".join(f"{int(r.crossover_devices)} devices ({r.comm_model})"
+                                          for r in crossings.itertuples()),
+    trace=trace_name, s_oom=int(policy.loc["static", "oom_events"]), s_req=int(policy.loc["static", "requests"]),
+    d_oom=int(policy.loc["dynamic", "oom_events"]), d_req=int(policy.loc["dynamic", "requests"]),
+    headroom=setting.memory_headroom, D=setting.deadline_s, d_miss=int(policy.loc["dynamic", "deadline_misses"]),
+    s_miss=int(policy.loc["static", "deadline_misses"]))
+
 # %% [markdown]
 # ## What if? (interactive)
 # Deadline, trace seed and the re-partitioning knobs: the dynamic and static runs are re-done on a fresh
-# trace from the generator (shorter, 60 s, to stay responsive).
+# trace from the generator (a shorter one, to stay responsive).
 
 # %%
 if interactive:

@@ -9,21 +9,22 @@
 # block is prefetched from L3 (double buffering), or is streamed tile by tile from off-chip L3
 # (weights *and* intermediate tensors, as the paper narrates for 1-4 chips). One block's runtime =
 # computation + L2<->L1 transfers + L3 streaming + chip-to-chip (the paper's Fig. 4 breakdown); energy is
-# the paper's E_total (100 pJ/B L3, 2 pJ/B L2, 13 mW per core, 100 pJ/B MIPI). The chip-to-chip
+# the paper's E_total (per-byte energies of L3, L2 and MIPI and a power per core, quoted in
+# `data/devices/siracusa.toml`). The chip-to-chip
 # reduction is the paper's tree (groups of four, reduce to the root, broadcast back) costed through
 # `workbench.network`; the double-buffered prefetch is overlapped with `workbench.simulate`.
 #
 # **Fixed costs (issue 17).** Every chip launches every kernel of its slice (9 matmuls, softmax, RoPE,
-# SwiGLU: 12 per block whatever the number of chips), each paying `kernel_launch` = 2 us: 1000 cycles at
+# SwiGLU: 12 per block whatever the number of chips), each paying `kernel_launch`: 1000 cycles at
 # 500 MHz, the control overhead Deeploy's generated code spends around a kernel's first tile on Siracusa in
 # GVSoC (pulp-platform/Deeploy PR #138: 829 cycles before + 171 after the kernel). It replaces the
 # assumed `small_kernel_flops` (half efficiency at 100 kFLOP), which stood for the same fixed cost. At each
 # synchronisation the leaders accumulate the partial sums they receive, one element-wise kernel per tree
 # level (launch + its bytes through L2, or L3 while a block is streamed), and the root normalises; every
-# MIPI message costs an *assumed* 0.55 us at its sender and at its receiver (275 cycles, Deeploy's
+# MIPI message costs an *assumed* 275 cycles at its sender and at its receiver (Deeploy's
 # per-tile DMA control cost; the paper gives none), serialised at the leader that handles k-1 of them. The
 # fixed time runs on the chip's controlling core (Deeploy's tiling loop and DMA set-up run on the master
-# core, the 8 cores are forked only around each tile's kernel), so its energy is 13 mW x time.
+# core, the 8 cores are forked only around each tile's kernel), so its energy is one core's power x time.
 #
 # **Fitted vs validation.** Three constants are fitted jointly (`wb.fit_constants`), each on one reported
 # number (the Abstract's rows; every paper number lives in `data/reported/mcu_siracusa.csv`, and the
@@ -105,7 +106,7 @@ kernel_table
 # ## Memory placement per chip
 # What one chip (the root, which also holds the norms) keeps in its 2 MiB L2 and its off-chip L3.
 # With 1-4 chips a TinyLlama block does not fit twice in L2, so it is streamed from L3; with 8 chips the
-# block's 0.5 MiB int8 slice fits twice (current + prefetched next block); the 64-head variant keeps every
+# block's int8 slice fits twice (current + prefetched next block); the 64-head variant keeps every
 # block on chip from 32 chips on, so double buffering is no longer needed.
 
 # %%
@@ -141,7 +142,7 @@ fig4[["panel", "chips", "case", "runtime_ms", "speedup", "energy_mJ"] + [f"{c}_m
 # Crosses: the default models; circles: TinyLlama with 64 heads on up to 64 chips. The L3 prefetch of
 # the next block costs 100 pJ/B, so energy drops once all blocks stay on chip (32+ chips); the MIPI
 # term (100 pJ/B) stays and grows with the tree, and the fixed time (launches, message handling) costs
-# 13 mW on each chip's controlling core (`energy_cores_fixed_mJ`, part of the cores' energy).
+# one core's power on each chip's controlling core (`energy_cores_fixed_mJ`, part of the cores' energy).
 
 # %%
 fig5 = wb.fig5(knobs, scaled_chips=fig6_chips)
@@ -175,7 +176,7 @@ fig6[["mode", "chips", "case", "runtime_ms", "speedup", "speedup_per_chip", "ene
 # super-linear for 8-32 chips and quasi-linear at 64; prompt mode is linear up to 16 chips with
 # diminishing returns after; GEMM runtime scales sub-linearly as kernels shrink; chip-to-chip transfers and
 # partial-sum accumulation add a growing overhead. "Linear" / "quasi-linear" is read as speedup/N within
-# [0.8, 1.25] (our reading; the paper gives no band).
+# [4/5, 5/4] (our reading; the paper gives no band).
 
 # %%
 fig6_checks = pd.DataFrame(wb.fig6_checks(knobs, fig6_chips), columns=wb.PATTERN_COLUMNS)
@@ -184,7 +185,7 @@ fig6_checks
 # %% [markdown]
 # ### Sensitivity of Fig. 6 to the launch cost
 # The launch is derived from GVSoC cycle counts of Deeploy's generated code, not measured on the paper's
-# build, so the curve is shown for launches from 0 to 10 us; at each value the three fitted constants are
+# build, so the curve is shown for a range of launches (the legend); at each value the three fitted constants are
 # refitted on the same three calibration rows, so every curve still meets them.
 # The validation errors of the three speedups move with it (table below).
 
@@ -245,9 +246,9 @@ table
 # %% [markdown]
 # ### Before -> after issue 17 (validation rows)
 # *Before*: the model before the fixed-cost work (commit e4f72e0: no launch, the assumed small-kernel
-# curve on GEMMs only, no accumulation or per-message cost; efficiency_gemv 0.1432, efficiency_gemm 0.2272,
-# DMA 1.902 GB/s). *At start*: the new core (small-kernel curve on GEMVs too) with those stored constants,
-# no longer a fit (the 8-chip autoregressive runtime came out 0.736 ms). *After*: this notebook's model. Gain error =
+# curve on GEMMs only, no accumulation or per-message cost, with the constants fitted then). *At start*: the
+# new core (small-kernel curve on GEMVs too) with those stored constants, no longer a fit (so the calibration
+# runtime moved). *After*: this notebook's model. Gain error =
 # (modelled - 1) / (reported - 1) - 1.
 
 # %%
@@ -268,41 +269,49 @@ rec.add(wb.pattern_rows(patterns))
 patterns
 
 # %% [markdown]
-# **What pins the DMA bandwidth, what the fixed costs change, and where the model misses.**
-# * *Energy* (calibration of `mem_L2_bandwidth`): of E_total about 0.43 mJ is the L3 prefetch
-#   of the next block, and the L2, MIPI, fixed-time (launches and message handling at 13 mW) and root
-#   terms are ~0.01 mJ together, so the energy fixes the computation time (about 0.20 mJ = 8 chips x
-#   104 mW x 0.23 ms). With the runtime held at the reported value by `efficiency_gemv`, the rest of the block is
-#   L2<->L1 traffic, launches (24 us), accumulation (17 us) and MIPI (25 us), which sets the DMA bandwidth:
-#   about 2.27 GB/s now (1.90 before: the new fixed terms take time from the transfers). Read it as an
-#   effective value.
-# * *Speedups* (validation; reported values in the table above): Fig. 4a is modelled at ~27.4x (before:
-#   28.0x), Fig. 4b at ~11.3x (before:
-#   11.1x: the 1-chip prompt block now also streams its element-wise kernels' tensors and the root's
-#   residual and norm through L3, as the paper places intermediate tensors off chip at 1-4 chips) and
-#   Fig. 4c at ~4.40x (before: 4.33x).
-# * *Fig. 6*: the 64-head autoregressive speedup at 64 chips falls from ~146x (before) to ~90x (speedup/N
-#   1.40): still not the quasi-linear speedup the text reports. With the constants refitted, a launch of
-#   >= 3.1 us (1.55x the derived 1000 cycles; about 13 us more fixed time per chip and block, or ~6 more
-#   2-us kernels than the 12 this model counts, e.g. Deeploy's separate requantisation and KV-cache update
-#   nodes) brings it within 1.25 N, and 5.5 us to N, while 8-32 chips stay super-linear: the fixed
-#   per-kernel cost is the mechanism, its size on the paper's build is what is uncertain. Prompt mode is
-#   not linear at 8 chips (11.4x, like the +14 % of the Fig. 4b row): the model adds the 1-chip block's
-#   12.6 ms of L3 streaming to its 18 ms of computation; Fig. 4b needs ~4.2 ms (a third) of that streaming
-#   hidden behind computation, an overlap this additive model (and the paper's Fig. 4 breakdown) does not
-#   show. A faster assumed L3 cannot fix both: at 0.6 GB/s the prompt curve is linear to 16 chips but the
-#   Fig. 4a row drops to -21 %.
-# * *Energy directions*: the 8-chip autoregressive block now costs 0.998 of one chip (the paper: "similar"
-#   in the abstract, "reduces" in Sec. V-B). This direction rests on where the fixed time's power goes:
-#   charged at one core's 13 mW (Deeploy's control code runs on the master core) it holds; charged at the
-#   whole cluster's 104 mW (the paper's P for T_comp) the refitted model gives 1.028 and it fails, since
-#   8 chips pay 8 x 24 us of launches where one chip pays 24 us. MobileBERT's energy at 4 chips still
-#   falls (0.94; the paper: rises slightly, from lower core utilisation of smaller GEMMs, which its
-#   hundreds-of-MFLOP kernels do not get from a 2 us launch).
-# * *The double buffer*: the paper reports one block with its weights on chip. At the assumed 400 MB/s
-#   the next block's 0.5 MiB slice takes 1.35 ms to prefetch, longer than the whole block, so a full
-#   8-block token stalls on L3 (`steady_state_ms` above; the timeline below); hiding it needs about
-#   1 GB/s of L3 bandwidth.
+# **What pins the DMA bandwidth, what the fixed costs change, and where the model misses** (the numbers are
+# rendered below from `fig5`, `fig6`, `history`, the launch sensitivity and the stored constants).
+# * *Energy* (calibration of `mem_L2_bandwidth`): most of E_total is the L3 prefetch of the next block, and the
+#   L2, MIPI, fixed-time and root terms are small beside it, so the energy fixes the computation time. With the
+#   runtime held at the reported value by `efficiency_gemv`, the rest of the block is L2<->L1 traffic, launches,
+#   accumulation and MIPI, which sets the DMA bandwidth; the new fixed terms take time from the transfers, so it
+#   rose with them. Read it as an effective value.
+# * *Speedups* (validation): Fig. 4b's 1-chip prompt block now also streams its element-wise kernels' tensors and
+#   the root's residual and norm through L3, as the paper places intermediate tensors off chip at 1-4 chips.
+# * *Fig. 6*: the fixed costs bring the 64-head autoregressive speedup at 64 chips down, but not to the
+#   quasi-linear speedup the text reports. With the constants refitted, a larger launch (e.g. Deeploy's separate
+#   requantisation and KV-cache update nodes, kernels this model does not count) brings it within 5/4 N, and a
+#   larger one still to N, while 8-32 chips stay super-linear: the fixed per-kernel cost is the mechanism, its
+#   size on the paper's build is what is uncertain. Prompt mode is not linear at 8 chips (like the Fig. 4b row):
+#   the model adds the 1-chip block's L3 streaming to its computation; Fig. 4b needs part of that streaming hidden
+#   behind computation, an overlap this additive model (and the paper's Fig. 4 breakdown) does not show. A faster
+#   assumed L3 cannot fix both: one that makes the prompt curve linear to 16 chips takes the Fig. 4a row far off.
+# * *Energy directions*: the paper calls the 8-chip autoregressive block's energy "similar" to one chip's (abstract)
+#   and "reduces" (Sec. V-B). This direction rests on where the fixed time's power goes: charged at one core's power
+#   (Deeploy's control code runs on the master core) it holds; charged at the whole cluster's power (the paper's P
+#   for T_comp) it fails, since 8 chips pay 8 times the launches one chip pays. MobileBERT's energy at 4 chips
+#   falls, where the paper has it rise slightly, from lower core utilisation of smaller GEMMs, which its
+#   hundreds-of-MFLOP kernels do not get from a launch cost.
+# * *The double buffer*: the paper reports one block with its weights on chip. At the assumed L3 bandwidth the
+#   next block's slice takes longer to prefetch than the whole block runs, so a full 8-block token stalls on L3
+#   (`steady_state_ms` below; the timeline).
+
+# %%
+from workbench.prose import say, span
+
+auto8 = fig5[(fig5.panel == "a") & (fig5.variant == "default") & (fig5.chips == 8)].iloc[0]
+bert4 = fig5[(fig5.panel == "c") & (fig5.chips == 4)].iloc[0]
+fig6_top = fig6[(fig6["mode"] == "autoregressive") & (fig6.chips == fig6.chips.max())].iloc[0]
+say("The 8-chip autoregressive block: {energy:.2f} mJ, of which {l3:.2f} mJ the L3 prefetch; energy over one "
+    "chip's {ratio:.3f}, MobileBERT's at 4 chips {bert:.2f}; fitted DMA bandwidth {dma:.2f} GB/s; prefetch of the "
+    "next block {prefetch:.2f} ms against a block of {runtime:.2f} ms. Speedups before -> after the fixed costs: "
+    "{speedups}. Fig. 6 at {n} chips: {top:.0f}x (speedup/N {per:.2f}); the launch for speedup/N = 5/4 there is "
+    "{l125:.1f} us, for 1 {l1:.1f} us.", energy=auto8.energy_mJ, l3=auto8.energy_L3_mJ, ratio=auto8.energy_ratio,
+    bert=bert4.energy_ratio, dma=stored["mem_L2_bandwidth"] / 1e9, prefetch=auto8.prefetch_ms,
+    runtime=auto8.runtime_ms, speedups=", ".join(f"{r.row}: {r.before:.1f}x -> {r.after:.1f}x"
+                                                 for r in history.itertuples()),
+    n=int(fig6_top.chips), top=fig6_top.speedup, per=fig6_top.speedup / fig6_top.chips,
+    l125=list(needed.values())[0], l1=list(needed.values())[1])
 
 # %% [markdown]
 # **Sensitivity to the DMA bandwidth.** Both efficiencies refitted at each bandwidth (so the runtimes stay

@@ -1,20 +1,21 @@
 # %% [markdown]
-# # Your own hardware, measured: profile -> calibrate -> predict -> verify
-# This machine plays the user's device. The path is the one a researcher takes with their own boards:
+# # Your own hardware: profile -> deployment -> prediction -> verification -> calibrate
+# This machine plays the user's device. The path is the one a researcher takes with their own boards
+# (`docs/own_hardware.md` gives the commands in full):
 #
-# 1. **Profile** it: `python -m workbench profile --out my_box.toml` writes a device file in which every
-#    number is measured (rates, memory bandwidth and efficiency, per-kernel launch, per-layer time, storage
-#    read rate). The stored profile of this machine is `data/devices/this_machine_cpu.toml`.
-# 2. **Describe a deployment** that names the device file by path (`preset = "my_box.toml"`), with the link
-#    measured by `python -m workbench profile network`.
+# 1. **Profile** the device: `python -m workbench profile --out my_box.toml` writes a device file in which
+#    every number is measured (rates, memory bandwidth and efficiency, per-kernel launch, per-layer time,
+#    storage read rate); `python -m workbench profile network` measures the link a running program sees.
+# 2. **Describe a deployment** that names the device file by path (`preset = "my_box.toml"`) and the link.
 # 3. **Predict** with the arena (`python -m workbench whatif deploy.toml`).
-# 4. **Verify**: the same model run across 2 and 4 real processes (`python -m workbench cluster`), on
-#    loopback and on a 100 Mbit tbf-shaped link, measured against the prediction.
+# 4. **Verify**: run the same model across real processes (`python -m workbench cluster`) and hold the
+#    prediction to the measurement.
 # 5. **Calibrate** on your own rows (`python -m workbench calibrate deploy.toml measured.csv --fit ...`).
 #
-# Everything below reads stored measurements (`data/`, dated, with the machine); nothing re-measures. The
-# measured times are wall times of a shared 2-core machine: they differ run to run, and the notebook says
-# how much. A process's device is its share of the machine (1/n of the compute and the bandwidth).
+# Everything below reads one stored campaign of this machine (the `campaign` parameter: profile, co-location
+# shares, sync chains and end-to-end runs measured back to back); nothing re-measures. The measured times are
+# wall times of a shared 2-core machine: they differ run to run, and the last part of the notebook shows how
+# much (the campaigns' history is in `docs/campaigns.md`). A process's device is its share of the machine.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
@@ -41,61 +42,79 @@ if campaign not in wb.CAMPAIGNS:
 data_dir = wb.CAMPAIGNS[campaign]
 print(f"campaign {campaign}: {data_dir}")
 
+# %%
+from workbench.prose import say, span
+
 # %% [markdown]
-# ## 1. The profile (measured)
+# ## 1. Profile
+# ### 1a. The device (measured)
+# The profile of this machine as `profile` writes it: every constant with its unit and kind.
 
 # %%
 profile = wb.profile_table(data_dir)
 profile[["constant", "value", "unit", "kind"]]
 
 # %% [markdown]
-# ## 2. The link a running program sees
+# ### 1b. Co-located processes: each one's share of the machine (measured)
+# The same programs in 1, 2 and 4 plain processes at once (`scripts/measure_collectives.py --only
+# colocated`; `cluster/colocated.csv` of the campaign): TinyLlama-42M's decode layers and chains of 1 MiB and
+# 16 MiB GEMVs, each process's median call. A process's share is its time alone over its time with the others;
+# an even split would be 1/n. The deployments below give each process the decode layers' share.
+
+# %%
+stored.colocated_table(data_dir)
+
+# %%
+shares = stored.colocated_table(data_dir).query("program == 'decode_layers'").set_index("processes")["share"]
+say("Two co-located processes running the decode layers each get {s2:.2f} of the machine, four {s4:.2f} "
+    "(an even split: 0.50 and 0.25).", s2=shares[2], s4=shares[4])
+
+# %% [markdown]
+# ### 1c. The link a running program sees
 # A decoder step runs its syncs inside one compiled program, each right after a layer's kernels, so the
-# link's per-message time is measured there: chains of 1, 8 and 32 steps in one program (`python -m
-# workbench cluster -n 2 sync_chain`; data/cluster/sync_chain.csv, fastest call per length), each step a
-# star all-reduce (`bare`), a small GEMM then the star (`after compute`), or a GEMV streaming a 3.2 MB
-# matrix of its own from memory then the star (`after streaming`), less the same steps without the star.
-# The slope is one sync. What a sync costs depends on the work before it: on 2 processes 0.09 ms bare,
-# 0.21 ms after compute, 0.37 ms after streaming (2 KiB; first campaign, 2026-11-24a; the second's 0.13,
-# 0.22 and 0.27 ms). Each kind's 2-process chains fit o and beta (and a shaped class's L and beta); its
-# 4-process chains test that fit with the CPU work stretched by processes / cores (`collectives.colocated_link`),
-# which held for syncs after compute (+11 %; second campaign -3 %) and failed for syncs after streaming
-# (+109 %; second campaign +22 %) at 2 KiB on loopback. So each deployment takes its chains fitted at its own
-# process count: the network profiled as deployed (`stored.deployed_link`). A single call also pays the
-# program's dispatch and, on this VM, often a 4 ms scheduler tick, which is why the single-call fit of
-# `data/constants/cluster.toml` charges each message several times more.
-#
-# **Syncs among a real decoder layer's kernels** (third campaign, 2026-11-25a). With the first two campaigns'
-# chains the 2-process decode steps were under-predicted by 26-42 %. Run with its syncs removed (a timing
-# baseline, `kernels.tpi_llm.NO_SYNC`), the 2-process TinyLlama-42M decode step took 8.0-8.5 ms on the master
-# where the arena predicts 8.9 ms of compute and serial work, and 21-31 ms with them: 17 syncs cost about
-# 0.75 ms each, not the 0.23-0.37 ms of a sync after one streaming GEMV. So the chains now also run TPI-LLM's
-# own TP layer (`experiments.decoder_chain`: a Llama shape of its own, 640 wide, FFN 1728, 1, 4 and 16 layers,
-# 1 and 32 tokens after 40 cached ones) with its two star syncs per layer and without them: half the
-# difference of the slopes is one sync (`in decoder layers`: 0.63 ms on 2 processes at 2.5 KiB in this
-# campaign, beside 0.23 ms after streaming). A campaign that measured them deploys them for both phases
-# (`stored.phase_sync_for`, decided before its end-to-end runs were compared); the earlier campaigns keep
-# after compute (prefill) and after streaming (decode).
+# link's per-message time is measured there (`python -m workbench cluster -n 2 sync_chain`, or `profile
+# network` on your own hosts): chains of steps in one program, each step a star all-reduce (`bare`), a small
+# GEMM then the star (`after compute`), a GEMV streaming a matrix of its own from memory then the star
+# (`after streaming`), or TPI-LLM's own tensor-parallel decoder layer with its two star syncs (`in decoder
+# layers`), each less the same steps without the star. The slope over the chain's length is one sync, without
+# the program's dispatch and first wait that a single call pays. Each kind's 2-process chains fit the
+# per-message time o and the per-byte cost beta (a shaped class also its wire latency L); its 4-process chains
+# test that fit with the CPU work stretched by processes / cores (`collectives.colocated_link`). Each deployment takes
+# the chains fitted at its own process count: the network profiled as deployed (`stored.deployed_link`); a
+# campaign that measured decoder-layer chains deploys them for both phases (`stored.phase_sync_for`).
 
 # %%
 chains = stored.chain_table(data_dir)
 chains[["syncs", "link_class", "processes", "message_bytes", "per_sync_s", "predicted_s", "error", "role"]]
 
+# %%
+two = chains[(chains.link_class == "loopback") & (chains.processes == 2)].sort_values("message_bytes")
+per_kind = two.groupby("syncs", sort=False).first()
+stretch = chains[(chains.link_class == "loopback") & (chains.role == "validation")
+                 & (chains.syncs != "bare")].groupby("syncs")["error"]
+say("On 2 loopback processes at the smallest message one sync costs {costs}. The stretched 2-process fit "
+    "predicts the 4-process chains with errors of {errors}: why each deployment takes chains measured at its "
+    "own count.",
+    costs=", ".join(f"{r.per_sync_s * 1e3:.2f} ms {kind}" for kind, r in per_kind.iterrows()),
+    errors=", ".join(f"{span(e, '+.0%')} {kind}" for kind, e in stretch))
+
 # %% [markdown]
-# ## 3. A deployment that names the device file, and the arena's prediction
+# ## 2. A deployment that names the device file
 # Two processes on loopback; the link's per-message endpoint time, wire latency and bandwidth are those of
-# section 2; `[cluster] shared_machine` says the devices are processes of this one machine.
+# section 1c; `[cluster] shared_machine` says the devices are processes of this one machine, so the master's
+# serial work (embedding, head, host work), which runs while the others wait at their next sync, is costed on
+# the whole machine rather than on the master's share.
 
 # %%
 print(to_toml(wb.deployment(2, "loopback", work, model, data_dir=data_dir)))
 
 # %% [markdown]
-# ## 4. Measured vs predicted
-# Every stored end-to-end run (2 and 4 processes, loopback and 100 Mbit) beside the arena's
-# `tpi_star_tp_resident` on its deployment. The model has no scheduler, so it is held to the fastest run
+# ## 3. Prediction, and 4. verification against real processes
+# Every stored end-to-end run of the campaign (2 and 4 processes, loopback and a tbf-shaped link) beside the
+# arena's `tpi_star_tp_resident` on its deployment. The model has no scheduler, so it is held to the fastest run
 # (`latency_s`: the fastest TTFT of the repeats; per token, the median over repeats of each generation's
 # fastest step); the typical run (`typical_s`, medians) is beside it with its own error: the gap between the
-# two is the scheduler's waits on this 2-core VM. The issue's target is a median |error| of at most 15 %.
+# two is the scheduler's waits on this 2-core VM.
 
 # %%
 checked = wb.verify(work, model, data_dir=data_dir)
@@ -110,30 +129,76 @@ rec.chart(alt.Chart(checked.assign(case=checked.link_class + ", " + checked.devi
 summary
 
 # %%
+overall = summary.set_index("points").loc["all"]
+say("Over the campaign's {n} points the prediction's median |error| is {fast:.0%} against the fastest runs "
+    "and {typical:.0%} against the typical ones (the issue's target: at most 15 %).",
+    n=int(overall.n), fast=overall.median_abs_error, typical=overall.median_abs_error_typical)
+
+# %%
 checked[["link_class", "devices", "phase", "tokens", "latency_s", "typical_s", "predicted_s", "error",
          "error_typical", "repeats"]]
 
 # %% [markdown]
-# ### Three campaigns: a profile is only as good as its date
-# This VM's speed drifts. The first campaign (2026-11-24a: the stored `data/`, 3 runs per point), the
-# second (2026-11-24b: `data/cluster/campaigns/2026-11-24b/`, 8 runs per point, about two hours later on an
-# idle machine) and the third (2026-11-25a, with the decoder chains, 8 runs per point) each measured the
-# profile, the co-location shares, the sync chains and the end-to-end runs back to back; between the first
-# two the micro-benchmarks' DRAM streaming rate fell to 0.63x and the per-call dispatch rose 1.5x, and the
-# decode steps slowed with them. Every campaign's runs against every campaign's profile: the diagonal is the
-# protocol (the headline above uses `campaign`), the off-diagonal is what a stale profile costs (a profile
-# without decoder chains deploys the older chains). Nothing in any is fitted on an end-to-end row.
+# ### Where the predicted time goes, and what it leaves out
+# The arena's breakdown of each prediction (compute on the process's share of the machine, the master's
+# serial work on the whole machine, the link's per-message and per-byte time) and the measured time it does
+# not explain.
+
+# %%
+checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",
+         "comm_link_latency_s", "comm_bytes_s", "fixed_s", "unexplained_s"]]
+
+# %%
+decode = checked[checked.phase == "decode"]
+say("Per decode step the master's serial work is predicted at {serial} on the whole machine; the link's "
+    "per-message time is {link} of the {predicted} predicted.",
+    serial=span(decode.serial_s * 1e3, ".2g", "ms"), link=span(decode.comm_link_latency_s * 1e3, ".2g", "ms"),
+    predicted=span(decode.predicted_s * 1e3, ".2g", "ms"))
+
+# %% [markdown]
+# ## 5. Calibrate on your own rows
+# The 2-process loopback TTFT fits the per-message endpoint time; the per-token row of the same runs is
+# validation, never fitted. When one constant cannot serve both rows, the validation error says so.
+
+# %%
+calibrated = wb.calibration(work, model, data_dir)
+calibrated[["phase", "role", "latency_s", "before_s", "after_s", "error_before", "error_after",
+            "fitted_message_overhead_us"]]
+
+# %%
+held_out = calibrated[calibrated.role == "validation"].iloc[0]
+say("Fitting the per-message time ({o:.0f} us) on the TTFT row moves the held-out per-token row's error from "
+    "{before:+.0%} to {after:+.0%}.", o=held_out.fitted_message_overhead_us, before=held_out.error_before,
+    after=held_out.error_after)
+
+# %% [markdown]
+# ## This VM's campaigns: how far one campaign's numbers can be trusted
+# The rest is about this machine rather than the user's path. Its speed drifts, so each stored campaign
+# measured its profile, the co-location shares, the sync chains and the end-to-end runs back to back
+# (`docs/campaigns.md` records when, under what protocol, and what each found).
+#
+# ### Every campaign's runs against every campaign's profile
+# The diagonal is the protocol (the headline above uses `campaign`), the off-diagonal what a stale profile
+# costs (a profile without decoder chains deploys the older chains). Nothing in any is fitted on an
+# end-to-end row.
 
 # %%
 campaigns = wb.campaign_table(work, model)
 campaigns
 
+# %%
+diagonal = campaigns[campaigns.same_campaign]
+stale = campaigns[~campaigns.same_campaign]
+say("Profiled and run in one sitting, the campaigns' median |error| spans {same}; with another campaign's "
+    "profile, {stale}.", same=span(diagonal.median_abs_error * 100, ".0f", "%"),
+    stale=span(stale.median_abs_error * 100, ".0f", "%"))
+
 # %% [markdown]
-# ### How far one campaign's error moves: three more repeats
-# After the third campaign, three more repeats of it on loopback (2 and 4 processes; profile, shares, chains and
-# runs back to back, each repeat right after the previous: `data/cluster/campaigns/2026-11-25-drift<k>/`), each
-# verified on its own profile. Decided before they ran: they are reported beside the headline, which stays
-# the third campaign. The spread of a point's error over the repeats is what one campaign's number can say.
+# ### How far one campaign's error moves: repeats of the latest
+# Repeats of the latest campaign on loopback (2 and 4 processes; profile, shares, chains and runs back to back,
+# each right after the previous: `data/cluster/campaigns/*-drift<k>/`), each verified on its own profile. They
+# are reported beside the headline, which stays the latest campaign. The spread of a point's error over the
+# repeats is what one campaign's number can say.
 
 # %%
 drift = wb.drift_table(work, model)
@@ -143,16 +208,19 @@ drift_summary
 # %%
 drift
 
+# %%
+by_count = drift_summary.groupby("devices").agg(lo=("error_min", "min"), hi=("error_max", "max"))
+per_repeat = drift.groupby("campaign", sort=False)["error"].apply(lambda e: e.abs().median())
+say("Over the repeats the error of a 2-process point runs from {lo2:+.0%} to {hi2:+.0%}, of a 4-process point "
+    "from {lo4:+.0%} to {hi4:+.0%}; the median |error| of each repeat's loopback points is {each}, of all "
+    "{n} points {all_:.0%}.", lo2=by_count.lo[2], hi2=by_count.hi[2], lo4=by_count.lo[4], hi4=by_count.hi[4],
+    each=", ".join(f"{e:.0%}" for e in per_repeat), n=len(drift), all_=drift.error.abs().median())
+
 # %% [markdown]
-# Reading it (2026-11-25): the third campaign's numbers are one draw. On 4 processes its prediction was 22-25 %
-# under the fastest runs; in the three repeats it was 4-22 % *over* them (within 25 % in 3 of 4 repeats for the decode step, 4 of 4 for the prefill). On 2 processes the
-# error ran from +8 % to -39 %: the 2-process sync is a small difference of two large slopes (the decoder layers with
-# and without their syncs), and the layers alone moved from 0.83 to 1.49 ms per layer between repeats, so the
-# per-sync estimate at 2.5 KiB moved from 0.20 to 0.80 ms (at 4 processes from 1.05 to 1.57 ms). The median
-# |error| of each repeat's 4 loopback points: 19 % (third campaign), 11 %, 21 %, 18 %; of all 16, 16 % (the third
-# campaign's 7 % headline is over its 8 points, 100 Mbit included, which the repeats did not measure). Two repeats fitted no per-byte cost on 2 processes (their 80 KiB syncs cost
-# no more than the 2.5 KiB ones); the deployment then takes the largest bandwidth it accepts, as `profile
-# network` does. Nothing is fitted on an end-to-end row.
+# The 2-process sync is a small difference of two large slopes (the decoder layers with and without their
+# syncs), so a repeat whose layers run slower or faster moves the per-sync estimate, and the deployment with
+# it. A repeat whose larger syncs cost no more than its small ones fits no per-byte cost; the deployment then
+# takes the largest bandwidth it accepts, as `profile network` does. Nothing is fitted on an end-to-end row.
 
 # %% [markdown]
 # ### Which link: every choice, side by side
@@ -164,40 +232,6 @@ drift
 # %%
 choices = wb.link_choice_table(work, model, data_dir)
 choices
-
-# %% [markdown]
-# ### Where the predicted time goes, and what it leaves out
-# The arena's breakdown of each prediction (compute on the process's share of the machine, the master's
-# serial work, the link's per-message and per-byte time) and the measured time it does not explain. A
-# process's share of the machine is measured (section 1b below: two co-located processes running the same
-# decode layers each get about 0.55 of one alone, four about 0.27; 0.64 and 0.30 in the second campaign). The master's serial work (embedding,
-# head, host work) runs while the other processes wait at their next sync, so it runs on the whole machine
-# (`[cluster] shared_machine`): 3.0 ms predicted (3.7 ms with the second campaign's profile), 3.5-4.0 ms
-# measured on the master at 1, 2 and 4 processes (2026-11-24, first campaign), where the process's share would charge 4.8 ms (2 processes) and 9.8 ms (4).
-
-# %%
-checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",
-         "comm_link_latency_s", "comm_bytes_s", "fixed_s", "unexplained_s"]]
-
-# %% [markdown]
-# ### 1b. Co-located processes: each one's share of the machine (measured)
-# The same programs in 1, 2 and 4 plain processes at once (`scripts/measure_collectives.py --only
-# colocated`; data/cluster/colocated.csv): TinyLlama-42M's decode layers and chains of 1 MiB and 16 MiB
-# GEMVs, each process's median call. A process's share is its time alone over its time with the others;
-# an even split would be 1/n. The deployments above give each process the decode layers' share.
-
-# %%
-stored.colocated_table(data_dir)
-
-# %% [markdown]
-# ## 5. Calibrate on your own rows
-# The 2-process loopback TTFT fits the per-message endpoint time; the per-token row of the same runs is
-# validation, never fitted. When one constant cannot serve both rows, the validation error says so.
-
-# %%
-calibrated = wb.calibration(work, model, data_dir)
-calibrated[["phase", "role", "latency_s", "before_s", "after_s", "error_before", "error_after",
-            "fitted_message_overhead_us"]]
 
 # %%
 rec.add(wb.result_rows(profile, checked, summary, calibrated, chains, choices, campaigns, drift))

