@@ -11,7 +11,8 @@ import pytest
 from deploy_toml import board_deployment
 
 from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, FieldSpec, MemoryLevel, TomlKey, declared_fields, load_device
+from workbench.fields import FieldSpec, TomlKey, declared_fields
+from workbench.hardware import DeviceSpec, MemoryLevel, load_device
 from workbench.io import REPO_ROOT
 from workbench.userconfig import (
     DEVICE_KEYS,
@@ -110,3 +111,20 @@ def test_network_and_workload_keys_are_checked_against_their_declaration(section
         parse_config(table, "t.toml")
     message = str(info.value)
     assert "\n" not in message and f"{section}.{key} must be {spec.range_text(from_file=True)}" in message
+
+
+def test_network_workload_and_model_keys_are_declared_on_the_dataclasses_they_set():
+    from workbench.models import TransformerConfig
+    from workbench.network import Link, Topology
+    from workbench.schemes.base import Workload
+    from workbench.userconfig import KEY_FIELDS
+
+    owners = {tk.key: cls for cls in (Link, Topology, Workload, TransformerConfig)
+              for _, spec in declared_fields(cls) for tk in spec.toml}
+    assert set(NETWORK_FIELDS) | set(WORKLOAD_FIELDS) <= set(owners)
+    for key, field in KEY_FIELDS.items():
+        if key != "count":
+            assert any(field.spec is spec for _, spec in declared_fields(owners[key])), key
+    # a key's range is checked in the units the file writes and returned in SI
+    assert NETWORK_FIELDS["bandwidth_mbps"].check("b", 8) == 1e6 and NETWORK_FIELDS["bandwidth_mbps"].high == 1e7
+    assert NETWORK_FIELDS["latency_ms"].check("l", 2) == 2e-3

@@ -90,7 +90,7 @@ def test_missing_key_names_it():
     ("device", "count", 0, "devices[0].count must be an integer in [1, 1024]"),
     ("device", "peak_gflops", {"fp16": -1.0}, "devices[0].peak_gflops.fp16 must be a number > 0"),
     ("device", "peak_gflops", {"fp8": 1.0}, "unknown dtype devices[0].peak_gflops.fp8"),
-    ("model", "weight_bits", 0.5, "model.weight_bits must be a number >= 1"),
+    ("model", "weight_bits", 0.5, "model.weight_bits must be a number > 0 and <= 32 (at least 1)"),
     ("model", "name", "GPT-5", "model.name must be a registered model"),
     ("network", "topology", "mesh", "network.topology must be one of"),
     ("network", "bandwith_mbps", 100, "unknown key network.bandwith_mbps"),

@@ -23,7 +23,8 @@ kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join 
 its size, so splitting a kernel across devices does not split it; `layer_overhead_s` is paid once per
 layer (framework / interpreter time: PyTorch's per-module Python, a graph runtime's barriers).
 
-Every user-facing field is declared once, on the dataclass: ``declared(default, FieldSpec(...))`` gives its
+Every user-facing field is declared once, on the dataclass: ``declared(FieldSpec(...), default)`` (from
+`workbench.fields`, the package's bottom floor) gives its
 help, SI unit, allowed range, preset constant and deployment-TOML key(s) with their scale to SI. The
 range checks in ``__post_init__``, `device_from_table`, the deployment parser (`workbench.userconfig`)
 and the README's key table all derive from it, so a new field is one line here.
@@ -37,14 +38,23 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import numpy as np
 
 from workbench.constants import Constant, parse_constants
 from workbench.errors import WorkbenchError, require_choice
+from workbench.fields import (
+    FieldSpec,
+    TomlKey,
+    check_declared,
+    declared,
+    declared_fields,
+    fraction_field,
+    number_field,
+    rate_field,
+)
 from workbench.io import DATA_DIR
 from workbench.units import GIB, KIB, MIB
 
@@ -57,118 +67,6 @@ BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
 # these covers is an error.
 WIDER = {"fp32": (), "tf32": ("fp32",), "fp16": ("fp32",), "bf16": ("fp16", "fp32"),
          "int8": ("bf16", "fp16", "fp32"), "int4": ("int8", "bf16", "fp16", "fp32")}
-FIELD_KINDS = ("number", "integer", "text", "per_dtype", "levels")
-
-
-# ---- one declaration per user-facing field ------------------------------------------------------
-class TomlKey(NamedTuple):
-    """A deployment-TOML key for a field: its name, the factor to SI, and the unit it is written in."""
-
-    key: str
-    scale: float = 1.0
-    unit: str = ""
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """A user-facing field declared once: help, SI unit, allowed range, preset constant, deployment-TOML keys.
-
-    [low, high] (or (low, high] when `low_open`) is the invariant every instance meets; a value read from a
-    hand-written file must also lie under `file_high` and reach `file_floor` (generous physical bounds that
-    catch unit slips, and keep 1e-320 from turning into "inf s"), both in SI."""
-
-    help: str
-    unit: str = ""
-    low: float = 0.0
-    high: float = math.inf
-    low_open: bool = False
-    file_high: float = math.inf
-    file_floor: float | None = None
-    kind: str = "number"
-    preset_key: str | None = None  # constant name in data/devices/*.toml (SI); a memory level's is a suffix
-    toml: tuple[TomlKey, ...] = ()  # deployment-TOML keys (alternatives when several; exactly one is given)
-
-    def __post_init__(self) -> None:
-        require_choice("field kind", self.kind, FIELD_KINDS)
-        if not self.low <= min(self.high, self.file_high):
-            raise WorkbenchError(f"field range must have low <= high, got [{self.low!r}, {self.high!r}]")
-
-    def bounds(self, from_file: bool = False) -> tuple[float, float, float | None]:
-        """(low, high, floor) in SI: the invariant, or with `from_file` the tighter bounds a file must meet."""
-        if from_file:
-            return self.low, min(self.high, self.file_high), self.file_floor
-        return self.low, self.high, None
-
-    def range_text(self, scale: float = 1.0, from_file: bool = False) -> str:
-        """The allowed range in one phrase, in units of SI / `scale` (a TOML key's units)."""
-        low, high, floor = self.bounds(from_file)
-        if self.kind == "integer":
-            return f"an integer in [{int(low)}, {int(high)}]" if math.isfinite(high) else f"an integer >= {int(low)}"
-        op = ">" if self.low_open else ">="
-        at_least = "" if floor is None else f" (at least {floor / scale:g})"
-        if not math.isfinite(high):
-            return f"a finite number {op} {low / scale:g}{at_least}"
-        return f"a number {op} {low / scale:g} and <= {high / scale:g}{at_least}"
-
-    def admits(self, si_value, from_file: bool = False) -> bool:
-        """Whether an SI value is of the right type and lies in the range."""
-        low, high, floor = self.bounds(from_file)
-        if self.kind == "integer":
-            is_int = isinstance(si_value, int | np.integer) and not isinstance(si_value, bool)
-            return is_int and low <= si_value <= high
-        if not _is_number(si_value) or not math.isfinite(si_value):
-            return False
-        above = si_value > low if self.low_open else si_value >= low
-        return above and si_value <= high and (floor is None or si_value >= floor)
-
-    def check(self, name: str, value, scale: float = 1.0, from_file: bool = False):
-        """`value` x `scale` (SI) if it is in range, else a one-line error naming `name` and the range (in the
-        units `value` is written in)."""
-        si = float(value) * scale if self.kind != "integer" and _is_number(value) else value
-        if not self.admits(si, from_file):
-            raise WorkbenchError(f"{name} must be {self.range_text(scale, from_file)}, got {value!r}")
-        return si
-
-
-def _is_number(value) -> bool:
-    """A real number (not a bool)."""
-    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_)
-
-
-def declared(spec: FieldSpec, default: Any = MISSING, **kw) -> Any:
-    """A dataclass field carrying its `FieldSpec` in metadata (the one declaration the rest derives from)."""
-    return field(default=default, metadata={"spec": spec}, **kw)
-
-
-def declared_fields(cls) -> tuple[tuple[Field, FieldSpec], ...]:
-    """(field, spec) of every declared field of a dataclass, in declaration order."""
-    return tuple((f, f.metadata["spec"]) for f in fields(cls) if "spec" in f.metadata)
-
-
-def check_declared(obj, prefix: str = "") -> None:
-    """Check every declared number of a dataclass instance against its range (None allowed when default)."""
-    for f, spec in declared_fields(type(obj)):
-        value = getattr(obj, f.name)
-        if spec.kind in ("number", "integer") and not (value is None and f.default is None):
-            spec.check(f"{prefix}{f.name}", value)
-
-
-def _number(help: str, unit: str, low: float, high: float, toml: TomlKey | None = None, preset: str | None = None,
-            **kw) -> FieldSpec:
-    """A numeric FieldSpec with at most one deployment-TOML key (the common case, one line per field)."""
-    return FieldSpec(help, unit, low, high, preset_key=preset, toml=() if toml is None else (toml,), **kw)
-
-
-def _rate(help: str, unit: str, file_high: float, file_floor: float | None, toml: TomlKey | None = None,
-          preset: str | None = None, **kw) -> FieldSpec:
-    """A positive rate or size: any finite value > 0, a file's also in [file_floor, file_high]."""
-    return _number(help, unit, 0.0, math.inf, toml, preset, low_open=True, file_high=file_high,
-                   file_floor=file_floor, **kw)
-
-
-def _fraction(help: str, key: str) -> FieldSpec:
-    """An achieved fraction in (0, 1], written under the same key in a preset and a deployment TOML."""
-    return _number(help, "1", 0.0, 1.0, TomlKey(key), key, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -182,9 +80,9 @@ class MemoryLevel:
         file_floor=1.0, preset_key="capacity", toml=(TomlKey("capacity_kib", KIB, "KiB"),
                                                      TomlKey("capacity_mib", MIB, "MiB"),
                                                      TomlKey("capacity_gib", GIB, "GiB"))))
-    bandwidth_bytes_per_s: float = declared(_rate("bandwidth to the compute side", "B/s", 1e14, 1e3,
+    bandwidth_bytes_per_s: float = declared(rate_field("bandwidth to the compute side", "B/s", 1e14, 1e3,
                                                   TomlKey("bandwidth_gb_per_s", 1e9, "GB/s"), "bandwidth"))
-    energy_pj_per_byte: float = declared(_number("energy per byte moved", "pJ/B", 0.0, math.inf, None, "energy"),
+    energy_pj_per_byte: float = declared(number_field("energy per byte moved", "pJ/B", 0.0, math.inf, None, "energy"),
                                          0.0)
 
     def __post_init__(self) -> None:
@@ -204,44 +102,44 @@ class DeviceSpec:
     """A device as the cost models see it. Memory levels are ordered innermost (fastest) first."""
 
     name: str = declared(FieldSpec("device name", kind="text", toml=(TomlKey("name"),)))
-    peak_flops: dict[str, float] = declared(_rate(
+    peak_flops: dict[str, float] = declared(rate_field(
         f"peak rate per dtype ({', '.join(DTYPES)}); a dtype not listed runs at the nearest wider one listed",
         "op/s", 1e16, 1e3, TomlKey("peak_gflops", 1e9, "GFLOP/s"), "peak_flops_", kind="per_dtype"))
-    efficiency_gemm: float = declared(_fraction("achieved fraction of peak on GEMMs (several tokens: prefill)",
+    efficiency_gemm: float = declared(fraction_field("achieved fraction of peak on GEMMs (several tokens: prefill)",
                                                 "efficiency_gemm"), 1.0)
-    efficiency_gemv: float = declared(_fraction("achieved fraction of peak on GEMVs (one token: decode)",
+    efficiency_gemv: float = declared(fraction_field("achieved fraction of peak on GEMVs (one token: decode)",
                                                 "efficiency_gemv"), 1.0)
-    small_kernel_flops: float = declared(_number(
+    small_kernel_flops: float = declared(number_field(
         "kernel size at which efficiency is halved (0: no small-kernel loss)", "FLOP", 0.0, math.inf,
         TomlKey("small_kernel_mflop", 1e6, "MFLOP"), "small_kernel_flops", file_high=1e12), 0.0)
-    gemm_half_rows: float = declared(_number(
+    gemm_half_rows: float = declared(number_field(
         "GEMM rows (tokens) at which a GEMM's efficiency is halved: x M / (M + this) (0: no row loss)", "rows", 0.0,
         math.inf, TomlKey("gemm_half_rows", 1.0, "rows"), "gemm_half_rows", file_high=1e5), 0.0)
     memory: tuple[MemoryLevel, ...] = declared(FieldSpec(
         "memory levels, innermost first: [[devices.memory]] tables", kind="levels", toml=(TomlKey("memory"),)), ())
-    power_w: float = declared(_number("active power while computing", "W", 0.0, math.inf,
+    power_w: float = declared(number_field("active power while computing", "W", 0.0, math.inf,
                                       TomlKey("power_w", 1.0, "W"), "power_w", file_high=1e4), 0.0)
-    idle_power_w: float = declared(_number("power while waiting", "W", 0.0, math.inf, None, "idle_power_w"), 0.0)
-    cores: int = declared(_number("cores the device computes on", "cores", 1, math.inf, None, "cores", kind="integer"),
+    idle_power_w: float = declared(number_field("power while waiting", "W", 0.0, math.inf, None, "idle_power_w"), 0.0)
+    cores: int = declared(number_field("cores the device computes on", "cores", 1, math.inf, None, "cores", kind="integer"),
                           1)
-    storage_read_bytes_per_s: float | None = declared(_rate(
+    storage_read_bytes_per_s: float | None = declared(rate_field(
         "read rate of local storage, to stream weights that do not fit (absent: cannot stream)", "B/s", 1e12, 1e3,
         TomlKey("storage_read_mb_per_s", 1e6, "MB/s"), "storage_read_bandwidth"), None)
-    kernel_launch_s: float = declared(_number(
+    kernel_launch_s: float = declared(number_field(
         "fixed time per kernel launched (launch, dispatch, set-up), whatever its size", "s", 0.0, math.inf,
         TomlKey("kernel_launch_us", 1e-6, "µs"), "kernel_launch", file_high=1.0), 0.0)
-    layer_overhead_s: float = declared(_number(
+    layer_overhead_s: float = declared(number_field(
         "fixed time per layer (framework time outside the kernels)", "s", 0.0, math.inf,
         TomlKey("layer_overhead_us", 1e-6, "µs"), "layer_overhead", file_high=10.0), 0.0)
-    step_overhead_s: float = declared(_number(
+    step_overhead_s: float = declared(number_field(
         "fixed host time per model step outside the kernels (input preparation, sampling, output processing)",
         "s", 0.0, math.inf, TomlKey("step_overhead_us", 1e-6, "µs"), "step_overhead", file_high=10.0), 0.0)
-    memory_efficiency: float = declared(_fraction(
+    memory_efficiency: float = declared(fraction_field(
         "achieved fraction of each memory level's bandwidth when streaming", "memory_efficiency"), 1.0)
-    small_kernel_bytes: float = declared(_number(
+    small_kernel_bytes: float = declared(number_field(
         "kernel bytes below which a kernel is not split across the cores: it streams at the core rate (0: off)", "B",
         0.0, math.inf, TomlKey("small_kernel_mib", MIB, "MiB"), "small_kernel_bytes", file_high=2.0**40), 0.0)
-    core_stream_bytes_per_s: float = declared(_number(
+    core_stream_bytes_per_s: float = declared(number_field(
         "streaming rate of a kernel below the small-kernel size (one core's; 0: off)", "B/s", 0.0, math.inf,
         TomlKey("core_stream_gb_per_s", 1e9, "GB/s"), "core_stream_bandwidth", file_high=1e14), 0.0)
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)

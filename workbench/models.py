@@ -10,13 +10,20 @@ counts the full S x S score matrix (no causal halving), as the papers' analytica
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.fields import FieldSpec, TomlKey, declared
 
 Family = Literal["bert", "gpt", "llama"]
 FAMILIES = ("bert", "gpt", "llama")
+
+
+def _dimension(help: str, key: str, file_high: int, unit: str = "") -> FieldSpec:
+    """A model dimension: an integer >= 1, at most `file_high` from a file (a [model] key)."""
+    return FieldSpec(help, unit, 1, math.inf, file_high=file_high, kind="integer", toml=(TomlKey(key, 1.0, unit),))
 
 
 @dataclass(frozen=True)
@@ -25,14 +32,15 @@ class TransformerConfig:
 
     name: str
     family: Family
-    n_layers: int
-    d_model: int
-    n_heads: int
-    d_ff: int
-    vocab_size: int
-    max_positions: int = 2048
-    n_kv_heads: int | None = None  # None -> n_heads (multi-head attention)
-    d_head: int | None = None  # None -> d_model // n_heads
+    n_layers: int = declared(_dimension("layers", "n_layers", 1000))
+    d_model: int = declared(_dimension("hidden size", "d_model", 1 << 17))
+    n_heads: int = declared(_dimension("attention heads", "n_heads", 4096))
+    d_ff: int = declared(_dimension("feed-forward size", "d_ff", 1 << 19))
+    vocab_size: int = declared(_dimension("vocabulary size", "vocab_size", 10_000_000))
+    max_positions: int = declared(_dimension("longest sequence", "max_positions", 1 << 21, "tokens"), 2048)
+    n_kv_heads: int | None = declared(  # None -> n_heads (multi-head attention)
+        _dimension("key/value heads (grouped-query attention)", "n_kv_heads", 4096), None)
+    d_head: int | None = declared(_dimension("head size", "d_head", 4096), None)  # None -> d_model // n_heads
     tie_embeddings: bool = True
     source: str = ""
     reported_params: float | None = None  # published parameter count, for tests

@@ -16,6 +16,7 @@ Every function is vectorised over numpy arrays (devices, bytes, bandwidth, laten
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -28,6 +29,7 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
+from workbench.fields import FieldSpec, TomlKey, declared, number_field, rate_field
 from workbench.units import mbps_to_bytes_per_s
 
 ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh", "gloo_ring",
@@ -44,11 +46,16 @@ class Link:
     software time each endpoint spends per message it sends or receives (s: syscalls, protocol, runtime
     dispatch; separate from the wire, and serialised at an endpoint that handles many messages)."""
 
-    bandwidth_bytes_per_s: float
-    latency_s: float = 0.0
+    bandwidth_bytes_per_s: float = declared(rate_field(
+        "bandwidth of every link", "B/s", mbps_to_bytes_per_s(1e7), mbps_to_bytes_per_s(1e-3),
+        TomlKey("bandwidth_mbps", mbps_to_bytes_per_s(1.0), "Mbit/s")))
+    latency_s: float = declared(number_field("latency per hop", "s", 0.0, math.inf, TomlKey("latency_ms", 1e-3, "ms"),
+                                             file_high=10.0), 0.0)
     energy_pj_per_byte: float = 0.0
     name: str = "link"
-    message_overhead_s: float = 0.0
+    message_overhead_s: float = declared(number_field(
+        "software time per message at each endpoint (a fixed cost)", "s", 0.0, math.inf,
+        TomlKey("message_overhead_us", 1e-6, "µs"), file_high=10.0), 0.0)
 
     def __post_init__(self) -> None:
         require_positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
@@ -68,11 +75,13 @@ class Link:
 class Topology:
     """How `n_devices` are physically wired: the hop count between two devices and the link class."""
 
-    kind: str
+    kind: str = declared(FieldSpec(f"one of {', '.join(TOPOLOGY_KINDS)}", kind="text", toml=(TomlKey("topology"),)))
     n_devices: int
     link: Link
     max_devices: int | None = None
-    group_size: int = 4  # for hierarchical collectives (the MCU paper's groups of four)
+    group_size: int = declared(FieldSpec(  # for hierarchical collectives (the MCU paper's groups of four)
+        "devices per group (gateway_tree)", "devices", 2, math.inf, file_high=1024, kind="integer",
+        toml=(TomlKey("group_size", 1.0, "devices"),)), 4)
 
     def __post_init__(self) -> None:
         require_choice("topology", self.kind, TOPOLOGY_KINDS)

@@ -19,31 +19,23 @@ Any table may carry a `[*.sources]` sub-table mapping its numeric keys to a cita
 Every error is one line naming the key (e.g. ``devices[1].memory[0].bandwidth_gb_per_s``) and the
 allowed range; a model that cannot fit anywhere is an `InfeasibleError`.
 
-Each key's unit, scale to SI, range and help is declared once, as a `FieldSpec`: the [[devices]] and
-[[devices.memory]] keys on their `DeviceSpec` / `MemoryLevel` field (`workbench.hardware`), the [network],
-[workload] and [model] numbers here (`NETWORK_FIELDS`, ...); the parser's accepted keys, its range checks
-and the README's key table (`config_keys_table`) derive from them.
+Each key's unit, scale to SI, range and help is declared once, as a `FieldSpec` (`workbench.fields`) on the
+dataclass field it sets: the [[devices]] and [[devices.memory]] keys on `DeviceSpec` / `MemoryLevel`, the
+[network] keys on `Link` / `Topology`, the [workload] keys and the [model] bits on `Workload`, the [model]
+dimensions on `TransformerConfig`; the parser's accepted keys, its range checks and the README's key table
+(`config_keys_table`) derive from them (`section_fields`).
 """
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import (
-    DTYPES,
-    DeviceSpec,
-    FieldSpec,
-    MemoryLevel,
-    TomlKey,
-    declared_fields,
-    device_from_table,
-    load_device,
-)
+from workbench.fields import FieldSpec, TomlKey, declared_fields
+from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, device_from_table, load_device
 from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
@@ -65,39 +57,53 @@ ENTRY_FIELDS = {
 }
 
 
-def _key(name: str, help: str, unit: str = "", low: float = 0.0, high: float = math.inf,
-         **kw) -> tuple[str, FieldSpec]:
-    """A section key declared in the units it is written in (its own dataclass, a Link / Workload /
-    TransformerConfig in another layer, converts it); the range is a generous physical one catching unit slips."""
-    return name, FieldSpec(help, unit, low, high, toml=(TomlKey(name, 1.0, unit),), **kw)
+@dataclass(frozen=True)
+class TomlField:
+    """One deployment-TOML key of a declared field: the field's `FieldSpec` and the key (name, scale to SI,
+    unit); its range and checks are in the key's own units, what a file writes."""
+
+    spec: FieldSpec
+    key: TomlKey
+
+    @property
+    def kind(self) -> str:
+        """number | integer | text (the spec's)."""
+        return self.spec.kind
+
+    @property
+    def help(self) -> str:
+        """What the key means (the spec's)."""
+        return self.spec.help
+
+    @property
+    def high(self) -> float:
+        """The largest value a file may give, in the key's units."""
+        return self.spec.bounds(from_file=True)[1] / (1.0 if self.kind == "integer" else self.key.scale)
+
+    def range_text(self, from_file: bool = True) -> str:
+        """The allowed range in one phrase, in the key's units."""
+        return self.spec.range_text(self.key.scale, from_file)
+
+    def check(self, name: str, value):
+        """`value` (in the key's units) in SI if a file may give it, else a one-line error naming `name`."""
+        return self.spec.check(name, value, self.key.scale, from_file=True)
 
 
-NETWORK_FIELDS = dict([
-    _key("topology", f"one of {', '.join(TOPOLOGY_KINDS)}", kind="text"),
-    _key("bandwidth_mbps", "bandwidth of every link", "Mbit/s", 0.0, 1e7, low_open=True, file_floor=1e-3),
-    _key("latency_ms", "latency per hop", "ms", 0.0, 1e4),
-    _key("group_size", "devices per group (gateway_tree)", "devices", 2, 1024, kind="integer"),
-    _key("message_overhead_us", "software time per message at each endpoint (a fixed cost)", "µs", 0.0, 1e7),
-])
-WORKLOAD_FIELDS = dict([
-    _key("seq_len", "prompt length (and at most the model's max_positions)", "tokens", 1, 1 << 20, kind="integer"),
-    _key("kv_len", "tokens attended per decode step (default: seq_len)", "tokens", 1, 1 << 20, kind="integer"),
-])
-MODEL_FIELDS = dict([
-    _key("weight_bits", "bits per weight (or weight_format)", "bit", 1.0, 32.0),
-    _key("activation_bits", "bits per activation, in memory and on the wire (or activation_format)", "bit", 1.0, 32.0),
-    _key("kv_bits", "bits per KV-cache element (or kv_format; default: the activations')", "bit", 1.0, 32.0),
-    _key("n_layers", "layers", "", 1, 1000, kind="integer"),
-    _key("d_model", "hidden size", "", 1, 1 << 17, kind="integer"),
-    _key("n_heads", "attention heads", "", 1, 4096, kind="integer"),
-    _key("n_kv_heads", "key/value heads (grouped-query attention)", "", 1, 4096, kind="integer"),
-    _key("d_head", "head size", "", 1, 4096, kind="integer"),
-    _key("d_ff", "feed-forward size", "", 1, 1 << 19, kind="integer"),
-    _key("vocab_size", "vocabulary size", "", 1, 10_000_000, kind="integer"),
-    _key("max_positions", "longest sequence", "tokens", 1, 1 << 21, kind="integer"),
-])
+def section_fields(*classes, only: tuple[str, ...] | None = None) -> dict[str, TomlField]:
+    """TOML key -> `TomlField` of the declared fields of `classes` (those named in `only`, in that order, when
+    given): a section's keys, declared once on the dataclasses that hold them."""
+    found = {tk.key: TomlField(spec, tk) for cls in classes for _, spec in declared_fields(cls) for tk in spec.toml}
+    return found if only is None else {key: found[key] for key in only}
+
+
+NETWORK_FIELDS = section_fields(Topology, Link, only=("topology", "bandwidth_mbps", "latency_ms", "group_size",
+                                                      "message_overhead_us"))
+WORKLOAD_FIELDS = section_fields(Workload, only=("seq_len", "kv_len"))
+MODEL_FIELDS = {**section_fields(Workload, only=("weight_bits", "activation_bits", "kv_bits")),
+                **section_fields(TransformerConfig)}
 # Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
-KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS, "count": ENTRY_FIELDS["count"]}
+KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
+              "count": TomlField(ENTRY_FIELDS["count"], ENTRY_FIELDS["count"].toml[0])}
 
 MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
               "max_positions", "tie_embeddings")
@@ -151,13 +157,13 @@ class UserConfig:
 
 # ---- one-line checks naming the key ------------------------------------------------------------
 def _number(where: str, key: str, value, field_key: str | None = None) -> float:
-    """A finite real in KEY_FIELDS[field_key]'s range, else a one-line error naming `key` and the range."""
-    return KEY_FIELDS[field_key or key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value, from_file=True)
+    """A finite real in KEY_FIELDS[field_key]'s range, in SI, else a one-line error naming `key` and the range."""
+    return KEY_FIELDS[field_key or key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value)
 
 
 def _integer(where: str, key: str, value) -> int:
     """An int in its KEY_FIELDS range, else a one-line error naming `key` and the range."""
-    return KEY_FIELDS[key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value, from_file=True)
+    return KEY_FIELDS[key.rsplit(".", 1)[-1]].check(f"{where}: {key}", value)
 
 
 def _text(where: str, key: str, value) -> str:
@@ -373,8 +379,8 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)
     rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
-    rows += _key_rows("[network]", NETWORK_FIELDS.values())
-    rows += _key_rows("[workload]", WORKLOAD_FIELDS.values())
+    rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
+    rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")
@@ -387,11 +393,11 @@ def parse_network(where: str, table: dict, n_devices: int) -> Topology:
     kind = table["topology"]
     if not isinstance(kind, str) or kind not in TOPOLOGY_KINDS:
         raise WorkbenchError(f"{where}: network.topology must be one of {', '.join(TOPOLOGY_KINDS)}, got {kind!r}")
-    bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"])
+    bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"])  # each in SI
     latency = _number(where, "network.latency_ms", table.get("latency_ms", 0.0))
     group = _integer(where, "network.group_size", table.get("group_size", 4))
-    overhead = _number(where, "network.message_overhead_us", table.get("message_overhead_us", 0.0)) * 1e-6
-    link = Link.from_mbps(bandwidth, latency, name=f"{bandwidth:g} Mbps", message_overhead_s=overhead)
+    overhead = _number(where, "network.message_overhead_us", table.get("message_overhead_us", 0.0))
+    link = Link(bandwidth, latency, name=f"{table['bandwidth_mbps']:g} Mbps", message_overhead_s=overhead)
     return Topology(kind, n_devices, link, group_size=group)
 
 

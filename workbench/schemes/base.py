@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Topology
@@ -13,19 +15,32 @@ from workbench.network import Topology
 PHASES = ("prefill", "decode")
 
 
+def _tokens(help: str, key: str) -> FieldSpec:
+    """A token count: an integer >= 1 in code, at most 2^20 from a file."""
+    return FieldSpec(help, "tokens", 1, math.inf, file_high=1 << 20, kind="integer", toml=(TomlKey(key, 1.0, "tokens"),))
+
+
+def _bits(help: str, key: str) -> FieldSpec:
+    """Bits per element: > 0 in code, in [1, 32] from a file (a [model] key)."""
+    return FieldSpec(help, "bit", 0.0, math.inf, low_open=True, file_high=32.0, file_floor=1.0,
+                     toml=(TomlKey(key, 1.0, "bit"),))
+
+
 @dataclass(frozen=True)
 class Workload:
     """What to run: prefill of `seq_len` tokens (time to first token) or one decode step at `kv_len`."""
 
     phase: str = "prefill"
-    seq_len: int = 128
-    kv_len: int = 128  # decode: tokens attended (cache + 1)
-    weight_bits: float = 16
-    activation_bits: float = 16  # activations in memory and on the wire (q8_0: 8.5 bits)
+    seq_len: int = declared(_tokens("prompt length (and at most the model's max_positions)", "seq_len"), 128)
+    kv_len: int = declared(_tokens("tokens attended per decode step (default: seq_len)", "kv_len"), 128)  # cache + 1
+    weight_bits: float = declared(_bits("bits per weight (or weight_format)", "weight_bits"), 16)
+    activation_bits: float = declared(_bits(  # activations in memory and on the wire (q8_0: 8.5 bits)
+        "bits per activation, in memory and on the wire (or activation_format)", "activation_bits"), 16)
     # cost a decoder's output head (the next token's logits): a generation step, what the arena compares.
     # False = the backbone only, as Galaxy times its classifiers and the MCU and STI papers their blocks.
     output_head: bool = True
-    kv_bits: float | None = None  # the KV cache's width (None: the activations'; llama.cpp keeps f16 by default)
+    kv_bits: float | None = declared(_bits(  # the KV cache's width (None: the activations'; llama.cpp keeps f16)
+        "bits per KV-cache element (or kv_format; default: the activations')", "kv_bits"), None)
 
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
