@@ -87,15 +87,14 @@ def test_the_plain_command_writes_its_documented_default_folder(figures):
 
 
 def _na_notes(devices: int) -> dict[str, str]:
+    from dataclasses import replace
+
     from workbench.arena import arena_for_config
+    from workbench.network import Topology
+    from workbench.schemes import Cluster
     from workbench.userconfig import load_config
 
     config = load_config(SBC)
-    from dataclasses import replace
-
-    from workbench.schemes import Cluster
-    from workbench.network import Topology
-
     cluster = Cluster(config.cluster.devices[:1] * devices,
                       Topology(config.cluster.topology.kind, devices, config.cluster.topology.link))
     table = arena_for_config(replace(config, cluster=cluster)).table()

@@ -8,7 +8,8 @@ this row (``<file stem>.<key>``, comma-separated; a bare key is that paper's; em
 says what kind of number it is (`ROW_CLASSES`), so structure is never counted as timing:
 
 * timing: latencies, TTFT, token latency, runtimes, load times, shares of time;
-* speedup: ratios of times ('x'), scaling efficiencies; also scored on the gain (speedup - 1);
+* speedup: ratios of times ('x'); also scored on the gain (speedup - 1);
+* efficiency: scaling efficiencies (a fraction of linear scaling: no gain, so no gain error);
 * memory: bytes, footprints, peak memory, storage;
 * energy: energy per inference;
 * structural: OOM / fits cells, counts, hop counts, FLOPs ratios, design rules.
@@ -29,7 +30,7 @@ from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic
 from workbench.results import KEY_COLUMNS, RESULT_COLUMNS, read_parameters
 
 REPORTED_COLUMNS = RESULT_COLUMNS + ["source", "fitted", "tolerance", "class"]
-ROW_CLASSES = ("timing", "speedup", "memory", "energy", "structural")
+ROW_CLASSES = ("timing", "speedup", "efficiency", "memory", "energy", "structural")
 
 
 def _tolerance(raw: str) -> float:
@@ -254,9 +255,9 @@ def write_report(figures_dir: Path, data_dir: Path = DATA_DIR, failures: dict[st
              "were not. A row with no modelled value is shown empty, not dropped.", "",
              "Each row has a class, summarised separately so that structure is not counted as timing: "
              "`timing` (latencies, TTFT, token latency, runtimes, load times, shares of time), `speedup` "
-             "(ratios of times, scaling efficiencies), `memory` (bytes, footprints, peak memory), `energy`, "
+             "(ratios of times), `efficiency` (scaling efficiencies, fractions of linear scaling), `memory` (bytes, footprints, peak memory), `energy`, "
              "`structural` (OOM / fits cells, counts, hop counts, FLOPs ratios, design rules; tolerance 0 is an "
-             "exact match). Speedup rows are also scored on the gain: `gain_error` = "
+             "exact match). Speedup rows (only they) are also scored on the gain: `gain_error` = "
              "(modelled - 1) / (reported - 1) - 1. Medians are over the modelled validation rows.", ""]
     if failures:
         parts += ["## Notebooks that failed", ""] + [f"- **{k}**: {v}" for k, v in failures.items()] + [""]
