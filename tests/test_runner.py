@@ -120,11 +120,12 @@ def test_failing_notebook_leaves_its_old_folder_untouched(tmp_path):
     ensure_kernel()
     figures = tmp_path / "figures"
     old = _old_folder(figures, "fake")
-    run = run_notebook("fake", {}, figures, notebooks_dir=_fake_notebooks(tmp_path), build_dir=tmp_path / "b",
-                       progress=False)
+    run = run_notebook("fake", {}, figures, notebooks_dir=_fake_notebooks(tmp_path), progress=False)
     assert run.error is not None and "fake failure" in run.error
-    assert _contents(figures / "fake") == old
-    assert _leftovers(figures) == [] and sorted(p.name for p in figures.iterdir()) == ["fake"]
+    assert _contents(figures / "fake") == old  # no executed notebook of the failed run inside it
+    assert _leftovers(figures) == [] and sorted(p.name for p in figures.iterdir()) == ["fake", "fake.failed.ipynb"]
+    assert str(figures / "fake.failed.ipynb") in run.error
+    assert "fake failure" in (figures / "fake.failed.ipynb").read_text()
 
 
 @pytest.mark.slow
@@ -135,11 +136,12 @@ def test_successful_notebook_replaces_its_folder_and_records_its_parameters(tmp_
     old_mask = os.umask(0o022)
     try:
         run = run_notebook("fake", {"fail": False, "quick": False}, figures, notebooks_dir=_fake_notebooks(tmp_path),
-                           build_dir=tmp_path / "b", progress=False)
+                           progress=False)
     finally:
         os.umask(old_mask)
     assert run.error is None
-    assert sorted(_contents(figures / "fake")) == ["new.csv", PARAMETERS_FILE, "results.csv"]  # old chart gone
+    # old chart gone; the executed notebook beside the outputs it made
+    assert sorted(_contents(figures / "fake")) == ["fake.ipynb", "new.csv", PARAMETERS_FILE, "results.csv"]
     assert read_parameters(figures / "fake") == {"fail": False}  # quick=False is the default
     assert stat.S_IMODE((figures / "fake").stat().st_mode) == 0o755
     assert _leftovers(figures) == []
@@ -235,3 +237,64 @@ def test_cli_bad_figures_dir_is_one_line(tmp_path):
                            "-p", f"figures_dir={file}"], capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"error: figures_dir='{file}' is a file; it must be a folder (new or existing)"
+
+
+# ---- executed notebooks follow their outputs; the report covers what ran ------------------------------------
+@pytest.mark.slow
+def test_executed_notebooks_follow_figures_dir_and_a_failure_leaves_them_agreeing(tmp_path):
+    ensure_kernel()
+    nbdir, default, other = _fake_notebooks(tmp_path), tmp_path / "figures", tmp_path / "other"
+    assert run_notebook("fake", {"fail": False}, default, notebooks_dir=nbdir, progress=False).error is None
+    first = (default / "fake" / "fake.ipynb").read_text()
+    assert "fail = False" in first
+    # a parameter run elsewhere leaves the default run's executed notebook alone
+    assert run_notebook("fake", {"fail": False, "quick": True}, other, notebooks_dir=nbdir,
+                        progress=False).error is None
+    assert (default / "fake" / "fake.ipynb").read_text() == first
+    assert "quick = True" in (other / "fake" / "fake.ipynb").read_text()
+    # a failure in the default folder: outputs and their executed notebook are still the first run's
+    assert run_notebook("fake", {}, default, notebooks_dir=nbdir, progress=False).error is not None
+    assert (default / "fake" / "fake.ipynb").read_text() == first
+    assert (default / "fake.failed.ipynb").exists()
+    # the next success removes the failed copy
+    assert run_notebook("fake", {"fail": False}, default, notebooks_dir=nbdir, progress=False).error is None
+    assert not (default / "fake.failed.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_build_dir_takes_the_executed_notebooks_only_when_they_match_the_outputs(tmp_path):
+    ensure_kernel()
+    nbdir, figures, build = _fake_notebooks(tmp_path), tmp_path / "figures", tmp_path / "build"
+    assert run_notebook("fake", {"fail": False}, figures, notebooks_dir=nbdir, build_dir=build,
+                        progress=False).error is None
+    assert "fake.ipynb" not in _contents(figures / "fake")
+    first = (build / "fake.ipynb").read_text()
+    run = run_notebook("fake", {}, figures, notebooks_dir=nbdir, build_dir=build, progress=False)
+    assert run.error is not None and str(build / "fake.failed.ipynb") in run.error
+    assert (build / "fake.ipynb").read_text() == first and not (figures / "fake.failed.ipynb").exists()
+
+
+def _results(folder: Path, paper: str, rows: list[tuple]) -> None:
+    folder.mkdir(parents=True)
+    lines = ["paper,artifact,model,setting,quantity,value,unit"] + [",".join(map(str, (paper, *r))) for r in rows]
+    (folder / "results.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_a_partial_report_covers_only_the_notebooks_that_ran(tmp_path):
+    from workbench.fidelity import load_reported
+
+    reported = load_reported()
+    galaxy = reported[reported.paper == "galaxy"].iloc[0]
+    key = (galaxy.artifact, galaxy.model, f'"{galaxy.setting}"', galaxy.quantity, galaxy.value, galaxy.unit)
+    _results(tmp_path / "galaxy", "galaxy", [key])
+    sti = reported[reported.paper == "sti"].iloc[0]
+    _results(tmp_path / "sti", "sti", [(sti.artifact, sti.model, f'"{sti.setting}"', sti.quantity, sti.value,
+                                         sti.unit)])  # a stale folder of an earlier run
+    board = write_report(tmp_path, notebooks=["galaxy"])
+    assert set(board.paper) == {"galaxy"} and len(board) == (reported.paper == "galaxy").sum()
+    assert board.modelled.notna().sum() == 1
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "| sti |" not in report and "**sti**" not in report and "| hepti |" not in report
+    assert "covers the notebooks galaxy only" in report
+    full = write_report(tmp_path)
+    assert set(full.paper) == set(reported.paper) and full.modelled.notna().sum() == 2

@@ -12,7 +12,8 @@ from workbench.errors import WorkbenchError
 def _reproduce(args: argparse.Namespace) -> int:
     from workbench.runner import parse_parameters, reproduce
 
-    runs = reproduce(only=args.only, params=parse_parameters(args.param), progress=not args.no_progress)
+    runs = reproduce(only=args.only, params=parse_parameters(args.param), progress=not args.no_progress,
+                     build_dir=args.build_dir)
     return 1 if any(r.error for r in runs) else 0
 
 
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
                      help="notebook parameter (Python literal or string); repeatable")
     rep.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
+    rep.add_argument("--build-dir", default=None, metavar="DIR",
+                     help="put the executed notebooks in DIR (default: beside their outputs, "
+                          "<figures_dir>/<notebook>/<notebook>.ipynb)")
     rep.set_defaults(func=_reproduce)
     for name, (module, help_text) in PLUGINS.items():
         p = sub.add_parser(name, help=help_text, add_help=False)

@@ -315,12 +315,17 @@ def render_png(svg: str) -> bytes:
     return vl_convert.svg_to_png(svg, scale=2)
 
 
+def write_tables(arena: Arena, out_dir: Path) -> list[Path]:
+    """arena.csv, memory.csv and breakdown.csv (the charts' data; `whatif --no-charts --out` writes only these)."""
+    return [write_csv_atomic(out_dir / "arena.csv", arena.table()),
+            write_csv_atomic(out_dir / "memory.csv", arena.memory()),
+            write_csv_atomic(out_dir / "breakdown.csv", breakdown_frame(arena))]
+
+
 def write_figures(arena: Arena, out_dir: Path, png: bool = True) -> list[Path]:
     """arena.csv, memory.csv and the three charts (<name>.svg, .png with `png`, and the breakdown's .csv)."""
     specs = {"breakdown": breakdown_spec(arena), "ranking": ranking_spec(arena), "memory": memory_spec(arena)}
-    paths = [write_csv_atomic(out_dir / "arena.csv", arena.table()),
-             write_csv_atomic(out_dir / "memory.csv", arena.memory()),
-             write_csv_atomic(out_dir / "breakdown.csv", breakdown_frame(arena))]
+    paths = write_tables(arena, out_dir)
     for name, spec in specs.items():
         svg = render_svg(spec)
         paths.append(write_text_atomic(out_dir / f"{name}.svg", svg))

@@ -8,7 +8,8 @@ this row (``<file stem>.<key>``, comma-separated; a bare key is that paper's; em
 says what kind of number it is (`ROW_CLASSES`), so structure is never counted as timing:
 
 * timing: latencies, TTFT, token latency, runtimes, load times, shares of time;
-* speedup: ratios of times ('x'), scaling efficiencies; also scored on the gain (speedup - 1);
+* speedup: ratios of times ('x'); also scored on the gain (speedup - 1);
+* efficiency: scaling efficiencies (a fraction of linear scaling: no gain, so no gain error);
 * memory: bytes, footprints, peak memory, storage;
 * energy: energy per inference;
 * structural: OOM / fits cells, counts, hop counts, FLOPs ratios, design rules.
@@ -29,7 +30,7 @@ from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic
 from workbench.results import KEY_COLUMNS, RESULT_COLUMNS, read_parameters
 
 REPORTED_COLUMNS = RESULT_COLUMNS + ["source", "fitted", "tolerance", "class"]
-ROW_CLASSES = ("timing", "speedup", "memory", "energy", "structural")
+ROW_CLASSES = ("timing", "speedup", "efficiency", "memory", "energy", "structural")
 
 
 def _tolerance(raw: str) -> float:
@@ -86,10 +87,11 @@ def reported_value(frame: pd.DataFrame, paper: str, artifact: str, model: str, s
     return float(hit["value"].iloc[0])
 
 
-def load_modelled(figures_dir: Path) -> pd.DataFrame:
-    """All notebooks' results.csv files under `figures_dir`, concatenated."""
+def load_modelled(figures_dir: Path, notebooks: list[str] | None = None) -> pd.DataFrame:
+    """The results.csv files of `notebooks` (default: every notebook folder) under `figures_dir`, concatenated."""
     frames = [pd.read_csv(f, dtype={"setting": str, "model": str}, keep_default_na=False)
-              for f in sorted(Path(figures_dir).glob("*/results.csv"))]
+              for f in sorted(Path(figures_dir).glob("*/results.csv"))
+              if notebooks is None or f.parent.name in notebooks]
     if not frames:
         return pd.DataFrame(columns=RESULT_COLUMNS)
     out = pd.concat(frames, ignore_index=True)
@@ -230,9 +232,21 @@ def calibration_mismatches(reported: pd.DataFrame, constants: dict[str, Constant
     return problems
 
 
-def run_parameters(figures_dir: Path) -> dict[str, dict | None]:
-    """Per notebook folder with a results.csv: the non-default parameters its run recorded (None: not recorded)."""
-    return {f.parent.name: read_parameters(f.parent) for f in sorted(Path(figures_dir).glob("*/results.csv"))}
+def run_parameters(figures_dir: Path, notebooks: list[str] | None = None) -> dict[str, dict | None]:
+    """Per notebook folder with a results.csv (of `notebooks`, default all): the non-default parameters its run
+    recorded (None: not recorded)."""
+    return {f.parent.name: read_parameters(f.parent) for f in sorted(Path(figures_dir).glob("*/results.csv"))
+            if notebooks is None or f.parent.name in notebooks}
+
+
+def covered_rows(reported: pd.DataFrame, modelled: pd.DataFrame, notebooks: list[str] | None) -> pd.DataFrame:
+    """The reported rows a run covers: all (`notebooks` None), else those of the papers whose notebooks ran
+    or that those notebooks modelled, so a partial run shows no 'modelled 0' rows for papers that did not run."""
+    if notebooks is None:
+        return reported
+    matched = modelled[KEY_COLUMNS].merge(reported[KEY_COLUMNS], on=KEY_COLUMNS)
+    papers = set(notebooks) | set(matched["paper"])
+    return reported[reported["paper"].isin(papers)].reset_index(drop=True)
 
 
 def parameters_line(notebook: str, params: dict | None) -> str:
@@ -244,23 +258,28 @@ def parameters_line(notebook: str, params: dict | None) -> str:
     return f"- **{notebook}**: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(params.items()))
 
 
-def write_report(figures_dir: Path, data_dir: Path = DATA_DIR, failures: dict[str, str] | None = None) -> pd.DataFrame:
-    """Join reported numbers with the results under `figures_dir` into its fidelity.csv and REPORT.md."""
-    board = scoreboard(load_reported(data_dir), load_modelled(figures_dir))
+def write_report(figures_dir: Path, data_dir: Path = DATA_DIR, failures: dict[str, str] | None = None,
+                 notebooks: list[str] | None = None) -> pd.DataFrame:
+    """Join reported numbers with the results under `figures_dir` into its fidelity.csv and REPORT.md; with
+    `notebooks` (the ones a run ran), only their results and the papers they cover."""
+    modelled = load_modelled(figures_dir, notebooks)
+    board = scoreboard(covered_rows(load_reported(data_dir), modelled, notebooks), modelled)
     write_csv_atomic(Path(figures_dir) / "fidelity.csv", board)
-    parts = ["# Fidelity report", "",
+    ran = "" if notebooks is None else f"This run covers the notebooks {', '.join(notebooks)} only. "
+    parts = ["# Fidelity report", "", ran +
              "Every number the papers report that the workbench reproduces, beside the modelled value. "
              "`calibration` rows were used to fit a model constant (named in `fitted`); `validation` rows "
              "were not. A row with no modelled value is shown empty, not dropped.", "",
              "Each row has a class, summarised separately so that structure is not counted as timing: "
              "`timing` (latencies, TTFT, token latency, runtimes, load times, shares of time), `speedup` "
-             "(ratios of times, scaling efficiencies), `memory` (bytes, footprints, peak memory), `energy`, "
+             "(ratios of times), `efficiency` (scaling efficiencies, fractions of linear scaling), `memory` (bytes, "
+             "footprints, peak memory), `energy`, "
              "`structural` (OOM / fits cells, counts, hop counts, FLOPs ratios, design rules; tolerance 0 is an "
-             "exact match). Speedup rows are also scored on the gain: `gain_error` = "
+             "exact match). Speedup rows (only they) are also scored on the gain: `gain_error` = "
              "(modelled - 1) / (reported - 1) - 1. Medians are over the modelled validation rows.", ""]
     if failures:
         parts += ["## Notebooks that failed", ""] + [f"- **{k}**: {v}" for k, v in failures.items()] + [""]
-    runs = run_parameters(figures_dir)
+    runs = run_parameters(figures_dir, notebooks)
     if runs:
         parts += ["## Parameters per notebook", "",
                   "The parameters each notebook's results were made with where they differ from the notebook's "

@@ -1,12 +1,18 @@
 """`python -m workbench reproduce`: execute the notebooks with papermill and build the fidelity report.
 
 Each notebook runs on the registered `workbench` kernel with `figures_dir` and `interactive=False`
-injected; executed copies go to build/notebooks/ (git-ignored). A failing notebook is reported by
-name with its failing cell, the others still run, and the exit code is non-zero.
+injected. A failing notebook is reported by name with its failing cell, the others still run, and the
+exit code is non-zero.
 
 A notebook writes into a temporary sibling folder (``figures/.staging-<name>-*/<name>/``); only when it
 succeeds does that folder replace ``figures/<name>/`` (two renames, with Ctrl-C held off between them).
 On a failure or an interrupt the old folder stays as it was and the temporary one is removed.
+
+The executed notebook travels with the outputs it made: ``<figures_dir>/<name>/<name>.ipynb``, swapped in
+with them (or ``<build_dir>/<name>.ipynb`` with `build_dir`, written at the same moment), so a run with other
+parameters or another `figures_dir` never overwrites the executed notebook of another run's outputs. A failed
+run keeps its executed notebook as ``<name>.failed.ipynb`` beside the untouched folder (removed by the next
+success), never in place of the one that matches the outputs.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
-from workbench.io import BUILD_DIR, FIGURES_DIR, NOTEBOOKS_DIR, writable_folder
+from workbench.io import FIGURES_DIR, NOTEBOOKS_DIR, writable_folder, write_atomic
 from workbench.results import resolve_figures_dir, write_parameters
 
 KERNEL_NAME = "workbench"
@@ -166,14 +172,13 @@ def ensure_kernel() -> None:
         install(kernel_name=KERNEL_NAME, display_name="Workbench (Python 3)", prefix=sys.prefix)
 
 
-def execute(name: str, params: dict, figures_dir: Path, notebooks_dir: Path, build_dir: Path,
+def execute(name: str, params: dict, figures_dir: Path, notebooks_dir: Path, out: Path,
             progress: bool) -> NotebookRun:
-    """Execute one notebook with papermill, its outputs under `figures_dir`; never raises for a failing notebook."""
+    """Execute one notebook with papermill into `out`, its outputs under `figures_dir`; never raises for a
+    failing notebook (the error names `out`'s file name, which the caller places)."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    out = build_dir / "notebooks" / f"{name}.ipynb"
-    out.parent.mkdir(parents=True, exist_ok=True)
     injected = {"interactive": False, **params, "figures_dir": str(figures_dir)}
     start = time.perf_counter()
     try:
@@ -182,34 +187,61 @@ def execute(name: str, params: dict, figures_dir: Path, notebooks_dir: Path, bui
                                    log_output=False)
     except PapermillExecutionError as exc:
         line = (exc.evalue or "").strip().splitlines()[-1:] or [""]
-        return NotebookRun(name, time.perf_counter() - start,
-                           f"cell {exc.exec_count}: {exc.ename}: {line[0]} (see {out})")
+        return NotebookRun(name, time.perf_counter() - start, f"cell {exc.exec_count}: {exc.ename}: {line[0]}")
     except Exception as exc:  # kernel died, bad notebook file, ...
         return NotebookRun(name, time.perf_counter() - start, f"{type(exc).__name__}: {exc}")
     return NotebookRun(name, time.perf_counter() - start)
 
 
+def executed_paths(name: str, target: Path, build_dir: Path | None) -> tuple[Path, Path]:
+    """Where a run's executed notebook goes: (after a success, after a failure)."""
+    if build_dir is None:
+        return target / name / f"{name}.ipynb", target / f"{name}.failed.ipynb"
+    return build_dir / f"{name}.ipynb", build_dir / f"{name}.failed.ipynb"
+
+
+def copy_atomic(source: Path, target: Path) -> None:
+    """Copy a file so that `target` is either its old self or the whole copy (`workbench.io.write_atomic`)."""
+    write_atomic(target, lambda p: shutil.copyfile(source, p))
+
+
 def run_notebook(name: str, params: dict, figures_dir: Path | str | None, notebooks_dir: Path = NOTEBOOKS_DIR,
-                 build_dir: Path = BUILD_DIR, progress: bool = True) -> NotebookRun:
-    """Run one notebook into a temporary folder that replaces figures_dir/<name>/ only if it succeeds."""
+                 build_dir: Path | None = None, progress: bool = True) -> NotebookRun:
+    """Run one notebook into a temporary folder that replaces figures_dir/<name>/ (its executed notebook
+    inside, or in `build_dir`) only if it succeeds; a failure keeps the executed notebook as <name>.failed.ipynb."""
     params = dict(params)
     target = figures_target(params.pop("figures_dir", figures_dir))
+    if build_dir is not None:
+        build_dir = writable_folder(Path(build_dir), f"--build-dir {str(build_dir)!r}")
+    ok_path, failed_path = executed_paths(name, target, build_dir)
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{name}-", dir=target))
+    executed = staging / f"{name}.ipynb"
     try:
-        run = execute(name, params, staging, notebooks_dir, build_dir, progress)
-        if run.error is None:
-            defaults = notebook_defaults(notebooks_dir / f"{name}.ipynb")
-            write_parameters(staging / name, non_default_parameters(params, defaults))
-            with sigint_held():
-                swap_in(staging / name, target / name, staging)
+        run = execute(name, params, staging, notebooks_dir, executed, progress)
+        if run.error is not None:
+            if not executed.exists():
+                return run
+            copy_atomic(executed, failed_path)
+            return NotebookRun(run.name, run.seconds, f"{run.error} (see {failed_path})")
+        defaults = notebook_defaults(notebooks_dir / f"{name}.ipynb")
+        write_parameters(staging / name, non_default_parameters(params, defaults))
+        if build_dir is None:
+            os.replace(executed, staging / name / executed.name)
+        with sigint_held():
+            swap_in(staging / name, target / name, staging)
+            if build_dir is not None:
+                copy_atomic(executed, ok_path)
+            failed_path.unlink(missing_ok=True)
         return run
     finally:
         remove_tree(staging)
 
 
 def reproduce(only: list[str] | None = None, params: dict | None = None, figures_dir: Path = FIGURES_DIR,
-              notebooks_dir: Path = NOTEBOOKS_DIR, build_dir: Path = BUILD_DIR, progress: bool = True) -> list[NotebookRun]:
-    """Run the selected notebooks into figures_dir (or `params`' figures_dir), then write its fidelity.csv and REPORT.md."""
+              notebooks_dir: Path = NOTEBOOKS_DIR, build_dir: Path | None = None,
+              progress: bool = True) -> list[NotebookRun]:
+    """Run the selected notebooks into figures_dir (or `params`' figures_dir), then write its fidelity.csv and
+    REPORT.md about the notebooks that ran (executed notebooks beside their outputs, or in `build_dir`)."""
     from workbench.fidelity import write_report
 
     params = dict(params or {})
@@ -230,7 +262,7 @@ def reproduce(only: list[str] | None = None, params: dict | None = None, figures
         print(f"    {name}: {status} ({run.seconds:.1f} s)", flush=True)
         runs.append(run)
     failures = {r.name: r.error for r in runs if r.error}
-    write_report(target, failures=failures)
+    write_report(target, failures=failures, notebooks=names if only else None)  # a partial run: its own
     print(f"wrote {target / 'fidelity.csv'} and {target / 'REPORT.md'}")
     if failures:
         print("failed notebooks: " + ", ".join(failures), file=sys.stderr)

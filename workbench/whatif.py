@@ -1,9 +1,12 @@
 """`python -m workbench whatif FILE.toml`: the arena on your own devices, network and model.
 
-Prints the arena table and writes arena.csv, memory.csv, breakdown.csv and the breakdown / ranking /
-memory charts as SVG (plus PNG with `--png`) to figures/whatif/<file stem>/. Kept light on purpose so
-the command answers in under 2 s on a 2-core machine (benchmarks/bench_arena.py): no altair import
-(the charts are plain Vega-Lite specs), and PNG rasterising (~0.3 s for three charts) only on request.
+Prints the arena table (TTFT, time per token, tokens/s, memory, the decode breakdown or the full n/a reason) and
+the best scheme per phase, and writes arena.csv, memory.csv, breakdown.csv and the breakdown / ranking / memory
+charts as SVG (plus PNG with `--png`) to --out or figures/whatif/<file stem>/; with --no-charts nothing is
+written unless --out is given. Several values of --devices / --set sweep them (sweep.csv and the best scheme per
+point). Kept light on purpose so the command answers in under 2 s on a 2-core machine (benchmarks/bench_arena.py):
+no altair import (the charts are plain Vega-Lite specs), and PNG rasterising (~0.3 s for three charts) only on
+request.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import copy
 import itertools
 import math
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +23,7 @@ import pandas as pd
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR, writable_folder
-from workbench.userconfig import check_key, parse_values, read_document, set_key
+from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
 SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
          "comm_bytes_s": "bytes", "io_stall_s": "IO", "other_s": "other"}
@@ -37,20 +39,20 @@ def breakdown_text(row) -> str:
 
 
 def format_table(arena: Arena) -> str:
-    """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked), with the
-    decode step's breakdown per scheme and the reason for every n/a."""
+    """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked, tokens/s of the
+    decode step), with the decode step's breakdown per scheme and the full reason for every n/a."""
     wide = arena.wide()
     long = arena.table().set_index(["scheme", "phase"])
 
     def cell(seconds, status):
         if status == "n/a" or math.isnan(seconds):
             return "n/a"
-        text = f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-        return f"{text} OOM" if status == "OOM" else text
+        return f"{_seconds(seconds)} OOM" if status == "OOM" else _seconds(seconds)
 
     rows = [{"scheme": r.scheme, "paper": r.paper,
              "TTFT": cell(getattr(r, "ttft_s", math.nan), getattr(r, "prefill_status", "n/a")),
              "time/token": cell(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
+             "tokens/s": _rate(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
              "peak mem/device": "" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f} GiB",
              "of budget": "" if math.isnan(r.memory_use) else f"{r.memory_use:.0%}",
              "time/token breakdown": _detail(long, r.scheme)}
@@ -58,26 +60,77 @@ def format_table(arena: Arena) -> str:
     return pd.DataFrame(rows).to_string(index=False)
 
 
+def tokens_per_s(seconds_per_token: float) -> float:
+    """Decode rate, 1 / time per token (NaN when the time is missing or not positive)."""
+    return 1.0 / seconds_per_token if seconds_per_token > 0 else math.nan
+
+
+def _rate(seconds_per_token: float, status: str) -> str:
+    """'12.3' tokens/s for a decode step that ran (OOM marked), 'n/a' otherwise."""
+    rate = tokens_per_s(seconds_per_token)
+    if status == "n/a" or math.isnan(rate):
+        return "n/a"
+    return f"{rate:.3g} OOM" if status == "OOM" else f"{rate:.3g}"
+
+
 def _detail(long: pd.DataFrame, scheme: str) -> str:
-    """The decode breakdown, or why the scheme does not apply (its n/a reason, shortened to one line)."""
+    """The decode breakdown, or why the scheme does not apply (its whole n/a reason, never cut)."""
     if (scheme, "decode") not in long.index:
         return ""
     row = long.loc[(scheme, "decode")]
     if row["status"] == "n/a":
-        reason = str(row["notes"]).splitlines()[0] if str(row["notes"]) else "does not apply"
-        return f"n/a: {reason[:90]}"
+        reason = " ".join(str(row["notes"]).split()) or "does not apply"
+        return f"n/a: {reason}"
     return breakdown_text(row)
+
+
+def best_schemes(table: pd.DataFrame) -> dict[str, str]:
+    """Phase -> the fastest scheme that runs within memory ('ok'); on a tie `local` (else the first by name)."""
+    best = {}
+    for phase, group in table[table["status"] == "ok"].groupby("phase", sort=False):
+        fastest = group["latency_s"].min()
+        tied = sorted(group.loc[group["latency_s"] <= fastest * (1 + 1e-12), "scheme"])
+        best[phase] = "local" if "local" in tied else tied[0]
+    return best
+
+
+def best_line(arena: Arena) -> str:
+    """'best: prefill local (TTFT 1.2 s), decode megatron_tp (85.0 ms/token, 11.8 tokens/s)'."""
+    table = arena.table()
+    latency = table.set_index(["phase", "scheme"])["latency_s"]
+    parts = []
+    for phase, scheme in best_schemes(table).items():
+        t = latency[(phase, scheme)]
+        what = f"TTFT {_seconds(t)}" if phase == "prefill" else f"{_seconds(t)}/token, {tokens_per_s(t):.3g} tokens/s"
+        parts.append(f"{phase} {scheme} ({what})")
+    return "best: " + (", ".join(parts) if parts else "none runs within memory")
+
+
+HELP_EPILOG = """\
+output: the table goes to stdout. Files are written into --out, or, when --out is not given, into
+figures/whatif/<file stem>/ (a single run: arena.csv, memory.csv, breakdown.csv and the charts; a sweep:
+sweep.csv). With --no-charts nothing is written unless --out is given (then only the CSVs).
+A --devices / --set with one value per key is a single run (table and charts); several values sweep them.
+--seq-len sets the prompt (workload.seq_len) only; --kv-len sets the tokens each decode step attends
+(workload.kv_len; a file that states none attends the whole prompt, as without the option)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `python -m workbench whatif`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = HELP_EPILOG
     parser.add_argument("config", metavar="FILE.toml", help="devices, network and model (see examples/)")
-    parser.add_argument("--out", default=None, help="chart folder (default: figures/whatif/<file stem>/)")
-    parser.add_argument("--no-charts", action="store_true", help="print the table only")
+    parser.add_argument("--out", default=None,
+                        help="output folder (default: figures/whatif/<file stem>/, none with --no-charts)")
+    parser.add_argument("--no-charts", action="store_true",
+                        help="no charts; print only, unless --out names a folder for the CSVs")
     parser.add_argument("--png", action="store_true", help="also write each chart as PNG (2x; ~0.3 s more)")
-    parser.add_argument("--seq-len", type=int, default=None, help="override workload.seq_len")
+    parser.add_argument("--seq-len", type=int, default=None, metavar="N",
+                        help="prompt length: overrides workload.seq_len only")
+    parser.add_argument("--kv-len", type=int, default=None, metavar="N",
+                        help="tokens attended per decode step: overrides workload.kv_len")
     parser.add_argument("--devices", default=None, metavar="N[,N...]",
-                        help="sweep the device count (a config with one [[devices]] entry), e.g. 1,2,4,8")
+                        help="device count (a config with one [[devices]] entry), e.g. 1,2,4,8; several sweep it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=V[,V...]",
                         help="override a TOML key (dotted, e.g. network.bandwidth_mbps=100,1000 or "
                              "devices[0].kernel_launch_us=20); several values sweep it")
@@ -115,8 +168,26 @@ def sweep_points(table: dict, devices: list | None, sets: list[tuple[str, list]]
     return points
 
 
+def set_lengths(doc: dict, seq_len: int | None, kv_len: int | None, where: str) -> dict:
+    """The document with --seq-len as workload.seq_len and --kv-len as workload.kv_len (each only when given),
+    each checked against the document's model: one line naming the option and its range."""
+    lengths = {"seq_len": seq_len, "kv_len": kv_len}
+    if all(v is None for v in lengths.values()):
+        return doc
+    model = parse_model(where, doc.get("model", {}))[0] if isinstance(doc.get("model"), dict) else None
+    high = model.max_positions if model is not None else 1 << 20
+    for key, value in lengths.items():
+        if value is None:
+            continue
+        if not 1 <= value <= high:
+            of = f" for {model.name}" if model is not None else ""
+            raise WorkbenchError(f"--{key.replace('_', '-')} must be in [1, {high}]{of}, got {value}")
+        set_key(doc, f"workload.{key}", value, f"--{key.replace('_', '-')}")
+    return doc
+
+
 def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | None) -> pd.DataFrame:
-    """One row per sweep point and scheme: TTFT, time per token, statuses and the decode breakdown."""
+    """One row per sweep point and scheme: TTFT, time per token, tokens/s, statuses and the decode breakdown."""
     from workbench.userconfig import parse_config
 
     rows = []
@@ -125,36 +196,63 @@ def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | No
         arena = arena_for_config(config)
         long = arena.table().set_index(["scheme", "phase"])
         for r in arena.wide().itertuples():
+            per_token = getattr(r, "time_per_token_s", math.nan)
             rows.append({**label, "scheme": r.scheme, "paper": r.paper, "ttft_s": getattr(r, "ttft_s", math.nan),
-                         "time_per_token_s": getattr(r, "time_per_token_s", math.nan),
+                         "time_per_token_s": per_token, "tokens_per_s": tokens_per_s(per_token),
                          "prefill_status": r.prefill_status, "decode_status": r.decode_status,
                          "time_per_token_breakdown": _detail(long, r.scheme)})
     return pd.DataFrame(rows)
 
 
-def _run_sweep(args: argparse.Namespace, start: float) -> int:
-    """`--devices` / `--set` with several values: the sweep table on stdout and in sweep.csv."""
+SWEEP_VALUES = ("scheme", "paper", "ttft_s", "time_per_token_s", "tokens_per_s", "prefill_status",
+                "decode_status", "time_per_token_breakdown")
+
+
+def best_per_point(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per sweep point (e.g. per device count): the fastest prefill and decode scheme that runs within memory."""
+    keys = [c for c in frame.columns if c not in SWEEP_VALUES]
+    rows = []
+    for point, group in frame.groupby(keys, sort=False) if keys else [((), frame)]:
+        point = point if isinstance(point, tuple) else (point,)
+        table = pd.concat([
+            group.assign(phase="prefill", latency_s=group["ttft_s"], status=group["prefill_status"]),
+            group.assign(phase="decode", latency_s=group["time_per_token_s"], status=group["decode_status"])])
+        best = best_schemes(table)
+        row = dict(zip(keys, point))
+        for phase, column, shown in (("prefill", "ttft_s", "TTFT"), ("decode", "time_per_token_s", "time/token")):
+            scheme = best.get(phase)
+            seconds = group.set_index("scheme")[column].get(scheme, math.nan) if scheme else math.nan
+            row[f"best {phase}"] = f"{scheme} ({shown} {_seconds(seconds)})" if scheme else "none fits"
+        decode = best.get("decode")
+        row["tokens/s"] = f"{tokens_per_s(group.set_index('scheme')['time_per_token_s'][decode]):.3g}" \
+            if decode else "n/a"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: Path, start: float) -> int:
+    """Several values of --devices / --set: the sweep table and the best scheme per point on stdout, sweep.csv
+    into the output folder (none with --no-charts and no --out)."""
     from workbench.io import write_csv_atomic
 
-    path = Path(args.config)
-    table = read_document(path)
-    devices = parse_values("--devices", args.devices) if args.devices else None
-    sets = [parse_set(text) for text in args.set]
-    if args.seq_len is not None:
-        sets.append(("workload.seq_len", [args.seq_len]))
-    frame = sweep_table(sweep_points(table, devices, sets), path.name, path.parent)
-    shown = frame.assign(ttft=frame.ttft_s.map(_seconds), per_token=frame.time_per_token_s.map(_seconds))
-    keys = [c for c in frame.columns if c not in ("paper", "ttft_s", "time_per_token_s", "prefill_status",
-                                                   "decode_status", "time_per_token_breakdown", "scheme")]
-    print(shown[keys + ["scheme", "ttft", "per_token", "decode_status", "time_per_token_breakdown"]]
-          .to_string(index=False))
-    out = Path(args.out) if args.out else FIGURES_DIR / "whatif" / path.stem
-    write_csv_atomic(_writable_dir(out) / "sweep.csv", frame)
-    print(f"\nsweep table in {out / 'sweep.csv'}\n({time.perf_counter() - start:.2f} s)")
+    frame = sweep_table(points, path.name, path.parent)
+    shown = frame.assign(ttft=frame.ttft_s.map(_seconds), per_token=frame.time_per_token_s.map(_seconds),
+                         tokens_s=[_rate(t, s) for t, s in zip(frame.time_per_token_s, frame.decode_status)])
+    keys = [c for c in frame.columns if c not in SWEEP_VALUES]
+    print(shown[keys + ["scheme", "ttft", "per_token", "tokens_s", "decode_status", "time_per_token_breakdown"]]
+          .rename(columns={"per_token": "time/token", "tokens_s": "tokens/s"}).to_string(index=False))
+    by = "device count" if keys == ["devices"] else ", ".join(keys)
+    print(f"\nbest per {by}:\n{best_per_point(frame).to_string(index=False)}")
+    out = output_folder(args, path)
+    if out is not None:
+        write_csv_atomic(out / "sweep.csv", frame)
+        print(f"\nsweep table in {out / 'sweep.csv'}")
+    print(f"({time.perf_counter() - start:.2f} s)")
     return 0
 
 
 def _seconds(value: float) -> str:
+    """'85.0 ms' or '1.23 s' ('n/a' for NaN)."""
     if math.isnan(value):
         return "n/a"
     return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
@@ -165,31 +263,50 @@ def _writable_dir(out: Path) -> Path:
     return writable_folder(out, f"--out {str(out)!r}")
 
 
-def main(args: argparse.Namespace) -> int:
-    """Load the TOML deployment, print the arena table, write its charts; 0 on success."""
-    from workbench.userconfig import load_config
+def output_folder(args: argparse.Namespace, path: Path) -> Path | None:
+    """Where files go: --out; else figures/whatif/<stem>/, except with --no-charts (then nothing: None)."""
+    if args.out:
+        return _writable_dir(Path(args.out))
+    if args.no_charts:
+        return None
+    return _writable_dir(FIGURES_DIR / "whatif" / path.stem)
 
-    start = time.perf_counter()
-    if args.devices or args.set:
-        return _run_sweep(args, start)
-    config = load_config(args.config)
-    if args.seq_len is not None:
-        if not 1 <= args.seq_len <= config.model.max_positions:
-            raise WorkbenchError(f"--seq-len must be in [1, {config.model.max_positions}] for {config.model.name}, "
-                                 f"got {args.seq_len}")
-        config = replace(config, seq_len=args.seq_len, kv_len=args.seq_len)
+
+def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -> int:
+    """One deployment: the arena table and the best schemes on stdout, the CSVs and charts into the output folder."""
+    from workbench.userconfig import parse_config
+
+    config = parse_config(doc, path.name, path.parent)
     arena = arena_for_config(config).check_feasible()
     link = config.cluster.topology.link
     print(f"{config.name}\nmodel {config.model.name} at {config.weight_bits:g} bit "
-          f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens; "
-          f"{cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
+          f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens, "
+          f"decode attends {config.kv_len}; {cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
           f"{link.bandwidth_bytes_per_s * 8 / 1e6:g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
     print(format_table(arena))
-    if not args.no_charts:
-        from workbench.arena_charts import write_figures
+    print(f"\n{best_line(arena)}")
+    out = output_folder(args, path)
+    if out is not None:
+        from workbench.arena_charts import write_figures, write_tables
 
-        out = _writable_dir(Path(args.out) if args.out else FIGURES_DIR / "whatif" / Path(args.config).stem)
-        write_figures(arena, out, png=args.png)
-        print(f"\ncharts and tables in {out}")
+        if args.no_charts:
+            write_tables(arena, out)
+        else:
+            write_figures(arena, out, png=args.png)
+        print(f"\n{'tables' if args.no_charts else 'charts and tables'} in {out}")
     print(f"({time.perf_counter() - start:.2f} s)")
     return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Load the TOML deployment; one value per option: the arena table and charts, several: a sweep; 0 on success."""
+    start = time.perf_counter()
+    path = Path(args.config)
+    table = read_document(path)
+    devices = parse_values("--devices", args.devices) if args.devices else None
+    sets = [parse_set(text) for text in args.set]
+    points = [(label, set_lengths(doc, args.seq_len, args.kv_len, path.name))
+              for label, doc in sweep_points(table, devices, sets)]
+    if len(points) == 1:
+        return _run_single(args, points[0][1], path, start)
+    return _run_sweep(args, points, path, start)

@@ -57,6 +57,7 @@ from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.galaxy import one_device_is_local
 
 PAPER = "distributed_llama"
 ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp")
@@ -330,12 +331,14 @@ def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workl
 
 
 @register("dllama_allgather_tp", PAPER)
+@one_device_is_local
 def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
     return evaluate_allgather_tp(model, cluster, workload)
 
 
 @register("dllama_root_tp", PAPER)
+@one_device_is_local
 def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer."""
     return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)

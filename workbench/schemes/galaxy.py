@@ -44,9 +44,10 @@ arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workben
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -396,6 +397,27 @@ def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workloa
     fixed = common.step_fixed_time(model, device, workload)
     memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
     return _result("local", workload, compute, 0.0, 0.0, memory, one, fixed=fixed)
+
+
+ONE_DEVICE_NOTE = "one device: nothing to split, local's time"
+
+
+def one_device_is_local(evaluate):
+    """Decorator for a partition scheme's evaluator: on one device the scheme splits nothing, so it runs what
+    `local` runs and its time (latency and every component) is `local`'s; its memory, OOM and notes stay its own.
+
+    Without it a one-device sweep named a TP scheme the winner on its own step model's differences (Hepti's
+    merged kernels, the MCU's tile pipeline, TPI-LLM's and distributed-llama's per-block sums).
+    """
+    @functools.wraps(evaluate)
+    def wrapped(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        own = evaluate(model, cluster, workload, *args, **kwargs)
+        if cluster.n != 1:
+            return own
+        local = evaluate_local(model, cluster, workload)
+        times = {f.name: getattr(local, f.name) for f in fields(SchemeResult) if f.name.endswith("_s")}
+        return replace(own, **times, notes=f"{own.notes}; {ONE_DEVICE_NOTE}" if own.notes else ONE_DEVICE_NOTE)
+    return wrapped
 
 
 def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> float:

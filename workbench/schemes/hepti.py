@@ -42,6 +42,7 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.galaxy import one_device_is_local
 
 MODES = ("ws", "1d", "2d")
 COMM_MODELS = ("shared", "ring")
@@ -642,18 +643,21 @@ def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, worklo
 
 
 @register("hepti_ws", "hepti")
+@one_device_is_local
 def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti WS: heads for Q/K/V, rows for Wo + MLP with replicated weights, two all-gathers per block."""
     return _evaluate_mode("ws", model, cluster, workload)
 
 
 @register("hepti_1d", "hepti")
+@one_device_is_local
 def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 1D-tiled WS: every weight split once, two reduce-scatter + all-gather pairs per block."""
     return _evaluate_mode("1d", model, cluster, workload)
 
 
 @register("hepti_2d", "hepti")
+@one_device_is_local
 def evaluate_hepti_2d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 2D-tiled WS on the most square grid: tiles, all-reduces of partial sums within rows/columns."""
     return _evaluate_mode("2d", model, cluster, workload)

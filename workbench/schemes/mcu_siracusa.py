@@ -43,6 +43,7 @@ from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.galaxy import one_device_is_local
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.simulate import Timeline, pipeline
 from workbench.units import MIB
@@ -572,6 +573,7 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
 
 
 @register(SCHEME, PAPER)
+@one_device_is_local
 def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch.
 

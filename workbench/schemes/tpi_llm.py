@@ -37,6 +37,7 @@ from workbench.models import TransformerConfig
 from workbench.network import ALGORITHMS, collective_latency, on_topology, traversals
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.galaxy import one_device_is_local
 from workbench.simulate import Task, Timeline, schedule
 from workbench.units import GIB
 
@@ -649,6 +650,7 @@ def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: W
 
 
 @register("tpi_star_tp_resident", PAPER)
+@one_device_is_local
 def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM with its memory scheduler off (Table 1's scheduler=off): every weight resident before the prompt,
     an even split of heads and FFN columns, TPI-LLM's star all-reduce (what `workbench.cluster` runs)."""
@@ -657,6 +659,7 @@ def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workl
 
 
 @register("tp_ring_allreduce", "baseline")
+@one_device_is_local
 def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident
     before the prompt (no TPI-LLM loader)."""

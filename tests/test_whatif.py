@@ -1,0 +1,167 @@
+"""`whatif`'s options mean one thing each: --seq-len / --kv-len, one value = one run, where files go, full n/a
+reasons, tokens/s and the best scheme per phase and per device count."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench import whatif
+from workbench.errors import WorkbenchError
+from workbench.io import REPO_ROOT
+
+SBC = REPO_ROOT / "examples" / "sbc_gigabit.toml"
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    whatif.add_arguments(parser)
+    return whatif.main(parser.parse_args([str(a) for a in argv]))
+
+
+@pytest.fixture
+def figures(tmp_path, monkeypatch) -> Path:
+    """The default output root, redirected so a test sees what a run would write into the repository."""
+    root = tmp_path / "figures"
+    monkeypatch.setattr(whatif, "FIGURES_DIR", root)
+    return root
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def test_seq_len_sets_the_prompt_only_and_kv_len_the_attended_tokens(tmp_path, figures):
+    assert "kv_len = 128" in SBC.read_text()
+    assert run([SBC, "--seq-len", "64", "--out", tmp_path / "a"]) == 0
+    table = pd.read_csv(tmp_path / "a" / "arena.csv")
+    assert set(table.seq_len) == {64} and set(table.kv_len) == {128}  # the file's kv_len stays
+    assert run([SBC, "--kv-len", "300", "--out", tmp_path / "b"]) == 0
+    table = pd.read_csv(tmp_path / "b" / "arena.csv")
+    assert set(table.seq_len) == {128} and set(table.kv_len) == {300}
+
+
+@pytest.mark.parametrize("option", ["--seq-len", "--kv-len"])
+@pytest.mark.parametrize("value", ["0", "4097"])
+def test_lengths_out_of_range_are_one_line_naming_the_option(option, value, figures):
+    with pytest.raises(WorkbenchError, match=rf"^{option} must be in \[1, 4096\] for Llama 2-13B, got {value}$"):
+        run([SBC, option, value, "--no-charts"])
+    assert files_under(figures) == []
+
+
+def test_one_value_per_key_is_a_single_run_with_charts_and_png(tmp_path, capsys, figures):
+    out = tmp_path / "one"
+    assert run([SBC, "--set", "network.bandwidth_mbps=100", "--devices", "2", "--png", "--out", out]) == 0
+    names = files_under(out)
+    assert "sweep.csv" not in names
+    assert {"arena.csv", "breakdown.svg", "breakdown.png", "ranking.png", "memory.png"} <= set(names)
+    table = pd.read_csv(out / "arena.csv")
+    assert set(table.n_devices) == {2} and set(table.bandwidth_mbps) == {100}
+    assert "best: prefill" in capsys.readouterr().out
+
+
+def test_several_values_sweep(tmp_path, figures):
+    assert run([SBC, "--set", "network.bandwidth_mbps=100,1000", "--out", tmp_path]) == 0
+    assert files_under(tmp_path) == ["sweep.csv"]
+
+
+def test_no_charts_writes_nothing_unless_out_is_given(tmp_path, figures):
+    assert run([SBC, "--no-charts"]) == 0
+    assert run([SBC, "--no-charts", "--devices", "1,2"]) == 0
+    assert files_under(figures) == []
+    assert run([SBC, "--no-charts", "--out", tmp_path / "t"]) == 0
+    assert files_under(tmp_path / "t") == ["arena.csv", "breakdown.csv", "memory.csv"]
+    assert run([SBC, "--no-charts", "--devices", "1,2", "--out", tmp_path / "s"]) == 0
+    assert files_under(tmp_path / "s") == ["sweep.csv"]
+    assert files_under(figures) == []
+
+
+def test_the_plain_command_writes_its_documented_default_folder(figures):
+    assert run([SBC]) == 0
+    assert "whatif/sbc_gigabit/arena.csv" in files_under(figures)
+    assert "whatif/sbc_gigabit/ranking.svg" in files_under(figures)
+
+
+def _na_notes(devices: int) -> dict[str, str]:
+    from dataclasses import replace
+
+    from workbench.arena import arena_for_config
+    from workbench.network import Topology
+    from workbench.schemes import Cluster
+    from workbench.userconfig import load_config
+
+    config = load_config(SBC)
+    cluster = Cluster(config.cluster.devices[:1] * devices,
+                      Topology(config.cluster.topology.kind, devices, config.cluster.topology.link))
+    table = arena_for_config(replace(config, cluster=cluster)).table()
+    na = table[(table.status == "n/a") & (table.phase == "decode")]
+    return dict(zip(na.scheme, na.notes))
+
+
+def test_n_a_reasons_are_never_cut(tmp_path, capsys, figures):
+    notes = _na_notes(3)
+    assert max(map(len, notes.values())) > 100  # the case the old 90-character cut lost text on
+    assert run([SBC, "--devices", "3,4", "--out", tmp_path]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    sweep = pd.read_csv(tmp_path / "sweep.csv", keep_default_na=False)
+    at3 = sweep[sweep.devices == 3].set_index("scheme")["time_per_token_breakdown"]
+    for scheme, note in notes.items():
+        assert at3[scheme] == f"n/a: {note}"
+        assert f"n/a: {note}" in printed
+
+
+def test_the_table_shows_every_n_a_reason_whole():
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    config = load_config(SBC)
+    text = " ".join(whatif.format_table(arena_for_config(config)).split())
+    table = arena_for_config(config).table()
+    for note in table[(table.status == "n/a") & (table.phase == "decode")].notes:
+        assert f"n/a: {note}" in text
+
+
+def test_tokens_per_s_is_one_over_time_per_token(tmp_path, capsys, figures):
+    assert run([SBC, "--devices", "1,4", "--out", tmp_path]) == 0
+    sweep = pd.read_csv(tmp_path / "sweep.csv")
+    ran = sweep[sweep.time_per_token_s.notna()]
+    assert len(ran) > 10
+    assert (ran.tokens_per_s * ran.time_per_token_s - 1).abs().max() < 1e-8  # the CSV keeps 10 significant digits
+    assert "tokens/s" in capsys.readouterr().out
+    assert whatif.tokens_per_s(0.25) == 4.0 and math.isnan(whatif.tokens_per_s(math.nan))
+
+
+def test_the_single_run_table_has_a_tokens_per_s_column(capsys, figures):
+    assert run([SBC, "--no-charts"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if "tokens/s" in ln and "scheme" in ln)
+    local = next(ln for ln in lines if ln.split()[:1] == ["local"])
+    per_token_ms = float(local.split("ms")[0].split()[-1])  # the time/token cell, '429.2 ms'
+    assert header and f"{1e3 / per_token_ms:.3g}" in local.split("ms", 1)[1].split()
+
+
+def test_best_per_device_count_is_the_fastest_that_runs(tmp_path, capsys, figures):
+    assert run([SBC, "--devices", "1,2,4", "--out", tmp_path]) == 0
+    out = capsys.readouterr().out
+    best_block = out.split("best per device count:")[1].splitlines()
+    sweep = pd.read_csv(tmp_path / "sweep.csv")
+    for devices in (1, 2, 4):
+        ok = sweep[(sweep.devices == devices) & (sweep.decode_status == "ok")]
+        fastest = ok.sort_values(["time_per_token_s", "scheme"]).iloc[0]
+        tied = ok[ok.time_per_token_s <= fastest.time_per_token_s * (1 + 1e-12)].scheme
+        expected = "local" if "local" in set(tied) else sorted(tied)[0]
+        line = next(ln for ln in best_block if ln.split()[:1] == [str(devices)])
+        assert line.split()[5] == expected, line
+
+
+def test_best_schemes_prefers_local_on_a_tie_and_skips_oom():
+    table = pd.DataFrame({"phase": ["decode"] * 4 + ["prefill"] * 2,
+                          "scheme": ["megatron_tp", "local", "hepti_1d", "tiny_oom", "a", "b"],
+                          "latency_s": [1.0, 1.0, 1.5, 0.1, 2.0, 1.0],
+                          "status": ["ok", "ok", "ok", "OOM", "ok", "ok"]})
+    assert whatif.best_schemes(table) == {"decode": "local", "prefill": "b"}
+    assert whatif.best_schemes(table[table.scheme != "local"]) == {"decode": "megatron_tp", "prefill": "b"}
