@@ -169,9 +169,9 @@ def test_layer_parts_is_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = common._layer_parts
 
-    def counting(model, device, workload):
+    def counting(model, device, workload, bound=None):
         calls.append((model.name, device.name))
-        return real(model, device, workload)
+        return real(model, device, workload, bound)
 
     monkeypatch.setattr(common, "_layer_parts", counting)
     monkeypatch.setattr(common, "_LAYER_PARTS", {})
@@ -182,7 +182,7 @@ def test_layer_parts_is_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
     common.layer_parts(GPT, COMPUTE, PREFILL)
     common.layer_parts(LLAMA, STREAM, PREFILL)
     assert calls == [("llama-toy", "compute"), ("gpt-toy", "compute"), ("llama-toy", "stream")]
-    assert common._LAYER_PARTS[(id(LLAMA), id(COMPUTE), PREFILL)][2]["qkv"] == 768.0
+    assert common._LAYER_PARTS[(id(LLAMA), id(COMPUTE), PREFILL, None)][2]["qkv"] == 768.0
     monkeypatch.setattr(common, "_LAYER_PARTS_MAX", 3)
     common.layer_parts(BERT, COMPUTE, PREFILL)  # a fourth entry: the memo of three is cleared first
     assert len(common._LAYER_PARTS) == 1

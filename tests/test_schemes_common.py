@@ -126,7 +126,7 @@ def test_local_equals_single_device_resident_on_an_encoder(activation_bits):
         assert result.latency_s == pytest.approx(expected, rel=1e-12), result.scheme
     # the offload baseline needs a storage rate (none is assumed); its compute (launches included) is the same
     offload = B.evaluate_disk_offload(model, _cluster([nano.with_changes(storage_read_bytes_per_s=1e9)]), wl)
-    assert offload.compute_s + offload.fixed_s == pytest.approx(expected, rel=1e-12)
+    assert offload.compute_s + offload.memory_s + offload.fixed_s == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("weight_bits", [8, 4.5])

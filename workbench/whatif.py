@@ -23,7 +23,7 @@ from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.userconfig import check_key, parse_values, read_document, set_key
 
-SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
+SHORT = {"memory_s": "memory", "compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
          "comm_bytes_s": "bytes", "io_stall_s": "IO", "other_s": "other"}
 
 
@@ -53,7 +53,7 @@ def format_table(arena: Arena) -> str:
              "time/token": cell(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
              "peak mem/device": "" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f} GiB",
              "of budget": "" if math.isnan(r.memory_use) else f"{r.memory_use:.0%}",
-             "time/token breakdown": _detail(long, r.scheme)}
+             "bound by": _bound(long, r.scheme), "time/token breakdown": _detail(long, r.scheme)}
             for r in wide.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -67,6 +67,13 @@ def _detail(long: pd.DataFrame, scheme: str) -> str:
         reason = str(row["notes"]).splitlines()[0] if str(row["notes"]) else "does not apply"
         return f"n/a: {reason[:90]}"
     return breakdown_text(row)
+
+
+def _bound(long: pd.DataFrame, scheme: str) -> str:
+    """What bounds the scheme's decode step (`SchemeResult.bound`), "" where it does not apply."""
+    if (scheme, "decode") not in long.index or long.loc[(scheme, "decode")]["status"] == "n/a":
+        return ""
+    return str(long.loc[(scheme, "decode")]["bound"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -86,14 +86,15 @@ fixed
 
 # %%
 headline = wb.compare(model, environment, bandwidth_mbps, seq_len, processor, devices)
-parts = headline.melt(id_vars=["scheme", "oom"], value_vars=["compute_s", "fixed_s", "serial_s", "comm_link_latency_s",
-                                                           "comm_bytes_s"], var_name="part", value_name="seconds")
+parts = headline.melt(id_vars=["scheme", "oom"], value_vars=["compute_s", "memory_s", "fixed_s", "serial_s",
+                                                           "comm_link_latency_s", "comm_bytes_s"],
+                      var_name="part", value_name="seconds")
 breakdown = alt.Chart(parts).mark_bar().encode(
     x=alt.X("seconds:Q", title="latency (s)"), y=alt.Y("scheme:N", sort=None), color="part:N",
     tooltip=["scheme", "part", "seconds", "oom"],
 ).properties(title=f"{model}, env {environment}, {bandwidth_mbps:g} Mbps, S={seq_len}, {processor}", width=460)
 rec.chart(breakdown, "headline_breakdown", data=headline)
-headline[["scheme", "latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s",
+headline[["scheme", "latency_s", "bound", "compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s",
           "peak_memory_bytes", "oom", "galaxy_speedup"]]
 
 # %%

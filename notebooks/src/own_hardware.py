@@ -176,7 +176,7 @@ choices
 # measured on the master at 1, 2 and 4 processes (2026-11-24, first campaign), where the process's share would charge 4.8 ms (2 processes) and 9.8 ms (4).
 
 # %%
-checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",
+checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "memory_s", "serial_s",
          "comm_link_latency_s", "comm_bytes_s", "fixed_s", "unexplained_s"]]
 
 # %% [markdown]
