@@ -20,6 +20,7 @@ import pandas as pd
 
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
+from workbench.hardware import efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.userconfig import check_key, parse_values, read_document, set_key
 
@@ -191,6 +192,8 @@ def main(args: argparse.Namespace) -> int:
           f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens; "
           f"{cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
           f"{link.bandwidth_bytes_per_s * 8 / 1e6:g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
+    for line in efficiency_notices(config.cluster.devices):
+        print(line)
     print(format_table(arena))
     if not args.no_charts:
         from workbench.arena_charts import write_figures
