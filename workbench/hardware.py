@@ -385,8 +385,8 @@ def _preset_values(cls, values: dict, prefix: str = "") -> dict:
 def typical_memory_efficiency(device_class: str, name: str, where: str) -> Constant:
     """The typical memory_efficiency of a device class (a quoted constant of data/constants/memory_efficiency.toml)
     for a device `name` that states none; one line naming the key when the class has no typical value."""
-    if device_class:
-        require_choice("device_class", device_class, DEVICE_CLASSES)
+    if device_class and device_class not in DEVICE_CLASSES:
+        raise WorkbenchError(f"{where}: device_class must be one of {', '.join(DEVICE_CLASSES)}, got {device_class!r}")
     with open(TYPICAL_EFFICIENCY_PATH, "rb") as f:
         typical = parse_constants(tomllib.load(f), TYPICAL_EFFICIENCY_PATH.name)
     known = sorted(k.removeprefix("typical_") for k in typical)
