@@ -8,9 +8,7 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from workbench.arena import COMPONENTS, breakdown_frame, run_arena
@@ -105,49 +103,6 @@ def test_one_board_decode_of_a_7b_model_is_memory_bound_and_scales_one_for_one_w
 
 
 # ---- the roofline's two sides, kernel by kernel -------------------------------------------------------------
-def test_roofline_bound_gives_each_kernel_to_the_side_that_binds_without_its_launch():
-    dev = DeviceSpec("toy", {"fp16": 1e12}, memory=(MemoryLevel("DRAM", 1e9, 1e10),), kernel_launch_s=1e-6)
-    flops = np.array([1e9, 1e9, 1e9, 0.0])  # 1 ms of arithmetic each (the last none)
-    n_bytes = np.array([2e7, 1e7, 5e6, 1e6])  # 2 ms, 1 ms (a tie), 0.5 ms, 0.1 ms of streaming
-    total = common.roofline_time(dev, flops, n_bytes, "fp16")
-    memory = common.roofline_time(dev, flops, n_bytes, "fp16", bound="memory")
-    compute = common.roofline_time(dev, flops, n_bytes, "fp16", bound="compute")
-    assert memory == pytest.approx([2e-3, 0.0, 0.0, 1e-4], rel=1e-12)
-    assert compute == pytest.approx([0.0, 1e-3, 1e-3, 0.0], rel=1e-12)  # a tie goes to compute
-    assert total == pytest.approx(memory + compute + 1e-6, rel=1e-12)  # the launch is neither side's
-    with pytest.raises(WorkbenchError, match="bound must be"):
-        common.roofline_time(dev, flops, n_bytes, "fp16", bound="io")
-    bare = DeviceSpec("no memory", {"fp16": 1e12})  # streams nothing: all arithmetic
-    assert common.roofline_time(bare, 1e9, 1e9, "fp16", bound="memory") == 0.0
-    assert common.roofline_time(bare, 1e9, 1e9, "fp16", bound="compute") == pytest.approx(1e-3)
-
-
-def test_connective_blocks_are_all_streaming_and_a_step_splits_into_its_kernels_sides():
-    model, dev = get_model("TinyLlama-42M"), _board()
-    for phase in ("prefill", "decode"):
-        w = Workload(phase, 64, 64)
-        con = common.connective_time(model, dev, w, w.new_tokens)
-        assert common.connective_time(model, dev, w, w.new_tokens, "memory") == pytest.approx(con - dev.kernel_launch_s)
-        assert common.connective_time(model, dev, w, w.new_tokens, "compute") == 0.0
-        busy = common.step_time(model, dev, w) - common.step_fixed_time(model, dev, w) + dev.step_overhead_s
-        sides = common.step_time(model, dev, w, bound="memory") + common.step_time(model, dev, w, bound="compute")
-        assert sides == pytest.approx(busy, rel=1e-12)
-        parts = common.layer_parts(model, dev, w, "memory")
-        assert parts["overhead"] == 0.0 and common.layer_parts(model, dev, w)["overhead"] == dev.layer_overhead_s
-
-
-def test_memory_share_weights_each_device_by_its_busy_time():
-    model, w = get_model("TinyLlama-42M"), Workload("decode", 64, 64)
-    a, b = _board(), _board(8 * GB).with_changes(name="slow")
-
-    def sides(d):
-        return common.step_time(model, d, w, bound="memory"), common.step_time(model, d, w, bound="compute")
-
-    (ma, ca), (mb, cb) = sides(a), sides(b)
-    assert common.memory_share(model, [a], w) == pytest.approx(ma / (ma + ca), rel=1e-12)
-    assert common.memory_share(model, [a, a, b], w) == pytest.approx((2 * ma + mb) / (2 * ma + 2 * ca + mb + cb),
-                                                                     rel=1e-12)
-    assert common.memory_share(model, [DeviceSpec("no memory", {"fp16": 1e12})], w) == 0.0
 
 
 # ---- SchemeResult: the split, the bound, the registry ---------------------------------------------------------
@@ -255,20 +210,6 @@ def test_no_silent_memory_efficiency(keys, message):
     assert "\n" not in str(info.value)
 
 
-def test_a_preset_table_without_memory_efficiency_needs_a_class_with_a_typical_value():
-    from workbench.hardware import device_from_table
-
-    const = {"unit": "1", "kind": "datasheet", "source": "sheet"}
-    table = {"meta": {"memory_levels": ["RAM"], "device_class": "gpu"}, "peak_flops_fp32": {"value": 1e9, **const},
-             "mem_RAM_capacity": {"value": 1e9, **const}, "mem_RAM_bandwidth": {"value": 1e9, **const}}
-    device = device_from_table(table, "box.toml")
-    assert device.memory_efficiency == 0.83 and is_typical_efficiency(device)
-    with pytest.raises(WorkbenchError, match="box.toml: device 'box' states no memory_efficiency"):
-        device_from_table({**table, "meta": {"memory_levels": ["RAM"]}}, "box.toml")
-    no_memory = device_from_table({"peak_flops_fp32": {"value": 1e9, **const}}, "box.toml")
-    assert no_memory.memory == () and not is_typical_efficiency(no_memory)  # nothing to stream
-
-
 def test_the_examples_state_their_memory_efficiency_and_whatif_prints_the_notice(tmp_path, capsys):
     from workbench.whatif import add_arguments, main
 
@@ -286,6 +227,3 @@ def test_the_examples_state_their_memory_efficiency_and_whatif_prints_the_notice
     assert "bound by" in out and "memory" in out
 
 
-def test_a_device_class_is_checked_on_every_instance():
-    with pytest.raises(WorkbenchError, match="unknown device_class 'tpu'; allowed: cpu, gpu, mcu, npu, accelerator"):
-        replace(_board(), device_class="tpu")
