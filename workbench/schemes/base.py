@@ -89,7 +89,7 @@ class SchemeResult:
     paper: str
     phase: str
     latency_s: float
-    compute_s: float = 0.0
+    compute_s: float = 0.0  # kernels' time where their arithmetic binds (the roofline's compute side)
     comm_link_latency_s: float = 0.0  # communication time due to per-hop latency
     comm_bytes_s: float = 0.0  # communication time due to bytes / bandwidth
     io_stall_s: float = 0.0  # waiting for weights from storage / off-chip memory

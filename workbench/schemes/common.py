@@ -20,6 +20,12 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   `kernel_launch_s` for every kernel that runs (a split kernel is still one launch on each device, so the
   fixed cost does not shrink with the split). A weight read by several kernels (row tiles) is streamed by
   each. The small-kernel loss applies to GEMMs and GEMVs alike, at each kernel's FLOPs.
+* **Streaming is not compute** (`roofline_time(bound=...)`, `memory_share`): each kernel's busy time goes
+  whole to the side of its roofline that binds it (streaming strictly slower: memory; else compute; the
+  connective blocks are all streaming). The registry (`schemes.base.register`) splits every roofline
+  scheme's compute_s by the memory-bound share of the step on its devices into memory_s and compute_s,
+  summing to the roofline time bit for bit: exact for one device, the devices' busy-time-weighted share
+  where a scheme splits the step across several.
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
 * **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
