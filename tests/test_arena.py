@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -435,7 +436,9 @@ def test_whatif_table_shows_each_schemes_breakdown_and_why_na():
     text = format_table(arena_for_config(load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")))
     assert "time/token breakdown" in text
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("tpi_star_tp"))
-    assert "compute" in line and "msg" in line and "IO" in line
+    # the laptops' decode streams its weights: memory streaming, not compute, and IO bounds the step
+    assert "memory" in line and "compute" not in line and "msg" in line and "IO" in line
+    assert re.search(r"% +IO +memory \d+% ", line) and "bound by" in text  # bound by IO, then the breakdown
 
 
 def test_whatif_sweeps_devices_and_set_keys(tmp_path, capsys):

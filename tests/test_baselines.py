@@ -55,5 +55,5 @@ def test_layerwise_mp_on_one_device_is_the_single_device_step():
     model, wl = get_model("Llama 2-7B"), Workload("decode", 128, 128, 16, 16)
     one = Cluster((dev,), Topology("switch", 1, Link.from_mbps(1000, 0.1)))
     mp, alone = B.evaluate_layerwise_mp(model, one, wl), B.evaluate_single_device(model, one, wl)
-    assert mp.compute_s + mp.fixed_s == pytest.approx(alone.compute_s + alone.fixed_s)
+    assert mp.compute_s + mp.memory_s + mp.fixed_s == pytest.approx(alone.compute_s + alone.memory_s + alone.fixed_s)
     assert mp.parts_s == pytest.approx(mp.latency_s) and alone.parts_s == pytest.approx(alone.latency_s)

@@ -43,7 +43,7 @@ def test_bad_memory_level():
 
 
 def test_device_from_table_requires_provenance():
-    table = {"meta": {"name": "x", "memory_levels": ["RAM"]},
+    table = {"meta": {"name": "x", "memory_levels": ["RAM"], "device_class": "gpu"},
              "peak_flops_fp32": {"value": 1e9, "unit": "FLOP/s", "kind": "datasheet", "source": "sheet"},
              "mem_RAM_capacity": {"value": 1e9, "unit": "B", "kind": "datasheet", "source": "sheet"},
              "mem_RAM_bandwidth": {"value": 1e9, "unit": "B/s", "kind": "assumed", "source": "guess"}}

@@ -283,6 +283,8 @@ def test_scheme_is_registered_and_its_breakdown_adds_up():
         get_model("TinyLlama-42M"), "autoregressive"))
     parts = result.compute_s + result.comm_link_latency_s + result.comm_bytes_s + result.io_stall_s + result.other_s
     parts += result.fixed_s + result.serial_s  # issue 17: launches and root work carved out of compute
+    parts += result.memory_s  # issue 31: the L2<->L1 transfers are memory streaming (other_s before)
+    assert result.memory_s > 0 and result.other_s == 0 and result.bound
     assert result.latency_s == pytest.approx(parts) and not result.oom
     assert result.io_stall_s > 0  # 400 MB/s cannot hide the 0.5 MiB prefetch behind a 0.54 ms block
     big = S.evaluate_mcu_headwise_tp(get_model("Llama 2-7B"), M.siracusa_cluster(1),

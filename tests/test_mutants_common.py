@@ -169,9 +169,9 @@ def test_layer_parts_is_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real = common._layer_parts
 
-    def counting(model, device, workload):
+    def counting(model, device, workload, bound=None):
         calls.append((model.name, device.name))
-        return real(model, device, workload)
+        return real(model, device, workload, bound)
 
     monkeypatch.setattr(common, "_layer_parts", counting)
     monkeypatch.setattr(common, "_LAYER_PARTS", {})
@@ -182,7 +182,7 @@ def test_layer_parts_is_memoised(monkeypatch: pytest.MonkeyPatch) -> None:
     common.layer_parts(GPT, COMPUTE, PREFILL)
     common.layer_parts(LLAMA, STREAM, PREFILL)
     assert calls == [("llama-toy", "compute"), ("gpt-toy", "compute"), ("llama-toy", "stream")]
-    assert common._LAYER_PARTS[(id(LLAMA), id(COMPUTE), PREFILL)][2]["qkv"] == 768.0
+    assert common._LAYER_PARTS[(id(LLAMA), id(COMPUTE), PREFILL, None)][2]["qkv"] == 768.0
     monkeypatch.setattr(common, "_LAYER_PARTS_MAX", 3)
     common.layer_parts(BERT, COMPUTE, PREFILL)  # a fourth entry: the memo of three is cleared first
     assert len(common._LAYER_PARTS) == 1
@@ -248,3 +248,68 @@ def test_float32_sizes_are_counted_in_float64() -> None:
     }
     for name, value in got.items():
         assert float(value) == pytest.approx(exact[name], rel=1e-12, abs=0), name
+
+# ---- issue 31: each kernel's roofline time goes to the side that binds it ------------------------------------
+# launches and a layer overhead that are neither side's; a rate and a bandwidth close enough that the toy
+# layer has kernels on both sides
+MIX = DeviceSpec("mix", {"fp16": 2e3, "fp32": 2e3}, memory=(MemoryLevel("M", 1e12, 64.0),), kernel_launch_s=0.5,
+                 layer_overhead_s=0.25)
+
+
+def test_each_kernel_of_a_layer_is_on_exactly_one_side_and_the_sides_add_up_to_its_busy_time():
+    for w in (PREFILL, DECODE):
+        total, memory, compute = (common.layer_parts(LLAMA, MIX, w, b) for b in (None, "memory", "compute"))
+        for k in ("qkv", "attn", "out", "ffn1", "ffn2", "con"):
+            assert min(memory[k], compute[k]) == 0.0, k
+            assert memory[k] + compute[k] == pytest.approx(total[k] - MIX.kernel_launch_s, rel=1e-12), k
+        assert total["overhead"] == 0.25 and memory["overhead"] == compute["overhead"] == 0.0
+    sides = [common.step_time(LLAMA, MIX, PREFILL, bound=b) for b in ("memory", "compute")]
+    assert min(sides) > 0  # the toy prefill has kernels on both sides
+    with pytest.raises(WorkbenchError, match="bound must be"):
+        common.layer_parts(LLAMA, MIX, PREFILL, "io")
+
+
+def test_roofline_bound_gives_each_kernel_to_the_side_that_binds_without_its_launch():
+    dev = DeviceSpec("toy", {"fp16": 1e12}, memory=(MemoryLevel("DRAM", 1e9, 1e10),), kernel_launch_s=1e-6)
+    flops = np.array([1e9, 1e9, 1e9, 0.0])  # 1 ms of arithmetic each (the last none)
+    n_bytes = np.array([2e7, 1e7, 5e6, 1e6])  # 2 ms, 1 ms (a tie), 0.5 ms, 0.1 ms of streaming
+    total = common.roofline_time(dev, flops, n_bytes, "fp16")
+    memory = common.roofline_time(dev, flops, n_bytes, "fp16", bound="memory")
+    compute = common.roofline_time(dev, flops, n_bytes, "fp16", bound="compute")
+    assert memory == pytest.approx([2e-3, 0.0, 0.0, 1e-4], rel=1e-12)
+    assert compute == pytest.approx([0.0, 1e-3, 1e-3, 0.0], rel=1e-12)  # a tie goes to compute
+    assert total == pytest.approx(memory + compute + 1e-6, rel=1e-12)  # the launch is neither side's
+    with pytest.raises(WorkbenchError, match="bound must be"):
+        common.roofline_time(dev, flops, n_bytes, "fp16", bound="io")
+    bare = DeviceSpec("no memory", {"fp16": 1e12})  # streams nothing: all arithmetic
+    assert common.roofline_time(bare, 1e9, 1e9, "fp16", bound="memory") == 0.0
+    assert common.roofline_time(bare, 1e9, 1e9, "fp16", bound="compute") == pytest.approx(1e-3)
+
+
+def test_connective_blocks_are_all_streaming_and_a_step_splits_into_its_kernels_sides():
+    model, dev = LLAMA, MIX
+    for phase in ("prefill", "decode"):
+        w = Workload(phase, 3, 5)
+        con = common.connective_time(model, dev, w, w.new_tokens)
+        assert common.connective_time(model, dev, w, w.new_tokens, "memory") == pytest.approx(con - dev.kernel_launch_s)
+        assert common.connective_time(model, dev, w, w.new_tokens, "compute") == 0.0
+        busy = common.step_time(model, dev, w) - common.step_fixed_time(model, dev, w) + dev.step_overhead_s
+        sides = common.step_time(model, dev, w, bound="memory") + common.step_time(model, dev, w, bound="compute")
+        assert sides == pytest.approx(busy, rel=1e-12)
+        parts = common.layer_parts(model, dev, w, "memory")
+        assert parts["overhead"] == 0.0 and common.layer_parts(model, dev, w)["overhead"] == dev.layer_overhead_s
+
+
+def test_memory_share_weights_each_device_by_its_busy_time():
+    model, w = LLAMA, DECODE
+    a, b = MIX, MIX.with_memory("M", bandwidth_bytes_per_s=16.0).with_changes(name="slow")
+
+    def sides(d):
+        return common.step_time(model, d, w, bound="memory"), common.step_time(model, d, w, bound="compute")
+
+    (ma, ca), (mb, cb) = sides(a), sides(b)
+    assert common.memory_share(model, [a], w) == pytest.approx(ma / (ma + ca), rel=1e-12)
+    assert common.memory_share(model, [a, a, b], w) == pytest.approx((2 * ma + mb) / (2 * ma + 2 * ca + mb + cb),
+                                                                     rel=1e-12)
+    assert common.memory_share(model, [DeviceSpec("no memory", {"fp16": 1e12})], w) == 0.0
+

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from workbench import hardware
+from workbench import fields, hardware
 from workbench.errors import WorkbenchError
 from workbench.hardware import (
     DeviceSpec,
@@ -18,7 +18,10 @@ from workbench.hardware import (
     declared_fields,
     device_from_table,
     device_names,
+    efficiency_notices,
+    is_typical_efficiency,
     load_device,
+    typical_memory_efficiency,
 )
 
 
@@ -345,15 +348,57 @@ def test_field_declaration_helpers() -> None:
     """The one-line declarations: a number with at most one TOML key, a positive rate with file bounds, an
     achieved fraction in (0, 1] under one key, and a dataclass field carrying its spec."""
     key = TomlKey("bw_gb", 1e9, "GB/s")
-    assert hardware._number("n", "W", 1.0, 5.0, key, "power", kind="integer") == FieldSpec(
+    assert fields.number_field("n", "W", 1.0, 5.0, key, "power", kind="integer") == FieldSpec(
         "n", "W", 1.0, 5.0, kind="integer", preset_key="power", toml=(key,))
-    assert hardware._number("n", "W", 0.0, 5.0).toml == ()
-    assert hardware._rate("r", "B/s", 1e14, 1e3, key, "bandwidth", kind="integer") == FieldSpec(
+    assert fields.number_field("n", "W", 0.0, 5.0).toml == ()
+    assert fields.rate_field("r", "B/s", 1e14, 1e3, key, "bandwidth", kind="integer") == FieldSpec(
         "r", "B/s", 0.0, math.inf, low_open=True, file_high=1e14, file_floor=1e3, kind="integer",
         preset_key="bandwidth", toml=(key,))
-    assert hardware._fraction("f", "efficiency") == FieldSpec(
+    assert fields.fraction_field("f", "efficiency") == FieldSpec(
         "f", "1", 0.0, 1.0, low_open=True, preset_key="efficiency", toml=(TomlKey("efficiency"),))
     spec = FieldSpec("x")
-    with_default = hardware.declared(spec, 3.0, repr=False)
+    with_default = fields.declared(spec, 3.0, repr=False)
     assert (with_default.default, with_default.metadata["spec"], with_default.repr) == (3.0, spec, False)
-    assert hardware.declared(spec).default is dataclasses.MISSING
+    assert fields.declared(spec).default is dataclasses.MISSING
+
+
+# ---- issue 31: no silent memory_efficiency --------------------------------------------------------------
+def test_a_preset_table_without_memory_efficiency_needs_a_class_with_a_typical_value():
+    const = {"unit": "1", "kind": "datasheet", "source": "sheet"}
+    table = {"meta": {"memory_levels": ["RAM"], "device_class": "gpu"}, "peak_flops_fp32": {"value": 1e9, **const},
+             "mem_RAM_capacity": {"value": 1e9, **const}, "mem_RAM_bandwidth": {"value": 1e9, **const}}
+    device = device_from_table(table, "box.toml")
+    assert device.memory_efficiency == 0.83 and is_typical_efficiency(device)
+    with pytest.raises(WorkbenchError, match="box.toml: device 'box' states no memory_efficiency"):
+        device_from_table({**table, "meta": {"memory_levels": ["RAM"]}}, "box.toml")
+    no_memory = device_from_table({"peak_flops_fp32": {"value": 1e9, **const}}, "box.toml")
+    assert no_memory.memory == () and not is_typical_efficiency(no_memory)  # nothing to stream
+
+
+def test_a_device_class_is_checked_on_every_instance():
+    with pytest.raises(WorkbenchError, match="unknown device_class 'tpu'; allowed: cpu, gpu, mcu, npu, accelerator"):
+        _device(device_class="tpu")
+
+
+def test_typical_memory_efficiency_and_its_notice() -> None:
+    """The class's quoted constant (file and key in the error otherwise), a notice naming it once per device
+    name, none for a stated value."""
+    cpu = typical_memory_efficiency("cpu", "d", "f.toml")
+    assert (cpu.name, cpu.value, cpu.unit, cpu.kind) == ("typical_cpu", 0.67, "1", "quoted")
+    assert typical_memory_efficiency("gpu", "d", "f.toml").value == 0.83
+    for cls, tail in (("", "(cpu, gpu)"), ("npu", "(cpu, gpu); npu has none")):
+        with pytest.raises(WorkbenchError, match=r"^f\.toml: device 'd' states no memory_efficiency; state it \(the "
+                           r"achieved fraction of the memory bandwidth, in \(0, 1\]\) or a device_class with a "
+                           r"typical value " + tail.replace("(", r"\(").replace(")", r"\)") + "$"):
+            typical_memory_efficiency(cls, "d", "f.toml")
+    with pytest.raises(WorkbenchError, match=r"^f\.toml: device_class must be one of cpu, gpu, mcu, npu, "
+                                             r"accelerator, got 'tpu'$"):
+        typical_memory_efficiency("tpu", "d", "f.toml")
+    typical = _device(device_class="gpu", memory_efficiency=0.83,
+                      provenance={"memory_efficiency": typical_memory_efficiency("gpu", "d", "f.toml")})
+    stated = _device(name="e", device_class="gpu", provenance={"memory_efficiency": hardware.Constant(
+        "memory_efficiency", 0.83, "1", "measured", "bench")})
+    assert is_typical_efficiency(typical) and not is_typical_efficiency(stated) and not is_typical_efficiency(_device())
+    assert efficiency_notices([typical, stated, typical]) == [
+        "notice: d states no memory_efficiency; using 0.83, the typical for gpu (memory_efficiency.toml typical_gpu: "
+        "CUDA samples bandwidthTest on a GeForce RTX 2060 (published output, pastebin.com/Fy4S4r7J))"]

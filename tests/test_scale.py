@@ -37,7 +37,7 @@ def test_a_1024_device_arena_finishes_with_finite_numbers(tmp_path):
     ran = table[table["status"] != "n/a"]
     assert {"galaxy_hmp", "galaxy_hmp_overlap", "megatron_tp", "sp", "layerwise_mp", "pipeline_offload"} <= \
         set(ran["scheme"])
-    columns = ["latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s",
+    columns = ["latency_s", "compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s",
                "io_stall_s", "other_s", "peak_memory_bytes"]
     assert np.isfinite(ran[columns].to_numpy(dtype=float)).all()
     assert (ran["latency_s"] > 0).all()

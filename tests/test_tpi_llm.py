@@ -385,8 +385,8 @@ def test_registered_schemes_and_contract():
     prefill, decode = T.workloads()
     res = SCHEMES["tpi_star_tp"][1](m, cluster, decode)
     assert res.paper == "tpi_llm" and len(res.peak_memory_bytes) == 8 and not res.oom
-    parts = res.compute_s + res.comm_link_latency_s + res.comm_bytes_s + res.io_stall_s + res.other_s + \
-        res.fixed_s + res.serial_s
+    parts = res.compute_s + res.memory_s + res.comm_link_latency_s + res.comm_bytes_s + res.io_stall_s + \
+        res.other_s + res.fixed_s + res.serial_s
     assert parts == pytest.approx(res.latency_s, rel=1e-6)
     assert res.parts_s == pytest.approx(res.latency_s, rel=1e-6)
     assert res.serial_s > 0  # the master's embedding and head run on it alone

@@ -217,6 +217,7 @@ def valid_configs(draw):
             "peak_gflops": {"fp16": draw(st.floats(1, 5e4)), "int8": draw(st.floats(1, 1e5))},
             "efficiency_gemm": draw(st.floats(0.05, 1)), "efficiency_gemv": draw(st.floats(0.05, 1)),
             "storage_read_mb_per_s": draw(st.floats(10, 5e3)),
+            "device_class": draw(st.sampled_from(["cpu", "gpu"])),  # no memory_efficiency: the class's typical
             "memory": [{"name": "LLC", "capacity_mib": inner_mib, "bandwidth_gb_per_s": draw(st.floats(1, 1e3))},
                        {"name": "DRAM", "capacity_gib": draw(st.floats(0.5, 64)),
                         "bandwidth_gb_per_s": draw(st.floats(0.5, 500))}]})

@@ -22,7 +22,7 @@ from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Wor
 from workbench.units import GIB, MIB
 
 METRIC = {"prefill": "TTFT", "decode": "time per token"}
-COMPONENTS = {"compute_s": "compute", "fixed_s": "fixed (launches, per-layer)", "serial_s": "serial (one device)",
+COMPONENTS = {"memory_s": "memory streaming", "compute_s": "arithmetic", "fixed_s": "fixed (launches, per-layer)", "serial_s": "serial (one device)",
               "comm_link_latency_s": "communication: per-message (hops, endpoints)",
               "comm_bytes_s": "communication: bytes", "io_stall_s": "IO stall", "other_s": "other"}
 STATUSES = ("ok", "OOM", "n/a")
@@ -88,7 +88,7 @@ class Arena:
         rows = []
         for e in self.entries:
             row = {"scheme": e.scheme, "paper": e.paper, "phase": e.phase, "metric": METRIC[e.phase],
-                   "status": e.status, "latency_s": math.nan, **dict.fromkeys(COMPONENTS, math.nan),
+                   "status": e.status, "latency_s": math.nan, **dict.fromkeys(COMPONENTS, math.nan), "bound": "",
                    "peak_memory_bytes": math.nan, "memory_budget_bytes": math.nan, "memory_use": math.nan,
                    "oom": False, "notes": e.error}
             if e.result is not None:
@@ -97,7 +97,7 @@ class Arena:
                 use = [p / b for p, b in zip(r.peak_memory_bytes, budgets) if b > 0]
                 worst = max(range(len(use)), key=use.__getitem__) if use else None
                 flat = r.row()  # the one flattening of a result; the arena adds budgets and its NaN conventions
-                row.update({"latency_s": flat["latency_s"], **{c: flat[c] for c in COMPONENTS},
+                row.update({"latency_s": flat["latency_s"], **{c: flat[c] for c in COMPONENTS}, "bound": flat["bound"],
                             "peak_memory_bytes": max(r.peak_memory_bytes, default=math.nan),
                             "memory_budget_bytes": budgets[worst] if worst is not None else math.nan,
                             "memory_use": use[worst] if worst is not None else math.nan,

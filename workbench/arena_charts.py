@@ -29,7 +29,7 @@ from workbench.io import write_atomic, write_csv_atomic, write_text_atomic
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite minor version altair 6 writes; a test keeps the two in step
 SCHEMA_URL = f"https://vega.github.io/schema/vega-lite/v{VEGA_LITE_VERSION}.json"
 DATASET = "arena"
-COMPONENT_COLORS = {"compute_s": "#4c78a8", "fixed_s": "#9ecae9", "serial_s": "#b279a2",
+COMPONENT_COLORS = {"memory_s": "#72b7b2", "compute_s": "#4c78a8", "fixed_s": "#9ecae9", "serial_s": "#b279a2",
                     "comm_link_latency_s": "#f58518", "comm_bytes_s": "#e45756", "io_stall_s": "#54a24b",
                     "other_s": "#bab0ac"}  # one distinct colour per workbench.arena.COMPONENTS key
 SCALES = ("log", "linear")
@@ -197,7 +197,7 @@ def breakdown_spec(arena: Arena, width: int = 380, title: str | dict | None = No
         ticks = {"mark": {"type": "tick", "color": "black", "thickness": 2, "size": 18}, "encoding": {
             **_label_axis(), "x": field("latency_s", "quantitative"),
             "tooltip": [field("scheme"), field("total", title="end-to-end")]},
-            "transform": [phase_filter(phase), {"filter": "(datum.component === 'compute')"},
+            "transform": [phase_filter(phase), {"filter": f"(datum.component === {json.dumps(COMPONENTS['compute_s'])})"},
                           {"calculate": seconds_expr("datum.latency_s"), "as": "total"}]}
         absolute = {"layer": [bars, ticks], "title": f"Latency breakdown: {METRIC[phase]} ({phase})", "width": width}
         if composition:

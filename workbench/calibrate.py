@@ -166,7 +166,7 @@ def with_values(document: dict, values: dict[str, float]) -> dict:
     return doc
 
 
-PARTS = ("compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s", "other_s")
+PARTS = ("compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s", "other_s")
 
 
 def predict(document: dict, rows: pd.DataFrame, where: str, base_dir: Path | None) -> np.ndarray:

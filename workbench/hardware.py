@@ -67,6 +67,10 @@ BITS = {"fp32": 32, "tf32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4}
 # these covers is an error.
 WIDER = {"fp32": (), "tf32": ("fp32",), "fp16": ("fp32",), "bf16": ("fp16", "fp32"),
          "int8": ("bf16", "fp16", "fp32"), "int4": ("int8", "bf16", "fp16", "fp32")}
+# What kind of processor a device is: picks the typical memory_efficiency of a device that states none
+# (data/constants/memory_efficiency.toml holds the classes that have a quoted typical value).
+DEVICE_CLASSES = ("cpu", "gpu", "mcu", "npu", "accelerator")
+TYPICAL_EFFICIENCY_PATH = DATA_DIR / "constants" / "memory_efficiency.toml"
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,12 @@ class DeviceSpec:
         "fixed host time per model step outside the kernels (input preparation, sampling, output processing)",
         "s", 0.0, math.inf, TomlKey("step_overhead_us", 1e-6, "µs"), "step_overhead", file_high=10.0), 0.0)
     memory_efficiency: float = declared(fraction_field(
-        "achieved fraction of each memory level's bandwidth when streaming", "memory_efficiency"), 1.0)
+        "achieved fraction of each memory level's bandwidth when streaming (a file that states none takes the "
+        "typical value of its device_class)", "memory_efficiency"), 1.0)
+    device_class: str = declared(FieldSpec(
+        f"kind of processor ({', '.join(DEVICE_CLASSES)}): a device stating no memory_efficiency streams at its "
+        "class's typical fraction (data/constants/memory_efficiency.toml)", kind="text",
+        toml=(TomlKey("device_class"),)), "")
     small_kernel_bytes: float = declared(number_field(
         "kernel bytes below which a kernel is not split across the cores: it streams at the core rate (0: off)", "B",
         0.0, math.inf, TomlKey("small_kernel_mib", MIB, "MiB"), "small_kernel_bytes", file_high=2.0**40), 0.0)
@@ -152,6 +161,8 @@ class DeviceSpec:
             require_choice("dtype", dtype, DTYPES)
             spec.check(f"{self.name} peak_flops[{dtype}]", peak)
         check_declared(self)
+        if self.device_class:
+            require_choice("device_class", self.device_class, DEVICE_CLASSES)
         if (self.small_kernel_bytes > 0) != (self.core_stream_bytes_per_s > 0):
             raise WorkbenchError(
                 f"device {self.name!r}: small_kernel_bytes and core_stream_bytes_per_s must both be > 0 (small-kernel "
@@ -269,8 +280,47 @@ def _preset_values(cls, values: dict, prefix: str = "") -> dict:
     return out
 
 
+def typical_memory_efficiency(device_class: str, name: str, where: str) -> Constant:
+    """The typical memory_efficiency of a device class (a quoted constant of data/constants/memory_efficiency.toml)
+    for a device `name` that states none; one line naming the key when the class has no typical value."""
+    if device_class and device_class not in DEVICE_CLASSES:
+        raise WorkbenchError(f"{where}: device_class must be one of {', '.join(DEVICE_CLASSES)}, got {device_class!r}")
+    with open(TYPICAL_EFFICIENCY_PATH, "rb") as f:
+        typical = parse_constants(tomllib.load(f), TYPICAL_EFFICIENCY_PATH.name)
+    known = sorted(k.removeprefix("typical_") for k in typical)
+    constant = typical.get(f"typical_{device_class}")
+    if constant is None:
+        raise WorkbenchError(
+            f"{where}: device {name!r} states no memory_efficiency; state it (the achieved fraction of the memory "
+            f"bandwidth, in (0, 1]) or a device_class with a typical value ({', '.join(known)})"
+            + (f"; {device_class} has none" if device_class else ""))
+    return constant
+
+
+def is_typical_efficiency(device: DeviceSpec) -> bool:
+    """Whether a device's memory_efficiency is its class's typical value (it stated none of its own)."""
+    constant = device.provenance.get("memory_efficiency")
+    return constant is not None and constant.name.startswith("typical_")
+
+
+def efficiency_notices(devices) -> list[str]:
+    """One line per distinct device (by name) whose memory_efficiency is its class's typical value: what it
+    streams at, from which source (whatif prints these, so an estimate never passes for a stated number)."""
+    lines, seen = [], set()
+    for device in devices:
+        if device.name in seen or not is_typical_efficiency(device):
+            continue
+        seen.add(device.name)
+        constant = device.provenance["memory_efficiency"]
+        cite = constant.source.split(":")[0]
+        lines.append(f"notice: {device.name} states no memory_efficiency; using {constant.value:g}, the typical for "
+                     f"{device.device_class} ({TYPICAL_EFFICIENCY_PATH.name} {constant.name}: {cite})")
+    return lines
+
+
 def device_from_table(table: dict, where: str) -> DeviceSpec:
-    """Build a DeviceSpec from a preset table (meta + provenance-carrying constants)."""
+    """Build a DeviceSpec from a preset table (meta + provenance-carrying constants); a preset with memory levels
+    that states no memory_efficiency takes the typical value of its meta device_class (`typical_memory_efficiency`)."""
     table = dict(table)
     meta = table.pop("meta", {})
     consts = parse_constants(table, where)
@@ -283,7 +333,11 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
             if f.default is MISSING and spec.preset_key and f"mem_{level}_{spec.preset_key}" not in v:
                 raise WorkbenchError(f"{where}: memory level {level} needs mem_{level}_{spec.preset_key}")
         memory.append(MemoryLevel(level, **_preset_values(MemoryLevel, v, f"mem_{level}_")))
-    return DeviceSpec(name=meta.get("name", Path(where).stem), peak_flops=peaks, memory=tuple(memory),
+    name = meta.get("name", Path(where).stem)
+    if memory and "memory_efficiency" not in consts:  # no silent 1.0 for a device that streams from memory
+        consts["memory_efficiency"] = typical_memory_efficiency(meta.get("device_class", ""), name, where)
+        v["memory_efficiency"] = consts["memory_efficiency"].value
+    return DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
                       provenance=consts, **_preset_values(DeviceSpec, v))
 
 

@@ -35,7 +35,14 @@ from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
-from workbench.hardware import DTYPES, DeviceSpec, MemoryLevel, device_from_table, load_device
+from workbench.hardware import (
+    DTYPES,
+    DeviceSpec,
+    MemoryLevel,
+    device_from_table,
+    load_device,
+    typical_memory_efficiency,
+)
 from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
@@ -332,6 +339,11 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     fields = dict(  # every number checked here, so a DeviceSpec error below is a cross-field one
         name=_text(where, f"{key}.name", table["name"]), peak_flops=peak_flops, memory=memory,
         **declared_numbers(where, key, table, DeviceSpec))
+    if "device_class" in table:
+        fields["device_class"] = _text(where, f"{key}.device_class", table["device_class"])
+    if "memory_efficiency" not in table:  # no silent 1.0: the class's typical value, noticed by whatif
+        typical = typical_memory_efficiency(fields.get("device_class", ""), fields["name"], f"{where}: {key}")
+        fields.update(memory_efficiency=typical.value, provenance={"memory_efficiency": typical})
     try:
         spec = DeviceSpec(**fields)
     except WorkbenchError as exc:

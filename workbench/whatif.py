@@ -22,10 +22,11 @@ import pandas as pd
 
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
+from workbench.hardware import efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
-SHORT = {"compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
+SHORT = {"memory_s": "memory", "compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
          "comm_bytes_s": "bytes", "io_stall_s": "IO", "other_s": "other"}
 
 
@@ -55,7 +56,7 @@ def format_table(arena: Arena) -> str:
              "tokens/s": _rate(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
              "peak mem/device": "" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f} GiB",
              "of budget": "" if math.isnan(r.memory_use) else f"{r.memory_use:.0%}",
-             "time/token breakdown": _detail(long, r.scheme)}
+             "bound by": _bound(long, r.scheme), "time/token breakdown": _detail(long, r.scheme)}
             for r in wide.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -113,6 +114,13 @@ sweep.csv). With --no-charts nothing is written unless --out is given (then only
 A --devices / --set with one value per key is a single run (table and charts); several values sweep them.
 --seq-len sets the prompt (workload.seq_len) only; --kv-len sets the tokens each decode step attends
 (workload.kv_len; a file that states none attends the whole prompt, as without the option)."""
+
+
+def _bound(long: pd.DataFrame, scheme: str) -> str:
+    """What bounds the scheme's decode step (`SchemeResult.bound`), "" where it does not apply."""
+    if (scheme, "decode") not in long.index or long.loc[(scheme, "decode")]["status"] == "n/a":
+        return ""
+    return str(long.loc[(scheme, "decode")]["bound"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -283,6 +291,8 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
           f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens, "
           f"decode attends {config.kv_len}; {cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
           f"{link.bandwidth_bytes_per_s * 8 / 1e6:g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
+    for line in efficiency_notices(config.cluster.devices):
+        print(line)
     print(format_table(arena))
     print(f"\n{best_line(arena)}")
     out = output_folder(args, path)

@@ -52,9 +52,11 @@ print(format_table(arena))
 
 # %% [markdown]
 # ## The table and the latency breakdown
-# Bars stack the busy time of each component (compute, communication split into per-hop link latency
-# and bytes over bandwidth, IO stall waiting for weights); the black tick is the end-to-end latency,
-# shorter than the stack where a scheme overlaps communication or IO with compute.
+# Bars stack the busy time of each component: memory streaming (kernels whose bytes take longer than their
+# arithmetic, on the roofline) apart from arithmetic (kernels their FLOPs bind), fixed launches and per-layer
+# time, communication split into per-hop link latency and bytes over bandwidth, IO stall waiting for weights.
+# The black tick is the end-to-end latency, shorter than the stack where a scheme overlaps communication or IO
+# with compute; the table's "bound by" column names each scheme's largest component in decode.
 
 # %%
 rec.chart(ranking_chart(arena), "table", data=table)

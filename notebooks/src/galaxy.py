@@ -80,21 +80,23 @@ fixed
 
 # %% [markdown]
 # ## The headline comparison (parameters above)
-# Latency of every scheme on the chosen model, environment, bandwidth and sequence length, split into compute,
-# link latency and bytes on the wire; `galaxy_speedup` is Galaxy's (HMP + overlap) speedup over that scheme.
-# A scheme that does not fit its devices' memory budgets is marked `oom`.
+# Latency of every scheme on the chosen model, environment, bandwidth and sequence length, split into memory
+# streaming, arithmetic, fixed and serial time, link latency and bytes on the wire (`bound` names the largest);
+# `galaxy_speedup` is Galaxy's (HMP + overlap) speedup over that scheme. A scheme that does not fit its devices'
+# memory budgets is marked `oom`.
 
 # %%
 headline = wb.compare(model, environment, bandwidth_mbps, seq_len, processor, devices)
-parts = headline.melt(id_vars=["scheme", "oom"], value_vars=["compute_s", "fixed_s", "serial_s", "comm_link_latency_s",
-                                                           "comm_bytes_s"], var_name="part", value_name="seconds")
+parts = headline.melt(id_vars=["scheme", "oom"], value_vars=["compute_s", "memory_s", "fixed_s", "serial_s",
+                                                           "comm_link_latency_s", "comm_bytes_s"],
+                      var_name="part", value_name="seconds")
 breakdown = alt.Chart(parts).mark_bar().encode(
     x=alt.X("seconds:Q", title="latency (s)"), y=alt.Y("scheme:N", sort=None), color="part:N",
     tooltip=["scheme", "part", "seconds", "oom"],
 ).properties(title=f"{model}, env {environment}, {bandwidth_mbps:g} Mbps, S={seq_len}, {processor}", width=460)
 rec.chart(breakdown, "headline_breakdown", data=headline)
-headline[["scheme", "latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s",
-          "peak_memory_bytes", "oom", "galaxy_speedup"]]
+headline[["scheme", "latency_s", "bound", "compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s",
+          "comm_bytes_s", "peak_memory_bytes", "oom", "galaxy_speedup"]]
 
 # %%
 layer = wb.timeline(model, environment, bandwidth_mbps, seq_len, processor, devices)

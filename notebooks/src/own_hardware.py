@@ -145,7 +145,7 @@ checked[["link_class", "devices", "phase", "tokens", "latency_s", "typical_s", "
 # not explain.
 
 # %%
-checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "serial_s",
+checked[["link_class", "devices", "phase", "latency_s", "predicted_s", "compute_s", "memory_s", "serial_s",
          "comm_link_latency_s", "comm_bytes_s", "fixed_s", "unexplained_s"]]
 
 # %%

@@ -91,7 +91,7 @@ def predict_generation(cfg: TransformerConfig, device: DeviceSpec, link: LinkMod
     for key, phase in (("ttft", "prefill"), ("per_token", "decode")):
         row = evaluate(cfg, cluster, phase, prompt_len, n_new).row()
         out[f"{key}_s"] = row["latency_s"]
-        for part in ("compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
+        for part in ("compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
                      "other_s"):
             out[f"{key}_{part}"] = row[part]
     return out
@@ -105,6 +105,6 @@ def predict_scheme(scheme: str, cfg: TransformerConfig, device: DeviceSpec, link
     if scheme not in schemes:
         raise WorkbenchError(f"scheme must be a registered scheme ({', '.join(sorted(schemes))}), got {scheme!r}")
     row = schemes[scheme][1](cfg, this_machine_cluster(device, processes, link, share), workload).row()
-    parts = ("latency_s", "compute_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
+    parts = ("latency_s", "compute_s", "memory_s", "fixed_s", "serial_s", "comm_link_latency_s", "comm_bytes_s", "io_stall_s",
              "other_s")
     return {part: float(row.get(part, 0.0)) for part in parts}

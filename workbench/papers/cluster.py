@@ -301,7 +301,8 @@ def stack_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
                      "processes": int(r.processes), "matches_reference": bool(r.matches_reference),
                      "measured_median_s": float(r.median_s), "predicted_s": pred["latency_s"],
                      "measured_min_s": float(r.min_s), "predicted_fastest_s": quick["latency_s"],
-                     "predicted_compute_s": pred["compute_s"], "predicted_comm_s":
+                     "predicted_compute_s": pred["compute_s"], "predicted_memory_s": pred["memory_s"],
+                     "predicted_comm_s":
                          pred["comm_link_latency_s"] + pred["comm_bytes_s"]})
     out = pd.DataFrame(rows)
     out["median_over_predicted"] = out["measured_median_s"] / out["predicted_s"]

@@ -267,7 +267,7 @@ def result_rows(profile: pd.DataFrame, checked: pd.DataFrame, summary: pd.DataFr
     parts = [pd.DataFrame({"artifact": "profile", "model": "", "setting": profile["constant"],
                            "quantity": "value", "value": profile["value"], "unit": profile["unit"]})]
     for column, unit in (("latency_s", "s"), ("typical_s", "s"), ("predicted_s", "s"), ("error", "1"),
-                         ("error_typical", "1"), ("compute_s", "s"), ("serial_s", "s"), ("comm_link_latency_s", "s"),
+                         ("error_typical", "1"), ("compute_s", "s"), ("memory_s", "s"), ("serial_s", "s"), ("comm_link_latency_s", "s"),
                          ("comm_bytes_s", "s"), ("fixed_s", "s"), ("unexplained_s", "s")):
         parts.append(pd.DataFrame({"artifact": "measured vs predicted", "model": "TinyLlama-42M", "setting": setting,
                                    "quantity": column, "value": checked[column], "unit": unit}))

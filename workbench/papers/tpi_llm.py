@@ -609,9 +609,9 @@ def fit_laptop_constants() -> dict[str, float]:
     weights = resident_weight_bytes(m, 1.0, True, BITS)
     offload = evaluate_disk_offload(m, alone, decode)
     return {"mem_DRAM_bandwidth": float(stream), "storage_read_bandwidth": float(disk),
-            "swap_bandwidth": float(weights / (quoted("token_latency", "Table 3", "Transformers") - swap.compute_s)),
+            "swap_bandwidth": float(weights / (quoted("token_latency", "Table 3", "Transformers") - (swap.compute_s + swap.memory_s))),
             "offload_read_bandwidth": float(weights / (quoted("token_latency", "Table 3", "Accelerate")
-                                                       - offload.compute_s))}
+                                                       - (offload.compute_s + offload.memory_s)))}
 
 
 def fitted_constants_table() -> pd.DataFrame:

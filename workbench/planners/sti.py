@@ -287,7 +287,7 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
     return ShardPlan(**{**plan.__dict__, "method": method})
 
 
-@register("sti_pipeline", PAPER)
+@register("sti_pipeline", PAPER, streaming=False)
 def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
                           preload_bytes: float | None = None) -> SchemeResult:
     """The arena's `sti_pipeline`: STI's planner on the whole model, target = its compute time (bitwidths fill

@@ -104,13 +104,14 @@ class SchemeResult:
     paper: str
     phase: str
     latency_s: float
-    compute_s: float = 0.0
+    compute_s: float = 0.0  # kernels' time where their arithmetic binds (the roofline's compute side)
     comm_link_latency_s: float = 0.0  # communication time due to per-hop latency
     comm_bytes_s: float = 0.0  # communication time due to bytes / bandwidth
     io_stall_s: float = 0.0  # waiting for weights from storage / off-chip memory
     other_s: float = 0.0
     fixed_s: float = 0.0  # size-independent device time: kernel launches, per-layer framework time
     serial_s: float = 0.0  # work that runs on one device only (embedding, output head, sampling, root work)
+    memory_s: float = 0.0  # kernels' time where streaming their bytes binds (the roofline's memory side)
     peak_memory_bytes: tuple[float, ...] = ()
     memory_budget_bytes: tuple[float, ...] = ()
     oom: bool = False
@@ -120,7 +121,7 @@ class SchemeResult:
     @property
     def parts_s(self) -> float:
         """The sum of the breakdown's components (equals latency_s for every scheme)."""
-        return (self.compute_s + self.fixed_s + self.serial_s + self.comm_link_latency_s + self.comm_bytes_s
+        return (self.compute_s + self.memory_s + self.fixed_s + self.serial_s + self.comm_link_latency_s + self.comm_bytes_s
                 + self.io_stall_s + self.other_s)
 
     def carve(self, fixed_s: float = 0.0, serial_s: float = 0.0) -> SchemeResult:
@@ -135,14 +136,35 @@ class SchemeResult:
         return replace(self, compute_s=max(self.compute_s - fixed_s - serial_s, 0.0),
                        fixed_s=self.fixed_s + fixed_s, serial_s=self.serial_s + serial_s)
 
+    def split_streaming(self, share: float) -> SchemeResult:
+        """A copy whose compute_s (roofline time) shows `share` of it as memory_s, the time memory streaming
+        binds (`common.memory_share`); the two sum to the compute_s before bit for bit, the latency unchanged."""
+        from dataclasses import replace
+
+        if not 0.0 <= share <= 1.0:
+            raise WorkbenchError(f"{self.scheme}: memory share must be in [0, 1], got {share!r}")
+        arithmetic = self.compute_s - self.compute_s * share
+        return replace(self, compute_s=arithmetic, memory_s=self.memory_s + (self.compute_s - arithmetic))
+
+    @property
+    def bound(self) -> str:
+        """What bounds the step: its largest component group (memory, compute, fixed, serial, communication,
+        IO, other; the first of equals); "" for a step of no time."""
+        groups = {"memory": self.memory_s, "compute": self.compute_s, "fixed": self.fixed_s, "serial": self.serial_s,
+                  "communication": self.comm_link_latency_s + self.comm_bytes_s, "IO": self.io_stall_s,
+                  "other": self.other_s}
+        name, seconds = max(groups.items(), key=lambda kv: kv[1])
+        return name if seconds > 0 else ""
+
     def row(self) -> dict:
         """A flat dict for a DataFrame row."""
         return {
             "scheme": self.scheme, "paper": self.paper, "phase": self.phase, "latency_s": self.latency_s,
-            "compute_s": self.compute_s, "comm_link_latency_s": self.comm_link_latency_s,
+            "compute_s": self.compute_s, "memory_s": self.memory_s, "comm_link_latency_s": self.comm_link_latency_s,
             "comm_bytes_s": self.comm_bytes_s, "io_stall_s": self.io_stall_s, "other_s": self.other_s,
             "fixed_s": self.fixed_s, "serial_s": self.serial_s,
-            "peak_memory_bytes": max(self.peak_memory_bytes, default=0.0), "oom": self.oom, "notes": self.notes,
+            "bound": self.bound, "peak_memory_bytes": max(self.peak_memory_bytes, default=0.0), "oom": self.oom,
+            "notes": self.notes,
         }
 
 
@@ -150,18 +172,41 @@ Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]
 SCHEMES: dict[str, tuple[str, Evaluator]] = {}
 
 
-def register(name: str, paper: str) -> Callable[[Evaluator], Evaluator]:
+def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
-    evaluator already holds is an error (re-importing the same module is not)."""
+    evaluator already holds is an error (re-importing the same module is not).
+
+    With `streaming` (the schemes costed on the shared roofline, `schemes.common`) the registered evaluator
+    splits its result's compute_s into arithmetic and memory streaming (`with_streaming_split`); a scheme
+    whose compute has no roofline (STI's per-layer profile) or that times its memory traffic itself (the
+    MCU's L2 transfers) registers with streaming=False."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
         if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
                 (paper, fn.__qualname__, fn.__module__):
             raise WorkbenchError(f"scheme {name!r} is already registered by {known[1].__module__}."
                                  f"{known[1].__qualname__}; pick another name")
-        SCHEMES[name] = (paper, fn)
-        return fn
+        evaluator = with_streaming_split(fn) if streaming else fn
+        SCHEMES[name] = (paper, evaluator)
+        return evaluator
     return wrap
+
+
+def with_streaming_split(fn: Evaluator) -> Evaluator:
+    """`fn` whose result shows the memory-bound share of its roofline time (`common.memory_share` of the model,
+    the cluster's devices and the workload) as memory_s: the one place every roofline scheme splits; a result
+    that already shows memory time (an evaluator calling another registered one) is left as it is."""
+    import functools
+
+    @functools.wraps(fn)
+    def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        from workbench.schemes.common import memory_share
+
+        result = fn(model, cluster, workload, *args, **kwargs)
+        if result.memory_s > 0 or result.compute_s <= 0:
+            return result
+        return result.split_streaming(memory_share(model, cluster.devices, workload))
+    return evaluator
 
 
 # Planner modules that register an evaluator that plans (planners sit above schemes, so such an evaluator lives

@@ -20,6 +20,12 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   `kernel_launch_s` for every kernel that runs (a split kernel is still one launch on each device, so the
   fixed cost does not shrink with the split). A weight read by several kernels (row tiles) is streamed by
   each. The small-kernel loss applies to GEMMs and GEMVs alike, at each kernel's FLOPs.
+* **Streaming is not compute** (`roofline_time(bound=...)`, `memory_share`): each kernel's busy time goes
+  whole to the side of its roofline that binds it (streaming strictly slower: memory; else compute; the
+  connective blocks are all streaming). The registry (`schemes.base.register`) splits every roofline
+  scheme's compute_s by the memory-bound share of the step on its devices into memory_s and compute_s,
+  summing to the roofline time bit for bit: exact for one device, the devices' busy-time-weighted share
+  where a scheme splits the step across several.
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
 * **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
@@ -59,6 +65,9 @@ CONNECTIVE_PASSES = 6
 KERNELS_PER_LAYER = 7
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
+# The two sides of a kernel's roofline: the part of a step's busy time that streaming binds, and the part the
+# arithmetic binds (`roofline_time(bound=...)`; the breakdown's memory_s and compute_s).
+BOUNDS = ("memory", "compute")
 
 
 # ---- precision ------------------------------------------------------------------------------------
@@ -128,12 +137,30 @@ def launched(device: DeviceSpec, work) -> np.ndarray:
     return np.where(np.asarray(work, dtype=float) > 0, device.kernel_launch_s, 0.0)
 
 
+def bound_part(busy, arithmetic, streaming, bound: str):
+    """The part of kernels' `busy` seconds that `bound` binds (vectorised): "memory" where streaming is the
+    slower (strictly), "compute" where the arithmetic is (ties go to compute, as GenZ's `bound` column)."""
+    require_bound(bound)
+    memory_bound = np.asarray(streaming, dtype=float) > np.asarray(arithmetic, dtype=float)
+    return np.where(memory_bound if bound == "memory" else ~memory_bound, busy, 0.0)
+
+
+def require_bound(bound: str | None) -> None:
+    """One line unless `bound` is None (whole time), "memory" or "compute"."""
+    if bound is not None and bound not in BOUNDS:
+        raise WorkbenchError(f"bound must be None, {' or '.join(map(repr, BOUNDS))}, got {bound!r}")
+
+
 def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "gemm", kernel_flops=None,
-                  rows=None):
+                  rows=None, bound: str | None = None):
     """Seconds of one kernel: its launch plus the slower of its compute (a GEMM of `rows` rows when given)
-    and streaming its `n_bytes` (vectorised; a kernel with no FLOPs and no bytes is not launched)."""
+    and streaming its `n_bytes` (vectorised; a kernel with no FLOPs and no bytes is not launched). With
+    `bound` ("memory" / "compute"), only the busy seconds of the kernels that side binds, no launch."""
     compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops, rows), dtype=float)
-    busy = compute if not device.memory else np.maximum(compute, device.kernel_stream_time(n_bytes))
+    stream = device.kernel_stream_time(n_bytes) if device.memory else np.zeros_like(compute)
+    busy = compute if not device.memory else np.maximum(compute, stream)
+    if bound is not None:
+        return bound_part(busy, compute, stream, bound)
     return busy + launched(device, np.asarray(flops, dtype=float) + np.asarray(n_bytes, dtype=float))
 
 
@@ -169,10 +196,10 @@ def ffn_down_flops(model: TransformerConfig, cols, tokens):
 
 # ---- one layer on one device ------------------------------------------------------------------------
 def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, cols,
-                 tokens) -> dict[str, np.ndarray]:
+                 tokens, bound: str | None = None) -> dict[str, np.ndarray]:
     """Seconds of the four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads
     and `cols` FFN columns; each streams its whole weight slice (an empty tile reads nothing) and computes at
-    the efficiency of a GEMM of `tokens` rows (`DeviceSpec.gemm_half_rows`)."""
+    the efficiency of a GEMM of `tokens` rows (`DeviceSpec.gemm_half_rows`); `bound` as in `roofline_time`."""
     dtype, kind = workload_dtype(device, workload), kernel_kind(workload.new_tokens)
     wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)
     kv_per_q = model.n_kv_heads / model.n_heads
@@ -180,11 +207,13 @@ def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workloa
     col_w = cols * model.d_model * wb
     return {
         "qkv": roofline_time(device, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), dtype, kind,
-                             rows=tokens),
-        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind, rows=tokens),
+                             rows=tokens, bound=bound),
+        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind, rows=tokens,
+                             bound=bound),
         "ffn1": roofline_time(device, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1),
-                              dtype, kind, rows=tokens),
-        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind, rows=tokens),
+                              dtype, kind, rows=tokens, bound=bound),
+        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind, rows=tokens,
+                              bound=bound),
     }
 
 
@@ -197,18 +226,25 @@ def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.nda
     return 2.0 * workload.attended * kv_heads * model.d_head * (workload.cache_bits / 8)
 
 
-def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, queries=None):
-    """Seconds of QK^T and softmax(QK^T)V for `heads` heads over `queries` (default: the new tokens)."""
+def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, queries=None,
+                   bound: str | None = None):
+    """Seconds of QK^T and softmax(QK^T)V for `heads` heads over `queries` (default: the new tokens); `bound`
+    as in `roofline_time`."""
     queries = workload.new_tokens if queries is None else queries
     kv_bytes = kv_read_bytes(model, workload, heads) * (np.asarray(queries, dtype=float) > 0)  # no query, no read
     return roofline_time(device, score_flops(model, heads, queries, workload.attended), kv_bytes,
-                         workload_dtype(device, workload), kernel_kind(workload.new_tokens))
+                         workload_dtype(device, workload), kernel_kind(workload.new_tokens), bound=bound)
 
 
-def connective_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
-    """Seconds of one connective block (residual + norm) on `tokens`: memory-bound passes of activations."""
+def connective_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens,
+                    bound: str | None = None) -> np.ndarray:
+    """Seconds of one connective block (residual + norm) on `tokens`: memory-bound passes of activations (all
+    of its busy time is streaming: `bound` "memory" gives it without the launch, "compute" none)."""
     n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * (workload.activation_bits / 8)
-    return stream_time(device, n_bytes) + launched(device, n_bytes)
+    busy = stream_time(device, n_bytes)
+    if bound is not None:
+        return bound_part(busy, np.zeros_like(busy), busy, bound)
+    return busy + launched(device, n_bytes)
 
 
 def layer_overhead(device: DeviceSpec) -> float:
@@ -241,32 +277,38 @@ _LAYER_PARTS: dict[tuple, tuple[TransformerConfig, DeviceSpec, dict[str, float]]
 _LAYER_PARTS_MAX = 256
 
 
-def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
+def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload,
+                bound: str | None = None) -> dict[str, float]:
     """Seconds of each step of one layer on a device that holds all of it: qkv, attn, out, ffn1, ffn2, con
-    (one connective block; a layer has two), overhead."""
-    key = (id(model), id(device), workload)
+    (one connective block; a layer has two), overhead; with `bound`, each kernel's busy seconds on that side
+    of its roofline (`roofline_time`) and no overhead."""
+    key = (id(model), id(device), workload, bound)
     hit = _LAYER_PARTS.get(key)
     if hit is not None and hit[0] is model and hit[1] is device:
         return dict(hit[2])
-    parts = _layer_parts(model, device, workload)
+    parts = _layer_parts(model, device, workload, bound)
     if len(_LAYER_PARTS) >= _LAYER_PARTS_MAX:
         _LAYER_PARTS.clear()
     _LAYER_PARTS[key] = (model, device, dict(parts))
     return parts
 
 
-def _layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> dict[str, float]:
+def _layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload,
+                 bound: str | None = None) -> dict[str, float]:
+    require_bound(bound)
     s = workload.new_tokens
-    parts = {k: float(v) for k, v in kernel_times(model, device, workload, model.n_heads, model.d_ff, s).items()}
-    parts["attn"] = float(attention_time(model, device, workload, model.n_heads))
-    parts["con"] = float(connective_time(model, device, workload, s))
-    parts["overhead"] = layer_overhead(device)
+    parts = {k: float(v) for k, v in kernel_times(model, device, workload, model.n_heads, model.d_ff, s,
+                                                  bound).items()}
+    parts["attn"] = float(attention_time(model, device, workload, model.n_heads, bound=bound))
+    parts["con"] = float(connective_time(model, device, workload, s, bound))
+    parts["overhead"] = layer_overhead(device) if bound is None else 0.0
     return parts
 
 
-def layer_time(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
-    """Seconds of one whole layer on one device: GEMMs + attention + two connective blocks + overhead."""
-    t = layer_parts(model, device, workload)
+def layer_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, bound: str | None = None) -> float:
+    """Seconds of one whole layer on one device: GEMMs + attention + two connective blocks + overhead (with
+    `bound`, the busy seconds that side binds: `layer_parts`)."""
+    t = layer_parts(model, device, workload, bound)
     return float(t["qkv"] + t["attn"] + t["out"] + t["ffn1"] + t["ffn2"] + 2 * t["con"] + t["overhead"])
 
 
@@ -276,13 +318,14 @@ def lm_head_flops(model: TransformerConfig) -> float:
     return 2.0 * model.d_model * model.vocab_size if model.is_decoder else 0.0
 
 
-def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
-    """Seconds of the next-token logits on one device: a GEMV streaming the output matrix (0 for encoders)."""
+def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, bound: str | None = None) -> float:
+    """Seconds of the next-token logits on one device: a GEMV streaming the output matrix (0 for encoders);
+    `bound` as in `roofline_time`."""
     if not model.is_decoder:
         return 0.0
     params = model.vocab_size * model.d_model
     return float(roofline_time(device, lm_head_flops(model), weight_bytes(params, workload.weight_bits),
-                               workload_dtype(device, workload), "gemv"))
+                               workload_dtype(device, workload), "gemv", bound=bound))
 
 
 def output_head_time(model: TransformerConfig, devices, workload: Workload) -> float:
@@ -307,9 +350,20 @@ def step_fixed_time(model: TransformerConfig, device: DeviceSpec, workload: Work
 
 
 def step_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,
-              lm_head: bool = True) -> float:
+              lm_head: bool = True, bound: str | None = None) -> float:
     """Seconds of `n_layers` (default all) whole layers on one device, plus the decoder's head if `lm_head`
-    and the workload includes it (`Workload.output_head`)."""
+    and the workload includes it (`Workload.output_head`); with `bound`, the busy seconds that side binds."""
     layers = model.n_layers if n_layers is None else n_layers
-    head = lm_head_time(model, device, workload) if lm_head and workload.output_head else 0.0
-    return layers * layer_time(model, device, workload) + head
+    head = lm_head_time(model, device, workload, bound) if lm_head and workload.output_head else 0.0
+    return layers * layer_time(model, device, workload, bound) + head
+
+
+def memory_share(model: TransformerConfig, devices, workload: Workload) -> float:
+    """The fraction of a step's roofline busy time (launches and overheads aside) that memory streaming binds,
+    kernel by kernel (`roofline_time`'s `bound`), over `devices` each holding the whole step: how a scheme's
+    compute_s splits into memory streaming and arithmetic (`SchemeResult.split_streaming`). 0 when no busy time."""
+    memory = arithmetic = 0.0
+    for device, idx in distinct_devices(tuple(devices)):
+        memory += len(idx) * step_time(model, device, workload, bound="memory")
+        arithmetic += len(idx) * step_time(model, device, workload, bound="compute")
+    return memory / (memory + arithmetic) if memory + arithmetic > 0 else 0.0

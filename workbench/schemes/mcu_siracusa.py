@@ -572,7 +572,7 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
                     preloaded=preloaded, io_resource="L3->L2 DMA", compute_resource="cluster + links")
 
 
-@register(SCHEME, PAPER)
+@register(SCHEME, PAPER, streaming=False)  # it times its L2 streaming itself (memory_s)
 @one_device_is_local
 def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch.
@@ -599,8 +599,8 @@ def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workloa
         compute_s=layers * (block.compute_s + block.launch_s + block.root_s) + head,
         comm_link_latency_s=layers * block.c2c_link_s + head_link,
         comm_bytes_s=layers * block.c2c_data_s + head_data, io_stall_s=layers * block.l3_s + stall,
-        other_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
-        notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in other_s",
+        memory_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
+        notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in memory_s",
         extra={"block": block, "timeline": timeline, "energy_j": layers * block.energy_j})
     # the launches of every chip's kernels are fixed time; the accumulation + norm on the root's path is
     # serial (the LM head split by vocabulary rows is parallel work, and stays in compute)

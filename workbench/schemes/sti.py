@@ -256,7 +256,7 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
     return result.carve(min(fixed, compute))
 
 
-@register("single_device_streamed", PAPER)
+@register("single_device_streamed", PAPER, streaming=False)
 def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Standard layerwise pipeline (StdPL-X): every shard at the workload's weight bits, no preload."""
     device, note = _arena_device(cluster)
