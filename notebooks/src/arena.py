@@ -107,6 +107,6 @@ summary
 if interactive:
     from IPython.display import display
 
-    from workbench.explore import Explorer, settings_for_preset
+    from workbench.explore import Explorer, state_for_preset
 
-    display(Explorer(settings_for_preset(config)).widget)
+    display(Explorer(state_for_preset(config)).widget)
