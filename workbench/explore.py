@@ -1,4 +1,4 @@
-"""Live what-if explorer: ipywidgets controls driving the arena's charts through `alt.JupyterChart`.
+"""Live what-if explorer: ipywidgets controls driving the arena's charts (`workbench.livechart.LiveChart`).
 
 One path from a TOML to a result: a preset or TOML file is parsed by `workbench.userconfig.load_config` (what
 `whatif` reads) into a `UserConfig`; the explorer's state is that deployment plus the view choices (`State`);
@@ -32,7 +32,6 @@ from workbench.arena import (
 )
 from workbench.arena_charts import (
     SCALES,
-    as_altair,
     breakdown_spec,
     format_duration,
     format_gib,
@@ -364,10 +363,10 @@ class Explorer:
     VIEW_CONTROLS = ("scheme", "phase")
 
     def __init__(self, state: State | None = None, registry: Registry | None = None):
-        import altair as alt
         import ipywidgets as w
 
-        alt.JupyterChart.enable_offline()  # vega from vl-convert's bundle: no CDN needed
+        from workbench.livechart import LiveChart  # redraws in place (vega from vl-convert's bundle: no CDN)
+
         self.registry = load_all() if registry is None else registry
         self.state = state or state_for_preset()
         self.base = load_preset(self.state.preset)
@@ -392,7 +391,7 @@ class Explorer:
         self._set_quietly("phase", self.state.phase)
         self.view = self._compute(self.current_state())
         embed = {"renderer": "svg", "actions": False}
-        self.charts = {name: alt.JupyterChart(as_altair(spec), embed_options=embed)
+        self.charts = {name: LiveChart(spec, embed_options=embed)
                        for name, spec in chart_specs(self.view, self.controls["scale"].value).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
