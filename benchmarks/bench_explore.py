@@ -1,8 +1,10 @@
 """One explorer slider change without a browser: the model call (`compute`) and the chart update
-(new Vega-Lite specs into the JupyterCharts), at 8 and 64 devices. Target (issue 19): under 100 ms at
+(new Vega-Lite specs into the LiveCharts), at 8 and 64 devices. Target (issue 19): under 100 ms at
 64 devices; report median and p95, wall and CPU time. Every move goes to a value not seen before (the
 explorer caches views by setting, so a repeated value would measure the cache); the cache itself is
-timed on its own. Run: .venv/bin/pytest benchmarks/bench_explore.py --benchmark-enable"""
+timed on its own. Run: .venv/bin/pytest benchmarks/bench_explore.py --benchmark-enable. The same move as
+the browser shows it (key press to the last chart redrawn, median of ten): tests/test_browser.py, written
+to figures/explorer/redraw.json."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ memory budget to its minimum and checks that the one-line message appears and th
 test checks (issue 19): the page shows the best line once, and it follows a change; a bad TOML path shows
 its one line while the other controls keep working; the log breakdown keeps the winner's bar readable
 beside out-of-memory bars of minutes, linear is one click away; every chart title names the setting.
+A third (issue 31) moves the bandwidth slider ten times: every chart redraws in place (no re-embed), and the
+median time from the key press to the last chart's new drawing goes to figures/explorer/redraw.json.
 Screenshots of each state go to figures/explorer/.
 Skips (printing why) when /usr/bin/chromium is missing, except in CI (CI=true), where it fails.
 """

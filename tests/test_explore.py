@@ -466,3 +466,12 @@ def test_moving_a_control_keeps_what_no_control_shows(tmp_path):
     assert (moved.kv_bits, moved.kv_format, moved.weight_format) == (6.0, "", "q4_0")
     assert control_values(moved)["kv_format"] == "6 bit"
     assert configure(base) == base
+
+
+def test_the_live_chart_module_is_bundled_for_offline_use():
+    from workbench.livechart import LiveChart, bundled_js
+
+    js = bundled_js()
+    assert "esm.sh" not in js and "wb_title" in js and ".view.data(" in js  # rows swapped in the running view
+    chart = LiveChart({"mark": "point"}, embed_options={"renderer": "svg"})
+    assert chart.spec == {"mark": "point"} and chart._esm == js
