@@ -466,6 +466,9 @@ def test_moving_a_control_keeps_what_no_control_shows(tmp_path):
     assert (moved.kv_bits, moved.kv_format, moved.weight_format) == (6.0, "", "q4_0")
     assert control_values(moved)["kv_format"] == "6 bit"
     assert configure(base) == base
+    from workbench.regimes import vary_cluster  # the regime map's grid points move the cluster the same way
+
+    assert vary_cluster(base.cluster, 3, 1000.0, 0.5, 2.0) == moved.cluster
 
 
 def test_the_live_chart_module_is_bundled_for_offline_use():

@@ -44,14 +44,12 @@ from workbench.errors import (
     WorkbenchError,
     require_choice,
     require_int,
-    require_non_negative,
-    require_positive,
 )
 from workbench.hardware import device_names, load_device
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
-from workbench.regimes import with_budget
+from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
 from workbench.userconfig import ENTRY_FIELDS, MODEL_FIELDS, WEIGHT_FORMATS, UserConfig, load_config
 
@@ -169,32 +167,11 @@ def configure(base: UserConfig, **changes) -> UserConfig:
         config = replace(config, kv_len=require_int("tokens attended (kv_len)", changes["kv_len"], low=1))
     cluster = config.cluster
     if "n_devices" in changes:
-        cluster = with_device_count(cluster, changes["n_devices"])
-    if "bandwidth_mbps" in changes or "latency_ms" in changes:
-        cluster = with_link(cluster, changes.get("bandwidth_mbps"), changes.get("latency_ms"))
+        cluster = with_device_count(cluster, changes["n_devices"], most=MAX_DEVICE_COUNT)
+    cluster = with_link(cluster, changes.get("bandwidth_mbps"), changes.get("latency_ms"))
     if "memory_gib" in changes:
-        gib = require_positive("memory budget per device (GiB)", changes["memory_gib"])
-        cluster = replace(cluster, devices=tuple(with_budget(d, gib * GIB) for d in cluster.devices))
+        cluster = with_memory_budget(cluster, changes["memory_gib"])
     return replace(config, cluster=cluster)
-
-
-def with_device_count(cluster: Cluster, n_devices: int) -> Cluster:
-    """`cluster` with its devices cycled to `n_devices` (topology kind, link and shared machine kept)."""
-    n = require_int("device count", n_devices, low=1, high=MAX_DEVICE_COUNT)
-    devices = tuple(cluster.devices[i % cluster.n] for i in range(n))
-    topology = replace(cluster.topology, n_devices=n, max_devices=None)
-    return replace(cluster, devices=devices, topology=topology)
-
-
-def with_link(cluster: Cluster, bandwidth_mbps: float | None, latency_ms: float | None) -> Cluster:
-    """`cluster` on a link of another bandwidth and/or per-hop latency (its per-message overhead kept)."""
-    link = cluster.topology.link
-    if bandwidth_mbps is not None:
-        bandwidth = require_positive("link bandwidth (Mbps)", bandwidth_mbps)
-        link = replace(link, bandwidth_bytes_per_s=bandwidth * 1e6 / 8, name=f"{bandwidth:g} Mbps")
-    if latency_ms is not None:
-        link = replace(link, latency_s=require_non_negative("per-hop latency (ms)", latency_ms) * 1e-3)
-    return replace(cluster, topology=replace(cluster.topology, link=link))
 
 
 @dataclass(frozen=True)
