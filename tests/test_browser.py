@@ -301,44 +301,66 @@ def redraw_ms(marks: list) -> float:
     return max(last.values()) - key
 
 
-def test_a_slider_move_redraws_the_charts_in_place_and_records_the_time(voila_url):
-    """Ten moves of the bandwidth slider to values not seen before (no cached view): each redraws all three
-    charts in place (the same <svg> elements: data and titles swapped, no re-embed). The time from the key
-    press to the last chart's new drawing, median of the ten, goes to figures/explorer/redraw.json (the
-    300 ms target is a benchmark figure: on the shared 2-core machine the cost model's time varies with load)."""
+class SliderMoves:
+    """The explorer page with the bandwidth slider focused; `move()` presses ArrowLeft (a value not seen
+    before: no cached view) and returns the page-clock time to the last chart's new drawing (ms)."""
+
+    def __init__(self, page):
+        self.page, self.times, self.titles = page, [], []
+        page.wait_for_selector(".wb-chart-ranking svg .mark-symbol path", timeout=PAGE_READY_MS)
+        _settled(page)
+        page.evaluate(WATCH_JS, list(CHARTS))
+        self.handle = page.locator(".wb-bandwidth-mbps .noUi-handle").first
+        self.handle.focus()
+
+    def move(self) -> float:
+        title = self.page.evaluate(SUBTITLE_JS)
+        self.page.evaluate("() => { window.__wb.marks = []; }")
+        self.handle.press("ArrowLeft")
+        _wait_change(self.page, SUBTITLE_JS, title)  # the subtitle names the bandwidth
+        self.page.wait_for_timeout(300)  # let any straggling redraw land (it would count)
+        self.times.append(redraw_ms(self.page.evaluate("() => window.__wb.marks")))
+        self.titles.append(_title_text(self.page, "ranking"))
+        return self.times[-1]
+
+    def in_place(self) -> bool:
+        """Whether every chart is still the <svg> it was before the moves (redrawn, not re-embedded)."""
+        return self.page.evaluate(SAME_SVGS_JS, list(CHARTS))
+
+
+def record_redraws(times: list[float]) -> float:
+    """Write the moves' times and their median to figures/explorer/redraw.json; return the median (ms)."""
     import json
     import statistics
 
-    from playwright.sync_api import sync_playwright
-
     from workbench.io import write_text_atomic
+
+    median = statistics.median(times)
+    record = {"median_ms": round(median, 1), "moves_ms": [round(t, 1) for t in times], "moves": len(times),
+              "what": "key press on the bandwidth slider -> last of the three charts redrawn (page clock)"}
+    write_text_atomic(FIGURES_DIR / "explorer" / "redraw.json", json.dumps(record, indent=1) + "\n")
+    print(f"explorer redraw, median of {len(times)} moves: {median:.0f} ms ({', '.join(f'{t:.0f}' for t in times)})")
+    return median
+
+
+def test_a_slider_move_redraws_the_charts_in_place_and_records_the_time(voila_url):
+    """Ten moves of the bandwidth slider: each redraws all three charts in place (the same <svg> elements:
+    data and titles swapped, no re-embed), and the title follows. The key-press-to-last-chart median goes to
+    figures/explorer/redraw.json (the 300 ms target is a benchmark figure, benchmarks/bench_explore_browser.py:
+    on the shared 2-core machine the cost model's share varies with the load)."""
+    from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1500})
             page.goto(voila_url, timeout=PAGE_READY_MS)
-            page.wait_for_selector(".wb-chart-memory svg .mark-symbol path", timeout=PAGE_READY_MS)
-            _settled(page)
-            page.evaluate(WATCH_JS, list(CHARTS))
-            handle = page.locator(".wb-bandwidth-mbps .noUi-handle").first
-            handle.focus()
-            times, titles = [], []
+            moves = SliderMoves(page)
             for _ in range(MOVES):
-                title = page.evaluate(SUBTITLE_JS)
-                page.evaluate("() => { window.__wb.marks = []; }")
-                handle.press("ArrowLeft")
-                _wait_change(page, SUBTITLE_JS, title)  # the subtitle names the bandwidth
-                page.wait_for_timeout(300)  # let any straggling redraw land (it would count)
-                times.append(redraw_ms(page.evaluate("() => window.__wb.marks")))
-                titles.append(_title_text(page, "ranking"))
-            assert page.evaluate(SAME_SVGS_JS, list(CHARTS)), "a chart was re-embedded, not redrawn in place"
-            assert len(set(titles)) == MOVES, titles  # the title follows the bandwidth (a signal, not a re-embed)
+                moves.move()
+            assert moves.in_place(), "a chart was re-embedded, not redrawn in place"
+            assert len(set(moves.titles)) == MOVES, moves.titles  # the title is a signal, set on every move
             assert page.locator(".wb-message").inner_text().strip() == ""
         finally:
             browser.close()
-    median = statistics.median(times)
-    record = {"median_ms": round(median, 1), "moves_ms": [round(t, 1) for t in times], "moves": MOVES,
-              "what": "key press on the bandwidth slider -> last of the three charts redrawn (page clock)"}
-    write_text_atomic(FIGURES_DIR / "explorer" / "redraw.json", json.dumps(record, indent=1) + "\n")
-    print(f"explorer redraw, median of {MOVES} moves: {median:.0f} ms ({', '.join(f'{t:.0f}' for t in times)})")
+    record_redraws(moves.times)
