@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from test_arena import REGISTRY  # stand-in evaluators (tests only)
 
@@ -13,19 +11,20 @@ from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.explore import (
     ALL,
     Explorer,
-    Settings,
-    build_cluster,
+    State,
     chart_specs,
     compute,
+    configure,
+    control_values,
     format_seconds,
     load_preset,
     notes_html,
     preset_names,
     readouts,
-    settings_for_preset,
+    state_for_preset,
     view_result_rows,
 )
-from workbench.hardware import DeviceSpec, device_names
+from workbench.hardware import device_names, load_device
 from workbench.io import REPO_ROOT
 from workbench.regimes import with_budget
 from workbench.results import RESULT_COLUMNS
@@ -39,16 +38,16 @@ def test_presets_list_examples_then_devices():
     assert names[3:] == device_names()
 
 
-def test_settings_start_from_the_preset():
-    s = settings_for_preset("sbc_gigabit")
-    assert (s.model, s.n_devices, s.bandwidth_mbps, s.latency_ms, s.memory_gib, s.weight_bits) == \
-        ("Llama 2-13B", 4, 1000.0, 0.05, 7.0, 4.5)
-    assert settings_for_preset("sbc_gigabit", phase="decode").phase == "decode"
+def test_controls_start_from_the_preset():
+    v = control_values(state_for_preset("sbc_gigabit").config)
+    assert (v["model"], v["n_devices"], v["bandwidth_mbps"], v["latency_ms"], v["memory_gib"], v["weight_format"]) == \
+        ("Llama 2-13B", 4, 1000.0, 0.05, 7.0, "q4_0")
+    assert state_for_preset("sbc_gigabit", phase="decode").phase == "decode"
 
 
 def test_cluster_follows_the_sliders():
-    s = replace(settings_for_preset("laptops_wifi"), n_devices=6, bandwidth_mbps=50.0, latency_ms=2.0, memory_gib=3.0)
-    cluster = build_cluster(s)
+    base = load_preset("laptops_wifi")
+    cluster = configure(base, n_devices=6, bandwidth_mbps=50.0, latency_ms=2.0, memory_gib=3.0).cluster
     assert cluster.n == 6
     names = [d.name for d in cluster.devices]
     assert names[4:] == names[:2]  # the preset's devices, cycled
@@ -64,7 +63,7 @@ def test_a_budget_below_the_cache_caps_every_level():
 
 
 def test_compute_ranks_and_summarises():
-    view = compute(settings_for_preset("sbc_gigabit"), REGISTRY)
+    view = compute(state_for_preset("sbc_gigabit"), REGISTRY)
     t = view.table()
     assert set(t.scheme) == set(REGISTRY) and set(t.phase) == {"prefill"}
     best = t.sort_values("latency_s").iloc[0]
@@ -77,29 +76,31 @@ def test_compute_ranks_and_summarises():
     ({"memory_gib": 0.001}, "nothing fits", InfeasibleError),
     ({"scheme": "standin_tp", "n_devices": 64}, "standin_tp does not apply here", WorkbenchError),
     ({"seq_len": 10**6}, "max_positions", WorkbenchError),
+    ({"kv_len": 10**6}, "max_positions", WorkbenchError),
     ({"scheme": "nope"}, "unknown scheme", WorkbenchError),
     ({"preset": "examples/nope.toml"}, "does not exist", WorkbenchError),
 ])
 def test_invalid_settings_raise_one_line(changes, fragment, error):
-    s = replace(settings_for_preset("sbc_gigabit"), **changes)
     with pytest.raises(error, match=fragment) as info:
-        compute(s, REGISTRY)
+        compute(state_for_preset(**{"preset": "sbc_gigabit", **changes}), REGISTRY)
     assert "\n" not in str(info.value)
 
 
-def test_settings_validate_on_construction():
-    with pytest.raises(WorkbenchError, match="device count"):
-        Settings(n_devices=0)
-    with pytest.raises(WorkbenchError, match="link bandwidth"):
-        Settings(bandwidth_mbps=-1.0)
-    with pytest.raises(WorkbenchError, match="unknown model"):
-        Settings(model="GPT-5")
+def test_moved_controls_are_checked_one_line_each():
+    base = load_preset("sbc_gigabit")
+    for changes, fragment in [({"n_devices": 0}, "device count"), ({"bandwidth_mbps": -1.0}, "link bandwidth"),
+                              ({"model": "GPT-5"}, "unknown model"), ({"weight_format": "q3"}, "weight_format"),
+                              ({"latency_ms": -1.0}, "per-hop latency"), ({"nope": 1}, "explorer control")]:
+        with pytest.raises(WorkbenchError, match=fragment) as info:
+            configure(base, **changes)
+        assert "\n" not in str(info.value)
+    with pytest.raises(WorkbenchError, match="UserConfig"):
+        State(config="sbc_gigabit")
 
 
 def test_chart_specs_keep_their_layout_and_change_their_data():
-    s = settings_for_preset("sbc_gigabit")
-    first = chart_specs(compute(s, REGISTRY))
-    second = chart_specs(compute(replace(s, bandwidth_mbps=10.0), REGISTRY))
+    first = chart_specs(compute(state_for_preset("sbc_gigabit"), REGISTRY))
+    second = chart_specs(compute(state_for_preset("sbc_gigabit", bandwidth_mbps=10.0), REGISTRY))
     assert set(first) == {"breakdown", "ranking", "memory"}
     assert first["breakdown"]["vconcat"] == second["breakdown"]["vconcat"]
     assert first["breakdown"]["datasets"] != second["breakdown"]["datasets"]
@@ -108,18 +109,18 @@ def test_chart_specs_keep_their_layout_and_change_their_data():
 def test_toml_file_of_ones_own(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text((REPO_ROOT / "examples" / "smart_home.toml").read_text())
-    s = settings_for_preset(str(path))
-    assert s.n_devices == 3 and compute(s, REGISTRY).summary.startswith("best")
+    s = state_for_preset(str(path))
+    assert s.config.cluster.n == 3 and compute(s, REGISTRY).summary.startswith("best")
     explorer = Explorer(s, REGISTRY)
-    assert explorer.controls["toml"].value == str(path) and explorer.current_settings().preset == str(path)
+    assert explorer.controls["toml"].value == str(path) and explorer.current_state().preset == str(path)
     explorer.controls["toml"].value = str(tmp_path / "missing.toml")
     assert explorer.message.value.startswith("⚠") and "does not exist" in explorer.message.value
     explorer.controls["toml"].value = ""
-    assert explorer.current_settings().preset == explorer.controls["preset"].value
+    assert explorer.current_state().preset == explorer.controls["preset"].value
 
 
 def test_explorer_widget_updates_and_keeps_charts_on_error():
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), REGISTRY)
     before = {k: c.spec for k, c in explorer.charts.items()}
     summary = explorer.summary.value
     explorer.controls["n_devices"].value = 2  # observe -> update
@@ -135,18 +136,18 @@ def test_explorer_widget_updates_and_keeps_charts_on_error():
 
 
 def test_explorer_switches_preset_and_phase():
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), REGISTRY)
     explorer.controls["preset"].value = "smart_home"
     assert explorer.controls["n_devices"].value == 3 and explorer.controls["model"].value == "Llama 2-3B"
     explorer.controls["phase"].value = "decode"
-    assert explorer.view.settings.phase == "decode" and "time per token" in explorer.summary.value
+    assert explorer.view.state.phase == "decode" and "time per token" in explorer.summary.value
     explorer.controls["scheme"].value = "standin_single"
     assert set(explorer.view.table().scheme) == {"standin_single"}
     assert explorer.controls["scheme"].options[0] == ALL
 
 
 def test_explorer_with_the_real_registry():
-    view = compute(settings_for_preset("sbc_gigabit"))
+    view = compute(state_for_preset("sbc_gigabit"))
     assert view.summary.startswith("best TTFT")
     assert (view.table().status == "ok").any()
 
@@ -195,14 +196,16 @@ def test_notebook_shows_the_best_line_once_live_only_in_the_widget(tmp_path, cap
 
 
 def test_a_bad_toml_path_shows_one_line_and_the_other_controls_keep_working(tmp_path):
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), REGISTRY)
     explorer.controls["toml"].value = str(tmp_path / "missing.toml")
     assert "does not exist" in explorer.message.value and "\n" not in explorer.message.value
-    assert explorer.view.settings.preset == "sbc_gigabit"  # the preset in force is kept
+    assert explorer.view.state.preset == "sbc_gigabit"  # the preset in force is kept
     for name, value in [("model", "Llama 2-7B"), ("scheme", "standin_single"), ("phase", "decode"),
-                        ("seq_len", 64), ("n_devices", 2)]:
+                        ("seq_len", 64), ("n_devices", 2), ("kv_len", 32), ("activation_format", "q8_0")]:
         explorer.controls[name].value = value
-        assert getattr(explorer.view.settings, name) == value, name
+        shown = {**control_values(explorer.view.state.config), "scheme": explorer.view.state.scheme,
+                 "phase": explorer.view.state.phase}
+        assert shown[name] == value, name
     assert "does not exist" in explorer.message.value  # the error stays visible while the box holds it
     explorer.controls["toml"].value = ""
     assert explorer.message.value == ""
@@ -211,38 +214,38 @@ def test_a_bad_toml_path_shows_one_line_and_the_other_controls_keep_working(tmp_
 def test_after_a_toml_loads_the_dropdown_shows_it(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text((REPO_ROOT / "examples" / "smart_home.toml").read_text())
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), REGISTRY)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), REGISTRY)
     explorer.controls["toml"].value = str(path)
-    assert explorer.view.settings.preset == str(path)
+    assert explorer.view.state.preset == str(path)
     assert explorer.controls["preset"].label == "TOML file: mine.toml"
-    explorer.controls["preset"].value = "laptops_wifi"  # a listed preset replaces the TOML
-    assert explorer.controls["toml"].value == "" and explorer.view.settings.preset == "laptops_wifi"
+    explorer.controls["preset"].value = "sbc_gigabit"  # a listed preset replaces the TOML
+    assert explorer.controls["toml"].value == "" and explorer.view.state.preset == "sbc_gigabit"
     assert not any(label.startswith("TOML file") for label, _ in explorer.controls["preset"].options)
 
 
 def test_an_unknown_preset_lists_the_examples_not_device_ids(tmp_path):
     with pytest.raises(WorkbenchError, match="unknown preset 'nope'; examples: laptops_wifi, sbc_gigabit") as info:
-        settings_for_preset("nope")
+        state_for_preset("nope")
     assert device_names()[0] not in str(info.value)
     (tmp_path / "cfg.toml").mkdir()
     for directory in (tmp_path, tmp_path / "cfg.toml"):
         with pytest.raises(WorkbenchError, match="is a directory"):
             load_preset(str(directory))
-    assert isinstance(load_preset(device_names()[0]), DeviceSpec)
+    config = load_preset(device_names()[0])  # a device preset: a deployment of four such devices
+    assert config.cluster.n == 4 and {d.name for d in config.cluster.devices} == {load_device(device_names()[0]).name}
 
 
 def test_readouts_are_in_human_units():
-    s = replace(settings_for_preset("sbc_gigabit"), bandwidth_mbps=1000.0, latency_ms=0.05, memory_gib=2**-10)
-    assert readouts(s) == {"bandwidth_mbps": "1 Gbps", "latency_ms": "50 µs", "memory_gib": "1.0 MiB"}
+    s = state_for_preset("sbc_gigabit", bandwidth_mbps=1000.0, latency_ms=0.05, memory_gib=2**-10)
+    assert readouts(s.config) == {"bandwidth_mbps": "1 Gbps", "latency_ms": "50 µs", "memory_gib": "1.0 MiB"}
     assert [format_rate(x) for x in (1.0, 250.0, 1e5, 0.064)] == ["1 Mbps", "250 Mbps", "100 Gbps", "64 kbps"]
     assert [format_gib(x) for x in (7.0, 128.0, 0.5)] == ["7.0 GiB", "128 GiB", "512 MiB"]
     assert [format_seconds(x) for x in (2.5, 0.0123, 5e-5)] == ["2.5 s", "12.3 ms", "50 µs"]
 
 
 def test_titles_carry_the_setting():
-    s = settings_for_preset("sbc_gigabit")
-    a = chart_specs(compute(s, REGISTRY))
-    b = chart_specs(compute(replace(s, bandwidth_mbps=100.0, phase="decode"), REGISTRY))
+    a = chart_specs(compute(state_for_preset("sbc_gigabit"), REGISTRY))
+    b = chart_specs(compute(state_for_preset("sbc_gigabit", bandwidth_mbps=100.0, phase="decode"), REGISTRY))
     for name in a:
         title = a[name]["title"]
         text = f"{title['text']} {title['subtitle']}"
@@ -252,7 +255,7 @@ def test_titles_carry_the_setting():
 
 
 def test_memory_legend_groups_devices_by_kind():
-    s = replace(settings_for_preset("laptops_wifi"), n_devices=40, scheme="standin_tp", model="Llama 2-13B")
+    s = state_for_preset("laptops_wifi", n_devices=40, scheme="standin_tp", model="Llama 2-13B")
     spec = chart_specs(compute(s, REGISTRY))["memory"]
     points = spec["vconcat"][0]["layer"][0]["encoding"]
     assert points["color"]["field"] == "device_name"  # one colour per device kind, not per device
@@ -270,7 +273,7 @@ def test_every_na_reason_is_listed_one_line_each():
         return fn
 
     registry = {**REGISTRY, "no_a": ("paper_c", never("no_a")), "no_b": ("paper_c", never("no_b"))}
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), registry)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), registry)
     lines = explorer.notes.value.split("<br>")
     assert lines[0] == "2 scheme(s) n/a here:" and lines[1:] == ["• no_a: no_a never applies",
                                                                   "• no_b: no_b never applies"]
@@ -278,7 +281,7 @@ def test_every_na_reason_is_listed_one_line_each():
 
 
 def test_breakdown_shows_every_component_with_its_own_colour():
-    spec = chart_specs(compute(settings_for_preset("sbc_gigabit"), REGISTRY))["breakdown"]
+    spec = chart_specs(compute(state_for_preset("sbc_gigabit"), REGISTRY))["breakdown"]
     color = spec["vconcat"][0]["layer"][0]["encoding"]["color"]["scale"]
     assert color["domain"] == list(COMPONENTS.values())
     assert len(set(color["range"])) == len(COMPONENTS) == len(COMPONENT_COLORS)
@@ -298,8 +301,7 @@ def _bar_widths(svg: str) -> list[float]:
 def test_log_breakdown_keeps_the_winner_readable_and_linear_is_a_choice():
     from workbench.arena_charts import render_svg
 
-    view = compute(replace(settings_for_preset("sbc_gigabit"), memory_gib=16.0, model="Llama 2-70B",
-                           n_devices=8), REGISTRY)
+    view = compute(state_for_preset("sbc_gigabit", memory_gib=16.0, model="Llama 2-70B", n_devices=8), REGISTRY)
     t = view.table().sort_values("latency_s")
     assert list(t.status) == ["ok", "OOM"] and t.latency_s.iloc[1] > 5 * t.latency_s.iloc[0]
     ratios = {}
@@ -317,7 +319,7 @@ def test_log_axis_labels_only_decades():
 
     from workbench.arena_charts import render_svg
 
-    view = compute(settings_for_preset("sbc_gigabit"), REGISTRY)
+    view = compute(state_for_preset("sbc_gigabit"), REGISTRY)
     for name in ("ranking", "breakdown"):
         svg = render_svg(chart_specs(view, "log")[name])
         labels = re.findall(r'role-axis-label.*?</g></g>', svg, re.S)
@@ -328,7 +330,7 @@ def test_log_axis_labels_only_decades():
 
 def test_explorer_caches_views_and_switches_the_breakdown_axis_without_recomputing():
     registry, calls = _counting(REGISTRY)
-    explorer = Explorer(settings_for_preset("sbc_gigabit"), registry)
+    explorer = Explorer(state_for_preset("sbc_gigabit"), registry)
     slider = explorer.controls["bandwidth_mbps"]
     start = slider.value
     slider.value = 100.0
@@ -345,7 +347,135 @@ def test_composition_share_axis_labels_do_not_collide():
 
     from workbench.arena_charts import breakdown_spec, render_svg
 
-    view = compute(settings_for_preset("sbc_gigabit"), REGISTRY)
+    view = compute(state_for_preset("sbc_gigabit"), REGISTRY)
     svg = render_svg(breakdown_spec(view.arena, composition=True))
     labels = re.findall(r"<text[^>]*>(\d+%)</text>", svg)
     assert labels == ["0%", "25%", "50%", "75%", "100%"], labels  # was 0% .. 80%100% at 190 px
+
+
+# ---- issue 31: one path from a TOML to a result ------------------------------------------------------
+PROFILED = """
+[meta]
+name = "two profiled boards, a model by its dimensions"
+[model]
+name = "my-llama"
+family = "llama"
+n_layers = 6
+d_model = 512
+n_heads = 8
+d_ff = 1536
+vocab_size = 8000
+max_positions = 2048
+weight_format = "q4_0"
+activation_format = "q8_0"
+kv_format = "fp16"
+[workload]
+seq_len = 96
+kv_len = 300
+[network]
+topology = "switch"
+bandwidth_mbps = 100
+latency_ms = 0.2
+message_overhead_us = 80
+[cluster]
+shared_machine = "board.toml"
+[[devices]]
+preset = "board.toml"
+count = 2
+"""
+
+
+def _profiled_toml(tmp_path):
+    """A deployment on a board TOML written by the profile (from micro-benchmark rows), as `profile` does."""
+    import pandas as pd
+    from profile_rows import base_profile_rows
+
+    from workbench.profile.device_toml import device_constants, device_toml, profile_provenance
+
+    source = profile_provenance("2 cores, test machine", "2020-01-01", reps=5, rounds=3)
+    constants = device_constants(pd.DataFrame(base_profile_rows()), source)
+    (tmp_path / "board.toml").write_text(device_toml(constants, "board", "test machine, 2020-01-01"))
+    path = tmp_path / "profiled.toml"
+    path.write_text(PROFILED)
+    return path
+
+
+def _q8_activations_toml(tmp_path):
+    """The four-board example with q4_0 weights x q8_0 activations and a longer decode context."""
+    text = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    text = text.replace("activation_bits = 16\n", 'activation_format = "q8_0"\n', 1).replace("kv_len = 128", "kv_len = 512")
+    path = tmp_path / "sbc_q8.toml"
+    path.write_text(text)
+    return path
+
+
+def _whatif_table(path, phase: str):
+    """What `whatif FILE.toml` computes (load_config -> arena_for_config), rows of one phase."""
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    table = arena_for_config(load_config(path)).table()
+    return table[table.phase == phase].reset_index(drop=True)
+
+
+@pytest.mark.parametrize("name", ["laptops_wifi", "sbc_gigabit", "smart_home", "profiled", "sbc_q8"])
+def test_the_explorer_and_whatif_give_identical_tables(tmp_path, name):
+    import pandas as pd
+
+    makers = {"profiled": _profiled_toml, "sbc_q8": _q8_activations_toml}
+    path = makers[name](tmp_path) if name in makers else REPO_ROOT / "examples" / f"{name}.toml"
+    explorer = Explorer(state_for_preset(str(path)))  # the real registry: the numbers a person sees
+    for phase in ("prefill", "decode"):
+        explorer.controls["phase"].value = phase
+        assert explorer.message.value == "", explorer.message.value
+        pd.testing.assert_frame_equal(explorer.view.table().reset_index(drop=True), _whatif_table(path, phase))
+    config = explorer.state.config
+    assert explorer.controls["model"].value == config.model.name  # never swapped for a registered model
+    title = explorer.charts["ranking"].spec["title"]["text"]
+    assert config.model.name in title, title
+
+
+def test_the_controls_show_the_file_and_moving_one_back_gives_the_file_again(tmp_path):
+    import pandas as pd
+
+    path = _profiled_toml(tmp_path)
+    explorer = Explorer(state_for_preset(str(path)), REGISTRY)
+    c = explorer.controls
+    assert (c["model"].value, c["model"].label) == ("my-llama", "my-llama (from the file)")
+    assert (c["weight_format"].value, c["activation_format"].value, c["kv_format"].value) == ("q4_0", "q8_0", "fp16")
+    assert (c["seq_len"].value, c["kv_len"].value, c["n_devices"].value) == (96, 300, 2)
+    first = explorer.view.table()
+    c["activation_format"].value = "fp16"
+    assert explorer.state.config.activation_bits == 16.0 and not explorer.view.table().equals(first)
+    c["activation_format"].value = "q8_0"
+    assert explorer.state.config == load_preset(str(path)) and explorer.changes() == {}
+    pd.testing.assert_frame_equal(explorer.view.table(), first)
+    c["model"].value = "TinyLlama-42M"
+    assert explorer.state.config.model.name == "TinyLlama-42M"
+    c["model"].value = "my-llama"
+    assert explorer.state.config.model == load_preset(str(path)).model
+
+
+def test_moving_a_control_keeps_what_no_control_shows(tmp_path):
+    base = load_preset(str(_profiled_toml(tmp_path)))
+    moved = configure(base, n_devices=3, bandwidth_mbps=1000.0, latency_ms=0.5, memory_gib=2.0, kv_format="6 bit")
+    link = moved.cluster.topology.link
+    assert link.message_overhead_s == base.cluster.topology.link.message_overhead_s == pytest.approx(80e-6)
+    assert moved.cluster.shared_machine == base.cluster.shared_machine is not None
+    assert (moved.cluster.n, link.bandwidth_bytes_per_s, link.latency_s) == (3, 125e6, pytest.approx(5e-4))
+    assert all(d.memory_bytes == 2 * GIB for d in moved.cluster.devices)
+    assert (moved.kv_bits, moved.kv_format, moved.weight_format) == (6.0, "", "q4_0")
+    assert control_values(moved)["kv_format"] == "6 bit"
+    assert configure(base) == base
+    from workbench.regimes import vary_cluster  # the regime map's grid points move the cluster the same way
+
+    assert vary_cluster(base.cluster, 3, 1000.0, 0.5, 2.0) == moved.cluster
+
+
+def test_the_live_chart_module_is_bundled_for_offline_use():
+    from workbench.livechart import LiveChart, bundled_js
+
+    js = bundled_js()
+    assert "esm.sh" not in js and "wb_title" in js and ".view.data(" in js  # rows swapped in the running view
+    chart = LiveChart({"mark": "point"}, embed_options={"renderer": "svg"})
+    assert chart.spec == {"mark": "point"} and chart._esm == js

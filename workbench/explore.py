@@ -1,7 +1,10 @@
-"""Live what-if explorer: ipywidgets controls driving the arena's charts through `alt.JupyterChart`.
+"""Live what-if explorer: ipywidgets controls driving the arena's charts (`workbench.livechart.LiveChart`).
 
-The model call is the pure function `compute(Settings) -> View` (what the benchmark times); the
-`Explorer` widget only turns controls into `Settings`, calls `compute`, and swaps the charts' specs.
+One path from a TOML to a result: a preset or TOML file is parsed by `workbench.userconfig.load_config` (what
+`whatif` reads) into a `UserConfig`; the explorer's state is that deployment plus the view choices (`State`);
+every control is a view of one of its fields (`control_values`) and moving one gives a new `UserConfig`
+(`configure`); the model call `compute(State) -> View` runs `arena_for_config`, the function whatif runs. The
+`Explorer` widget only turns controls into a `State`, calls `compute`, and swaps the charts' specs.
 Invalid settings (more devices than heads for the chosen scheme, a budget nothing fits in) raise
 `WorkbenchError`; the explorer shows its one line and keeps the previous charts.
 """
@@ -21,15 +24,14 @@ from workbench.arena import (
     METRIC,
     Arena,
     Registry,
+    arena_for_config,
     breakdown_frame,
     memory_frame,
     ranking_frame,
-    run_arena,
     table_result_rows,
 )
 from workbench.arena_charts import (
     SCALES,
-    as_altair,
     breakdown_spec,
     format_duration,
     format_gib,
@@ -42,20 +44,23 @@ from workbench.errors import (
     WorkbenchError,
     require_choice,
     require_int,
-    require_non_negative,
-    require_positive,
 )
-from workbench.hardware import DeviceSpec, device_names, load_device
+from workbench.hardware import device_names, load_device
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
-from workbench.regimes import vary_cluster
+from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
-from workbench.userconfig import UserConfig, load_config
+from workbench.userconfig import ENTRY_FIELDS, MODEL_FIELDS, WEIGHT_FORMATS, UserConfig, load_config
 
 EXAMPLES_DIR = REPO_ROOT / "examples"
 ALL = "all"
-MAX_DEVICES = 64
+MAX_DEVICES = 64  # the device slider's end (further where a file has more)
+MAX_DEVICE_COUNT = int(ENTRY_FIELDS["count"].high)  # what a deployment TOML allows
+MAX_TOKENS = 4096  # the token sliders' end (further where a file has more)
+KV_AS_ACTIVATIONS = "as activations"  # the KV-format choice of a file without kv_bits / kv_format
+DEVICE_PRESET_COUNT = 4  # a data/devices preset starts as four such devices ...
+DEVICE_PRESET_MODEL = "Llama 2-7B"  # ... running this model (then the controls move it)
 
 
 def preset_names() -> list[str]:
@@ -73,8 +78,9 @@ def example_names() -> list[str]:
     return sorted(p.stem for p in EXAMPLES_DIR.glob("*.toml"))
 
 
-def load_preset(preset: str) -> UserConfig | DeviceSpec:
-    """An example or any TOML path -> its UserConfig; a device id -> its DeviceSpec."""
+def load_preset(preset: str) -> UserConfig:
+    """An example or any TOML path -> its UserConfig (`load_config`, what whatif reads); a device id -> the
+    deployment `device_config` makes of it."""
     path = Path(preset)
     if path.is_dir():
         raise WorkbenchError(f"config file {preset!r} is a directory; give a .toml file")
@@ -83,7 +89,7 @@ def load_preset(preset: str) -> UserConfig | DeviceSpec:
     elif (EXAMPLES_DIR / f"{preset}.toml").exists():
         path = EXAMPLES_DIR / f"{preset}.toml"
     elif preset in device_names():
-        return load_device(preset)
+        return device_config(preset)
     else:
         raise WorkbenchError(f"unknown preset {preset!r}; examples: {', '.join(example_names())} "
                              f"(or a device id from data/devices/, or a path to a .toml file)")
@@ -94,65 +100,105 @@ def load_preset(preset: str) -> UserConfig | DeviceSpec:
     return _load_config_cached(str(path), path.stat().st_mtime)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Everything the explorer's controls set; validated on construction (one-line errors)."""
+@lru_cache(maxsize=32)
+def device_config(device_id: str) -> UserConfig:
+    """A data/devices preset as a deployment: four of it on a 1 Gbit switch (50 µs per hop) running
+    Llama 2-7B in fp16 on a 128-token prompt (a starting point the controls then move)."""
+    device = load_device(device_id)
+    link = Link.from_mbps(1000.0, 0.05, name="1000 Mbps")
+    cluster = Cluster((device,) * DEVICE_PRESET_COUNT, Topology("switch", DEVICE_PRESET_COUNT, link))
+    return UserConfig(f"{DEVICE_PRESET_COUNT}x {device.name}", get_model(DEVICE_PRESET_MODEL), cluster,
+                      weight_format="fp16", activation_format="fp16")
 
+
+# ---- the controls: views of a UserConfig's fields ----------------------------------------------------
+def format_choice(bits: float | None, name: str) -> str:
+    """What a format control shows: the file's format name, else '<bits> bit' (None: the activations')."""
+    if bits is None:
+        return KV_AS_ACTIVATIONS
+    return name or f"{bits:g} bit"
+
+
+def format_bits(control: str, choice: str) -> tuple[float | None, str]:
+    """A format control's choice -> (bits, format name): 'q4_0' -> (4.5, 'q4_0'), '6 bit' -> (6.0, '')."""
+    if choice == KV_AS_ACTIVATIONS and control == "kv_format":
+        return None, ""
+    if choice in WEIGHT_FORMATS:
+        return WEIGHT_FORMATS[choice], choice
+    number = choice.removesuffix(" bit")
+    try:
+        bits = float(number)
+    except ValueError:
+        raise WorkbenchError(f"{control} must be one of {', '.join(WEIGHT_FORMATS)} or '<bits> bit', "
+                             f"got {choice!r}") from None
+    return MODEL_FIELDS["weight_bits"].check(control, bits), ""
+
+
+def control_values(config: UserConfig) -> dict[str, object]:
+    """The value each explorer control shows for a deployment (model, cluster, link, workload, formats)."""
+    link = config.cluster.topology.link
+    return {"model": config.model.name, "n_devices": config.cluster.n,
+            "bandwidth_mbps": link.bandwidth_bytes_per_s * 8 / 1e6, "latency_ms": link.latency_s * 1e3,
+            "memory_gib": config.cluster.devices[0].memory_bytes / GIB, "seq_len": config.seq_len,
+            "kv_len": config.kv_len, "weight_format": format_choice(config.weight_bits, config.weight_format),
+            "activation_format": format_choice(config.activation_bits, config.activation_format),
+            "kv_format": format_choice(config.kv_bits, config.kv_format)}
+
+
+CONTROLS = ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len", "kv_len",
+            "weight_format", "activation_format", "kv_format")
+
+
+def configure(base: UserConfig, **changes) -> UserConfig:
+    """`base` with some controls moved (`CONTROLS` names -> values); every field no control shows (per-message
+    overhead, a shared machine, group size, device constants) is kept, so untouched controls give `base`."""
+    for name in changes:
+        require_choice("explorer control", name, CONTROLS)
+    config = base
+    if "model" in changes and changes["model"] != base.model.name:
+        config = replace(config, model=get_model(changes["model"]))
+    for kind in ("weight", "activation", "kv"):
+        if f"{kind}_format" in changes:
+            bits, name = format_bits(f"{kind}_format", changes[f"{kind}_format"])
+            config = replace(config, **{f"{kind}_bits": bits, f"{kind}_format": name})
+    if "seq_len" in changes:
+        config = replace(config, seq_len=require_int("sequence length", changes["seq_len"], low=1))
+    if "kv_len" in changes:
+        config = replace(config, kv_len=require_int("tokens attended (kv_len)", changes["kv_len"], low=1))
+    cluster = config.cluster
+    if "n_devices" in changes:
+        cluster = with_device_count(cluster, changes["n_devices"], most=MAX_DEVICE_COUNT)
+    cluster = with_link(cluster, changes.get("bandwidth_mbps"), changes.get("latency_ms"))
+    if "memory_gib" in changes:
+        cluster = with_memory_budget(cluster, changes["memory_gib"])
+    return replace(config, cluster=cluster)
+
+
+@dataclass(frozen=True)
+class State:
+    """What the explorer shows: a deployment (a parsed TOML, controls applied) and the view choices."""
+
+    config: UserConfig
     preset: str = "sbc_gigabit"
-    model: str = "Llama 2-7B"
     scheme: str = ALL
-    n_devices: int = 4
-    bandwidth_mbps: float = 1000.0
-    latency_ms: float = 0.05
-    memory_gib: float = 7.0
-    seq_len: int = 128
     phase: str = "prefill"
-    weight_bits: float = 16.0
-    topology: str = "switch"
 
     def __post_init__(self) -> None:
-        if self.model not in MODELS:
-            get_model(self.model)  # raises listing the registry
-        require_int("device count", self.n_devices, low=1, high=MAX_DEVICES)
-        require_positive("link bandwidth (Mbps)", self.bandwidth_mbps)
-        require_non_negative("per-hop latency (ms)", self.latency_ms)
-        require_positive("memory budget per device (GiB)", self.memory_gib)
-        require_int("sequence length", self.seq_len, low=1)
+        if not isinstance(self.config, UserConfig):
+            raise WorkbenchError(f"explorer state needs a UserConfig, got {type(self.config).__name__}")
         require_choice("phase", self.phase, PHASES)
-        require_positive("weight bits", self.weight_bits)
 
 
-def settings_for_preset(preset: str, **changes) -> Settings:
-    """Settings that start from a preset's own model, devices, network and prompt length."""
-    base = load_preset(preset)
-    if isinstance(base, UserConfig):
-        link = base.cluster.topology.link
-        values = dict(model=base.model.name if base.model.name in MODELS else Settings.model,
-                      n_devices=base.cluster.n, bandwidth_mbps=link.bandwidth_bytes_per_s * 8 / 1e6,
-                      latency_ms=link.latency_s * 1e3, memory_gib=base.cluster.devices[0].memory_bytes / GIB,
-                      seq_len=base.seq_len, weight_bits=base.weight_bits, topology=base.cluster.topology.kind)
-    else:
-        values = dict(memory_gib=base.memory_bytes / GIB if base.memory else Settings.memory_gib)
-    return Settings(preset=preset, **{**values, **changes})
-
-
-def build_cluster(settings: Settings) -> Cluster:
-    """The preset's devices (cycled to the device count, memory capped at the budget) on the slider link."""
-    base = load_preset(settings.preset)
-    link = Link.from_mbps(settings.bandwidth_mbps, settings.latency_ms, name="explorer link")
-    if isinstance(base, UserConfig):
-        cluster = base.cluster
-    else:
-        cluster = Cluster((base,), Topology(settings.topology, 1, link))
-    return vary_cluster(cluster, settings.n_devices, settings.bandwidth_mbps, settings.latency_ms,
-                        settings.memory_gib)
+def state_for_preset(preset: str = "sbc_gigabit", scheme: str = ALL, phase: str = "prefill", **changes) -> State:
+    """The state of a preset (example, TOML path or device id) as loaded, with `changes` (`configure`) applied."""
+    return State(configure(load_preset(preset), **changes), preset, scheme, phase)
 
 
 @dataclass(frozen=True)
 class View:
     """What the explorer shows for one setting: the arena of one phase and a one-line summary."""
 
-    settings: Settings
+    state: State
     arena: Arena
     summary: str
     notes: tuple[str, ...] = field(default=())
@@ -183,27 +229,28 @@ def memoised(arena: Arena) -> Arena:
     return _MemoArena(arena.model, arena.cluster, arena.workloads, arena.entries)
 
 
-def compute(settings: Settings, registry: Registry | None = None) -> View:
-    """Evaluate the arena for `settings` (one phase); raise WorkbenchError when nothing can be shown."""
+def compute(state: State, registry: Registry | None = None) -> View:
+    """The arena of `state`'s deployment in one phase, by `arena_for_config` (what whatif runs); raise
+    WorkbenchError when nothing can be shown."""
     registry = load_all() if registry is None else registry
-    model = get_model(settings.model)
-    if settings.seq_len > model.max_positions:
-        raise WorkbenchError(f"sequence length {settings.seq_len} exceeds {model.name}'s max_positions "
-                             f"({model.max_positions})")
-    schemes = None if settings.scheme == ALL else [require_choice("scheme", settings.scheme, sorted(registry))]
-    arena = memoised(run_arena(model, build_cluster(settings), settings.seq_len, settings.seq_len,
-                               settings.weight_bits, phases=(settings.phase,), schemes=schemes, registry=registry))
+    config = state.config
+    for what, tokens in (("sequence length", config.seq_len), ("tokens attended (kv_len)", config.kv_len)):
+        if tokens > config.model.max_positions:
+            raise WorkbenchError(f"{what} {tokens} exceeds {config.model.name}'s max_positions "
+                                 f"({config.model.max_positions})")
+    schemes = None if state.scheme == ALL else [require_choice("scheme", state.scheme, sorted(registry))]
+    arena = memoised(arena_for_config(config, phases=(state.phase,), schemes=schemes, registry=registry))
     if schemes is not None and arena.entries and arena.entries[0].status == "n/a":
-        raise WorkbenchError(f"{settings.scheme} does not apply here: {arena.entries[0].error}")
+        raise WorkbenchError(f"{state.scheme} does not apply here: {arena.entries[0].error}")
     arena.check_feasible()
     table = arena.table()
     ok = table[table["status"] == "ok"].sort_values(["latency_s", "scheme"])
     best = ok.iloc[0]
     counts = table["status"].value_counts()
-    summary = (f"best {METRIC[settings.phase]}: {best.scheme} ({best.paper}) {format_seconds(best.latency_s)}"
+    summary = (f"best {METRIC[state.phase]}: {best.scheme} ({best.paper}) {format_seconds(best.latency_s)}"
                f" | {int(counts.get('ok', 0))} fit, {int(counts.get('OOM', 0))} OOM, {int(counts.get('n/a', 0))} n/a")
     notes = tuple(f"{e.scheme}: {e.error}" for e in arena.entries if e.status == "n/a")
-    return View(settings, arena, summary, notes)
+    return View(state, arena, summary, notes)
 
 
 def format_seconds(seconds: float) -> str:
@@ -211,11 +258,19 @@ def format_seconds(seconds: float) -> str:
     return format_duration(seconds)
 
 
-def readouts(settings: Settings) -> dict[str, str]:
+def readouts(config: UserConfig) -> dict[str, str]:
     """The log sliders' values in human units: '1 Gbps', '50 µs', '1.0 MiB'."""
-    return {"bandwidth_mbps": format_rate(settings.bandwidth_mbps),
-            "latency_ms": format_duration(settings.latency_ms * 1e-3),
-            "memory_gib": format_gib(settings.memory_gib)}
+    values = control_values(config)
+    return {"bandwidth_mbps": format_rate(values["bandwidth_mbps"]),
+            "latency_ms": format_duration(values["latency_ms"] * 1e-3),
+            "memory_gib": format_gib(values["memory_gib"])}
+
+
+def budget_text(config: UserConfig) -> str:
+    """'7.0 GiB/device budget', or '8.0-16 GiB/device budget' where the devices' memories differ."""
+    sizes = sorted({d.memory_bytes / GIB for d in config.cluster.devices})
+    span = format_gib(sizes[0]) if len(sizes) == 1 else f"{format_gib(sizes[0])}-{format_gib(sizes[-1])}"
+    return f"{span}/device budget"
 
 
 def notes_html(notes: tuple[str, ...]) -> str:
@@ -231,16 +286,16 @@ def chart_specs(view: View, scale: str = "log") -> dict[str, dict]:
     update: latency breakdown (`scale`: log or linear axis), ranking, memory vs budget; every title names
     the setting (model, cluster, link, prompt, phase, memory budget)."""
     require_choice("breakdown scale", scale, SCALES)
-    title = setting_title(view.arena, f" · {format_gib(view.settings.memory_gib)}/device budget")
+    title = setting_title(view.arena, f" · {budget_text(view.state.config)}")
     return {"breakdown": breakdown_spec(view.arena, width=300, title=title, composition=False, scale=scale),
             "ranking": ranking_spec(view.arena, width=300, title=title),
-            "memory": memory_spec(view.arena, phase=view.settings.phase, width=300, title=title)}
+            "memory": memory_spec(view.arena, phase=view.state.phase, width=300, title=title)}
 
 
 def chart_frames(view: View) -> dict[str, pd.DataFrame]:
     """The data behind each explorer chart."""
     return {"breakdown": breakdown_frame(view.arena), "ranking": ranking_frame(view.arena),
-            "memory": memory_frame(view.arena, view.settings.phase)}
+            "memory": memory_frame(view.arena, view.state.phase)}
 
 
 def toml_label(path: str) -> str:
@@ -248,55 +303,56 @@ def toml_label(path: str) -> str:
     return f"TOML file: {Path(path).name}"
 
 
+def model_options(config: UserConfig) -> list[tuple[str, str]]:
+    """The model dropdown: the deployment's own model first when it is not a registered one (given by its
+    dimensions, or a registered one changed), then the registry."""
+    own = [] if config.model.name in MODELS else [(f"{config.model.name} (from the file)", config.model.name)]
+    return own + [(name, name) for name in MODELS]
+
+
+def format_options(control: str, shown: str) -> list[tuple[str, str]]:
+    """A format dropdown: the named formats with their bits, the file's own '<bits> bit' where it gave bits."""
+    named = [(f"{name} ({bits:g} bit)", name) for name, bits in WEIGHT_FORMATS.items()]
+    same = [("as the activations", KV_AS_ACTIVATIONS)] if control == "kv_format" else []
+    own = [] if shown in WEIGHT_FORMATS or shown == KV_AS_ACTIVATIONS else [(f"{shown} (from the file)", shown)]
+    return same + own + named
+
+
+def view_result_rows(view: View) -> pd.DataFrame:
+    """Tidy result rows (workbench.results columns) of a view: each scheme's latency and peak memory."""
+    s, v = view.state, control_values(view.state.config)
+    setting = (f"preset={s.preset},n={v['n_devices']},bw={v['bandwidth_mbps']:g}Mbps,tau={v['latency_ms']:g}ms,"
+               f"mem={v['memory_gib']:g}GiB,S={v['seq_len']},kv={v['kv_len']},w={v['weight_format']},"
+               f"a={v['activation_format']},kv_format={v['kv_format']},{s.phase}")
+    return table_result_rows(view.table(), "explorer", s.config.model.name, setting, phase_in_name=False)
+
+
 class Explorer:
     """The widget: controls on the left, charts on the right; every change recomputes and redraws.
 
-    The preset in force is `self.settings.preset`: a bad TOML path shows its one-line error and leaves
-    it unchanged, so the other controls keep working. Views are cached by settings (moving a slider back
-    costs nothing)."""
+    The deployment in force is `self.base` (the preset or TOML file as loaded) and `self.state.preset` its
+    name: the controls show its fields, and the state is `base` with the moved controls applied (`configure`),
+    so controls left alone give exactly what whatif computes. A bad TOML path shows its one-line error and
+    leaves the preset in force, so the other controls keep working. Views are cached by the moved controls
+    (moving a slider back costs nothing)."""
 
     CACHE_SIZE = 64
+    VIEW_CONTROLS = ("scheme", "phase")
 
-    def __init__(self, settings: Settings | None = None, registry: Registry | None = None):
-        import altair as alt
+    def __init__(self, state: State | None = None, registry: Registry | None = None):
         import ipywidgets as w
 
-        alt.JupyterChart.enable_offline()  # vega from vl-convert's bundle: no CDN needed
+        from workbench.livechart import LiveChart  # redraws in place (vega from vl-convert's bundle: no CDN)
+
         self.registry = load_all() if registry is None else registry
-        self.settings = settings or settings_for_preset(Settings.preset)
-        self._cache: OrderedDict[Settings, View] = OrderedDict()
+        self.state = state or state_for_preset()
+        self.base = load_preset(self.state.preset)
+        self._cache: OrderedDict[tuple, View] = OrderedDict()
         self._preset_error = ""
-        s = self.settings
-        style = {"description_width": "150px"}
-        layout = w.Layout(width="420px")
-        slider = w.Layout(width="330px")
+        self._suspend = False
         names = preset_names()
-        self._last_listed = s.preset if s.preset in names else names[0]
-        self.controls = {
-            "preset": w.Dropdown(options=self._preset_options(s.preset), value=s.preset, description="device preset",
-                                 style=style, layout=layout),
-            "toml": w.Text(value="" if s.preset in names else s.preset,
-                           placeholder="or a TOML file of your own (Enter)",
-                           description="TOML file", continuous_update=False, style=style, layout=layout),
-            "model": w.Dropdown(options=list(MODELS), value=s.model, description="model", style=style, layout=layout),
-            "scheme": w.Dropdown(options=[ALL] + sorted(self.registry), value=s.scheme, description="scheme",
-                                 style=style, layout=layout),
-            "n_devices": w.IntSlider(value=s.n_devices, min=1, max=MAX_DEVICES, description="devices", style=style,
-                                     layout=layout, continuous_update=False),
-            "bandwidth_mbps": w.FloatLogSlider(value=s.bandwidth_mbps, base=10, min=0, max=5, step=0.1,
-                                               description="link bandwidth", style=style, layout=slider,
-                                               continuous_update=False, readout=False),
-            "latency_ms": w.FloatLogSlider(value=max(s.latency_ms, 1e-3), base=10, min=-3, max=2, step=0.1,
-                                           description="per-hop latency", style=style, layout=slider,
-                                           continuous_update=False, readout=False),
-            "memory_gib": w.FloatLogSlider(value=s.memory_gib, base=2, min=-10, max=7, step=0.25,
-                                           description="memory budget", style=style, layout=slider,
-                                           continuous_update=False, readout=False),
-            "seq_len": w.IntSlider(value=s.seq_len, min=1, max=4096, description="sequence length", style=style,
-                                   layout=layout, continuous_update=False),
-            "phase": w.ToggleButtons(options=list(PHASES), value=s.phase, description="phase", style=style),
-            "scale": w.ToggleButtons(options=list(SCALES), value="log", description="breakdown axis", style=style),
-        }
+        self._last_listed = self.state.preset if self.state.preset in names else names[0]
+        self.controls = make_controls(self.registry, w)
         for name, control in self.controls.items():
             control.add_class(f"wb-{name.replace('_', '-')}")
         self.readouts = {name: w.Label(value="").add_class(f"wb-{name.replace('_', '-')}-readout")
@@ -304,33 +360,66 @@ class Explorer:
         self.message = w.HTML(value="").add_class("wb-message")
         self.summary = w.HTML(value="").add_class("wb-summary")
         self.notes = w.HTML(value="").add_class("wb-notes")
-        self.view = self._compute(s)
+        self._show_base(self.state.preset)
+        self._set_controls(control_values(self.base))
+        for name, value in control_values(self.state.config).items():  # a state given with moved controls
+            self._set_quietly(name, value)
+        self._set_quietly("scheme", self.state.scheme)
+        self._set_quietly("phase", self.state.phase)
+        self.view = self._compute(self.current_state())
         embed = {"renderer": "svg", "actions": False}
-        self.charts = {name: alt.JupyterChart(as_altair(spec), embed_options=embed)
+        self.charts = {name: LiveChart(spec, embed_options=embed)
                        for name, spec in chart_specs(self.view, self.controls["scale"].value).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
         self._show(self.view)
-        self._suspend = False
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
+        self.widget = self._layout(w)
+
+    def _layout(self, w):
+        """Controls (with the log sliders' readouts), the best line, n/a notes and message; the charts."""
         rows = [w.HBox([c, self.readouts[n]]) if n in self.readouts else c for n, c in self.controls.items()]
         left = w.VBox(rows + [self.summary, self.notes, self.message], layout=w.Layout(width="450px", flex="0 0 450px"))
         right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"]])
-        self.widget = w.HBox([left, right])
+        return w.HBox([left, right])
 
     def _preset_options(self, preset: str) -> list[tuple[str, str]]:
         """Dropdown entries: a TOML file of one's own in force first, then the examples and devices."""
         own = [] if preset in preset_names() else [(toml_label(preset), preset)]
         return own + [(name, name) for name in preset_names()]
 
-    def _compute(self, settings: Settings) -> View:
-        """`compute`, cached by settings (least recently used dropped)."""
-        if settings in self._cache:
-            self._cache.move_to_end(settings)
-            return self._cache[settings]
-        view = compute(settings, self.registry)
-        self._cache[settings] = view
+    def _show_base(self, preset: str) -> None:
+        """Point the preset, TOML, model and format dropdowns at the deployment in force (quietly)."""
+        self._suspend = True
+        try:
+            c, shown = self.controls, control_values(self.base)
+            c["preset"].options = self._preset_options(preset)
+            c["preset"].value = preset
+            c["toml"].value = "" if preset in preset_names() else preset
+            c["model"].options = model_options(self.base)
+            for name in ("weight_format", "activation_format", "kv_format"):
+                c[name].options = format_options(name, shown[name])
+            for name, limit in (("n_devices", MAX_DEVICES), ("seq_len", MAX_TOKENS), ("kv_len", MAX_TOKENS)):
+                c[name].max = max(limit, shown[name])
+        finally:
+            self._suspend = False
+
+    def _set_controls(self, values: dict) -> None:
+        """Move the deployment's controls to the preset's `values` without triggering an update, and remember
+        what they show (a slider may clamp): a control differing from that is a moved one."""
+        for name, value in values.items():
+            self._set_quietly(name, value)
+        self._shown_base = {name: self.controls[name].value for name in CONTROLS}
+
+    def _compute(self, state: State) -> View:
+        """`compute`, cached by the moved controls and view choices (least recently used dropped)."""
+        key = (state.preset, tuple(sorted(self.changes().items())), state.scheme, state.phase)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        view = compute(state, self.registry)
+        self._cache[key] = view
         if len(self._cache) > self.CACHE_SIZE:
             self._cache.popitem(last=False)
         return view
@@ -338,16 +427,18 @@ class Explorer:
     def _show(self, view: View) -> None:
         self.summary.value = f"<b>{html.escape(view.summary)}</b>"
         self.notes.value = notes_html(view.notes)
-        for name, text in readouts(view.settings).items():
+        for name, text in readouts(view.state.config).items():
             self.readouts[name].value = text
 
-    def current_settings(self) -> Settings:
-        """Settings from the controls and the preset in force (raises WorkbenchError when they are invalid)."""
-        c = self.controls
-        return replace(self.settings, model=c["model"].value, scheme=c["scheme"].value,
-                       n_devices=int(c["n_devices"].value), bandwidth_mbps=float(c["bandwidth_mbps"].value),
-                       latency_ms=float(c["latency_ms"].value), memory_gib=float(c["memory_gib"].value),
-                       seq_len=int(c["seq_len"].value), phase=c["phase"].value)
+    def changes(self) -> dict[str, object]:
+        """The deployment's controls a person moved away from what the preset in force shows."""
+        return {name: self.controls[name].value for name in CONTROLS
+                if self.controls[name].value != self._shown_base[name]}
+
+    def current_state(self) -> State:
+        """The state from the controls and the preset in force (raises WorkbenchError when they are invalid)."""
+        return State(configure(self.base, **self.changes()), self.state.preset, self.controls["scheme"].value,
+                     self.controls["phase"].value)
 
     def _on_change(self, change) -> None:
         if self._suspend:
@@ -359,7 +450,7 @@ class Explorer:
         if owner is self.controls["toml"]:
             self._load_preset(self.controls["toml"].value.strip() or self._last_listed)
         elif owner is self.controls["preset"]:
-            if change["new"] == self.settings.preset:
+            if change["new"] == self.state.preset:
                 return
             self._set_quietly("toml", "")
             self._load_preset(change["new"])
@@ -376,33 +467,29 @@ class Explorer:
     def _load_preset(self, preset: str) -> None:
         """Move the controls to a newly chosen preset's own values; on a bad one keep the preset in force."""
         try:
-            s = settings_for_preset(preset, scheme=self.controls["scheme"].value, phase=self.controls["phase"].value)
+            base = load_preset(preset)
         except WorkbenchError as exc:
-            self._preset_error = f"⚠ {html.escape(str(exc).splitlines()[0])} (still using {self.settings.preset})"
+            self._preset_error = f"⚠ {html.escape(str(exc).splitlines()[0])} (still using {self.state.preset})"
             return
         self._preset_error = ""
         self._cache.clear()  # the file may have changed on disk
-        self._suspend = True
-        try:
-            self.settings = s
-            if preset in preset_names():
-                self._last_listed = preset
-            self.controls["preset"].options = self._preset_options(preset)
-            self.controls["preset"].value = preset
-            for name in ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len"):
-                self.controls[name].value = getattr(s, name)
-        finally:
-            self._suspend = False
+        self.base = base
+        self.state = State(base, preset, self.controls["scheme"].value, self.controls["phase"].value)
+        if preset in preset_names():
+            self._last_listed = preset
+        self._show_base(preset)
+        self._set_controls(control_values(base))
 
     def update(self) -> bool:
         """Recompute from the controls and redraw; on invalid input show one line and keep the charts."""
         try:
-            view = self._compute(self.current_settings())
+            state = self.current_state()
+            view = self._compute(state)
             self._redraw(view)
         except WorkbenchError as exc:
             self.message.value = f"⚠ {html.escape(str(exc).splitlines()[0])}"
             return False
-        self.view = view
+        self.state, self.view = state, view
         self.message.value = self._preset_error
         self._show(view)
         return True
@@ -414,9 +501,36 @@ class Explorer:
             self.charts[name].spec = spec
 
 
-def view_result_rows(view: View) -> pd.DataFrame:
-    """Tidy result rows (workbench.results columns) of a view: each scheme's latency and peak memory."""
-    s = view.settings
-    setting = (f"preset={s.preset},n={s.n_devices},bw={s.bandwidth_mbps:g}Mbps,tau={s.latency_ms:g}ms,"
-               f"mem={s.memory_gib:g}GiB,S={s.seq_len},{s.phase}")
-    return table_result_rows(view.table(), "explorer", s.model, setting, phase_in_name=False)
+def make_controls(registry: Registry, w) -> dict:
+    """The explorer's controls (ipywidgets module `w`), not yet pointing at a deployment."""
+    style, layout, slider = {"description_width": "150px"}, w.Layout(width="420px"), w.Layout(width="330px")
+
+    def dropdown(description, options=("",)):
+        return w.Dropdown(options=list(options), description=description, style=style, layout=layout)
+
+    def log_slider(description, value, base, low, high, step):
+        return w.FloatLogSlider(value=value, base=base, min=low, max=high, step=step, description=description,
+                                style=style, layout=slider, continuous_update=False, readout=False)
+
+    def int_slider(description, high):
+        return w.IntSlider(value=1, min=1, max=high, description=description, style=style, layout=layout,
+                           continuous_update=False)
+
+    return {
+        "preset": dropdown("preset", preset_names()),
+        "toml": w.Text(value="", placeholder="or a TOML file of your own (Enter)", description="TOML file",
+                       continuous_update=False, style=style, layout=layout),
+        "model": dropdown("model", MODELS),
+        "scheme": dropdown("scheme", [ALL] + sorted(registry)),
+        "n_devices": int_slider("devices", MAX_DEVICES),
+        "bandwidth_mbps": log_slider("link bandwidth", 1000.0, 10, 0, 5, 0.1),
+        "latency_ms": log_slider("per-hop latency", 0.05, 10, -3, 2, 0.1),
+        "memory_gib": log_slider("memory budget", 7.0, 2, -10, 7, 0.25),
+        "seq_len": int_slider("sequence length", MAX_TOKENS),
+        "kv_len": int_slider("tokens attended", MAX_TOKENS),
+        "weight_format": dropdown("weight format", [KV_AS_ACTIVATIONS]),
+        "activation_format": dropdown("activation format", [KV_AS_ACTIVATIONS]),
+        "kv_format": dropdown("KV-cache format", [KV_AS_ACTIVATIONS]),
+        "phase": w.ToggleButtons(options=list(PHASES), value="prefill", description="phase", style=style),
+        "scale": w.ToggleButtons(options=list(SCALES), value="log", description="breakdown axis", style=style),
+    }

@@ -20,10 +20,16 @@ import numpy as np
 import pandas as pd
 
 from workbench.arena import GIB, Registry, run_arena
-from workbench.errors import WorkbenchError, require_choice
+from workbench.errors import (
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig, get_model
-from workbench.network import Link, Topology
+from workbench.network import Topology
 from workbench.schemes.base import Cluster, load_all
 from workbench.units import mbps_to_bytes_per_s
 from workbench.userconfig import UserConfig
@@ -45,17 +51,38 @@ def with_budget(device: DeviceSpec, budget_bytes: float) -> DeviceSpec:
 
 def vary_cluster(cluster: Cluster, n_devices: int | None = None, bandwidth_mbps: float | None = None,
                  latency_ms: float | None = None, memory_gib: float | None = None) -> Cluster:
-    """`cluster` with its devices cycled to `n_devices`, its link changed and its memory capped."""
-    n = cluster.n if n_devices is None else int(n_devices)
-    devices = tuple(cluster.devices[i % cluster.n] for i in range(n))
+    """`cluster` with its devices cycled to `n_devices`, its link changed and its memory capped (what no
+    argument names, e.g. the per-message overhead and a shared machine, is kept)."""
+    if n_devices is not None:
+        cluster = with_device_count(cluster, int(n_devices))
+    cluster = with_link(cluster, bandwidth_mbps, latency_ms)
     if memory_gib is not None:
-        devices = tuple(with_budget(d, memory_gib * GIB) for d in devices)
+        cluster = with_memory_budget(cluster, memory_gib)
+    return cluster
+
+
+def with_device_count(cluster: Cluster, n_devices: int, most: int | None = None) -> Cluster:
+    """`cluster` with its devices cycled to `n_devices` (topology kind, link and shared machine kept)."""
+    n = require_int("device count", n_devices, low=1, high=most)
+    devices = tuple(cluster.devices[i % cluster.n] for i in range(n))
+    return replace(cluster, devices=devices, topology=replace(cluster.topology, n_devices=n, max_devices=None))
+
+
+def with_link(cluster: Cluster, bandwidth_mbps: float | None = None, latency_ms: float | None = None) -> Cluster:
+    """`cluster` on a link of another bandwidth and/or per-hop latency (its per-message overhead kept)."""
     link = cluster.topology.link
-    bandwidth = link.bandwidth_bytes_per_s if bandwidth_mbps is None else mbps_to_bytes_per_s(bandwidth_mbps)
-    latency = link.latency_s if latency_ms is None else latency_ms * 1e-3
-    topology = Topology(cluster.topology.kind, n, Link(bandwidth, latency, link.energy_pj_per_byte, link.name),
-                        group_size=cluster.topology.group_size)
-    return Cluster(devices, topology)
+    if bandwidth_mbps is not None:
+        mbps = require_positive("link bandwidth (Mbps)", bandwidth_mbps)
+        link = replace(link, bandwidth_bytes_per_s=mbps_to_bytes_per_s(mbps))
+    if latency_ms is not None:
+        link = replace(link, latency_s=require_non_negative("per-hop latency (ms)", latency_ms) * 1e-3)
+    return replace(cluster, topology=replace(cluster.topology, link=link))
+
+
+def with_memory_budget(cluster: Cluster, memory_gib: float) -> Cluster:
+    """`cluster` with every device's memory set to a budget of `memory_gib` GiB (`with_budget`)."""
+    budget = require_positive("memory budget per device (GiB)", memory_gib) * GIB
+    return replace(cluster, devices=tuple(with_budget(d, budget) for d in cluster.devices))
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,11 @@ class UserConfig:
     kv_len: int = 128
     path: str = ""
     kv_bits: float | None = None
+    # the format names the file gave (model.weight_format = "q4_0" ...), "" where it gave bits: what the
+    # explorer's format controls show; the cost model reads the bits only
+    weight_format: str = ""
+    activation_format: str = ""
+    kv_format: str = ""
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
@@ -462,8 +467,9 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
+    formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where, kv_bits)
+                      kv_len, where, kv_bits, **formats)
 
 
 def load_config(path: str | Path) -> UserConfig:

@@ -25,8 +25,9 @@ weight_bits = 8.0  # overrides the file's weight format (0 keeps it); 8 bit runs
 # %%
 import pandas as pd
 
-from workbench.arena import arena_result_rows, breakdown_frame, run_arena
+from workbench.arena import arena_for_config, arena_result_rows, breakdown_frame
 from workbench.arena_charts import breakdown_chart, memory_chart, ranking_chart
+from workbench.explore import configure
 from workbench.io import REPO_ROOT
 from workbench.regimes import (
     SLICES,
@@ -42,10 +43,11 @@ from workbench.userconfig import load_config
 from workbench.whatif import format_table
 
 rec = Recorder("arena", figures_dir)
-deployment = load_config(REPO_ROOT / config)
-base = Base.from_config(deployment, model=model or None, weight_bits=weight_bits or None)
-arena = run_arena(base.model, base.cluster, base.seq_len, base.seq_len, base.weight_bits,
-                  base.activation_bits).check_feasible()
+# the file as whatif and the explorer read it (load_config), the overrides as the explorer's controls apply them
+overrides = {"model": model, "weight_format": f"{weight_bits:g} bit" if weight_bits else ""}
+deployment = configure(load_config(REPO_ROOT / config), **{k: v for k, v in overrides.items() if v})
+base = Base.from_config(deployment)
+arena = arena_for_config(deployment).check_feasible()  # what whatif runs
 table = arena.table()
 rec.add(arena_result_rows(arena))
 print(format_table(arena))
@@ -109,6 +111,6 @@ summary
 if interactive:
     from IPython.display import display
 
-    from workbench.explore import Explorer, settings_for_preset
+    from workbench.explore import Explorer, state_for_preset
 
-    display(Explorer(settings_for_preset(config)).widget)
+    display(Explorer(state_for_preset(config)).widget)

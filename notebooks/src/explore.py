@@ -1,10 +1,12 @@
 # %% [markdown]
 # # Live what-if explorer
-# Pick a model, a scheme (or all of them), a device preset (an example deployment from `examples/`, a
-# device from `data/devices/`, or a TOML file of your own), then move the sliders: device count, link
-# bandwidth, per-hop latency, memory budget per device, sequence length, prefill or decode. Every change
-# re-runs the arena (`workbench.explore.compute`, the same cost model as every paper notebook) and redraws
-# the latency breakdown, the ranking and the memory per device against its budget. A setting nothing can
+# Pick a preset (an example deployment from `examples/`, a device from `data/devices/`, or a TOML file of
+# your own): the controls then show that deployment as `python -m workbench whatif` reads it (the same
+# `load_config`), a model given by its dimensions included. Move them: model, scheme (or all of them),
+# device count, link bandwidth, per-hop latency, memory budget per device, prompt length, tokens attended
+# per decode step, weight / activation / KV-cache format, prefill or decode. Every change re-runs the arena
+# (`workbench.explore.compute` calls `arena_for_config`, what whatif runs) and redraws the latency
+# breakdown, the ranking and the memory per device against its budget. A setting nothing can
 # run in (a budget nothing fits in, more devices than heads for the chosen scheme) shows one line in
 # orange and keeps the previous charts. In batch runs (`interactive=False`) only the starting point is
 # computed and recorded.
@@ -17,19 +19,19 @@ preset = "sbc_gigabit"  # an example stem, a data/devices id, or a path to a TOM
 phase = "prefill"  # prefill (time to first token) or decode (time per token)
 
 # %%
-from workbench.explore import Explorer, compute, settings_for_preset, view_result_rows
+from workbench.explore import Explorer, compute, state_for_preset, view_result_rows
 from workbench.results import Recorder
 
 rec = Recorder("explore", figures_dir)
-settings = settings_for_preset(preset, phase=phase)
-view = compute(settings)
+state = state_for_preset(preset, phase=phase)
+view = compute(state)
 rec.add(view_result_rows(view))
 _ = rec.write()  # (no echo of the path in the page)
 
 # %%
 # The best scheme appears in one place only: the explorer's live bold line, or (batch runs) one printed line.
 if interactive:
-    explorer = Explorer(settings)
+    explorer = Explorer(state)
     display(explorer.widget)  # noqa: F821 (IPython builtin)
 else:
     print(view.summary)

@@ -195,9 +195,10 @@ def storage_constants(bench: pd.DataFrame, source: Provenance) -> dict[str, Cons
 
 
 def device_toml(constants: dict[str, Constant], name: str, header: str) -> str:
-    """A device preset file: the `header` as comments, `[meta]` (name, one DRAM level), one table per constant."""
+    """A device preset file: the `header` as comments, `[meta]` (name, class: a CPU, what the micro-benchmarks
+    measure, one DRAM level), one table per constant."""
     body = constants_toml(constants, header)
-    meta = f'[meta]\nname = {_quoted(name)}\nmemory_levels = ["DRAM"]\n\n'
+    meta = f'[meta]\nname = {_quoted(name)}\ndevice_class = "cpu"\nmemory_levels = ["DRAM"]\n\n'
     head, _, rest = body.partition("\n\n")
     return f"{head}\n\n{meta}{rest}" if header else meta + body
 
