@@ -315,9 +315,14 @@ def render_png(svg: str) -> bytes:
     return vl_convert.svg_to_png(svg, scale=2)
 
 
+def figure_specs(arena: Arena) -> dict[str, dict]:
+    """The three charts `write_figures` draws, by file name (what tests render through `chartcheck`)."""
+    return {"breakdown": breakdown_spec(arena), "ranking": ranking_spec(arena), "memory": memory_spec(arena)}
+
+
 def write_figures(arena: Arena, out_dir: Path, png: bool = True) -> list[Path]:
     """arena.csv, memory.csv and the three charts (<name>.svg, .png with `png`, and the breakdown's .csv)."""
-    specs = {"breakdown": breakdown_spec(arena), "ranking": ranking_spec(arena), "memory": memory_spec(arena)}
+    specs = figure_specs(arena)
     paths = [write_csv_atomic(out_dir / "arena.csv", arena.table()),
              write_csv_atomic(out_dir / "memory.csv", arena.memory()),
              write_csv_atomic(out_dir / "breakdown.csv", breakdown_frame(arena))]

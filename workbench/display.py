@@ -22,8 +22,9 @@ SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3
 BYTE_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"), (1, "B"))
 TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 # Column names (or tidy `unit`s) that hold seconds or bytes.
-SECONDS = re.compile(r"(^|_)(s|sec|seconds|latency|time)$|^s$", re.IGNORECASE)
-BYTES = re.compile(r"(^|_)(b|bytes)$|^B$", re.IGNORECASE)
+SECONDS = re.compile(r"(^|_)(s|sec|seconds|latency|time)$")
+BYTES = re.compile(r"(^|_)(B|bytes)$")
+MISSING = "—"  # a cell without a number (an OOM cell, a value the paper does not report)
 
 
 def in_kernel() -> bool:
@@ -43,14 +44,15 @@ def png_width(data: bytes) -> int:
     return struct.unpack(">I", data[16:20])[0]
 
 
-def show_inline(png: Path) -> None:
-    """Display the PNG at `png` in the running notebook at its natural size (nothing outside a kernel)."""
+def show_inline(png: Path, alt: str) -> None:
+    """Display the PNG at `png` in the running notebook at its natural size, `alt` as its alternative text
+    (nothing outside a kernel)."""
     if not in_kernel():
         return
     from IPython.display import Image, display
 
     data = Path(png).read_bytes()
-    display(Image(data=data, format="png", width=max(1, png_width(data) // PNG_SCALE)))
+    display(Image(data=data, format="png", width=max(1, png_width(data) // PNG_SCALE), alt=alt))
 
 
 def sig3(value: float) -> str:
@@ -71,18 +73,18 @@ def _scaled(value: float, units: tuple[tuple[float, str], ...]) -> str:
 
 def format_seconds(value: float) -> str:
     """Seconds as ns/µs/ms/s with 3 significant digits: 0.01234 -> '12.3 ms'."""
-    return "" if _missing(value) else "0 s" if value == 0 else _scaled(float(value), TIME_UNITS)
+    return MISSING if _missing(value) else "0 s" if value == 0 else _scaled(float(value), TIME_UNITS)
 
 
 def format_bytes(value: float) -> str:
     """Bytes in binary units with 3 significant digits: 3 * 2**30 -> '3 GiB'."""
-    return "" if _missing(value) else _scaled(float(value), BYTE_UNITS)
+    return MISSING if _missing(value) else _scaled(float(value), BYTE_UNITS)
 
 
 def format_number(value: float) -> str:
     """3 significant digits, an SI prefix instead of an exponent: -0.2377283 -> '-0.238', 1.567599e9 -> '1.57 G'."""
     if _missing(value):
-        return ""
+        return MISSING
     value = float(value)
     if value == 0 or 1e-3 <= abs(value) < 1e4 or not math.isfinite(value):
         return sig3(value)
@@ -97,13 +99,13 @@ def _missing(value: object) -> bool:
 def format_value(value: object, unit: str) -> str:
     """One number in its unit ("s", "B", or anything else: the unit is appended)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return "" if _missing(value) else str(value)
+        return MISSING if _missing(value) else str(value)
     if SECONDS.search(unit):
         return format_seconds(value)
     if BYTES.search(unit):
         return format_bytes(value)
     text = format_number(value)
-    return f"{text} {unit}" if unit and text else text
+    return f"{text} {unit}" if unit and text != MISSING else text
 
 
 def _column_formatter(name: str):
@@ -125,3 +127,22 @@ def display_table(frame: pd.DataFrame) -> pd.DataFrame:
         if pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(_column_formatter(str(column)))
     return shown
+
+
+def _html(frame: pd.DataFrame) -> str:
+    """The notebook's HTML for a frame, through `display_table` (pandas' own row and column truncation kept)."""
+    return display_table(frame)._repr_html_()
+
+
+def human_tables() -> None:
+    """From now on, show every DataFrame this notebook displays through `display_table` (in a kernel only).
+
+    Called once at the top of a notebook; the frames themselves (and results.csv) keep full precision."""
+    if not in_kernel():
+        return
+    from IPython import get_ipython
+
+    formatters = get_ipython().display_formatter.formatters
+    formatters["text/html"].for_type(pd.DataFrame, _html)
+    formatters["text/plain"].for_type(pd.DataFrame, lambda frame, printer, cycle: printer.text(
+        display_table(frame).to_string(max_rows=60)))

@@ -113,7 +113,7 @@ class Recorder:
         if data is not None:
             write_csv_atomic(self.out_dir / f"{name}.csv", data)
         self.charts.append(name)
-        show_inline(self.out_dir / f"{name}.png")
+        show_inline(self.out_dir / f"{name}.png", alt=f"chart {self.notebook}/{name}")
 
     def write(self) -> Path:
         """Write figures/<notebook>/results.csv atomically and return its path."""

@@ -80,14 +80,16 @@ def _bars(long: pd.DataFrame, x: str, series_name: str, y_title: str, sort: Sequ
         alt.Chart().mark_rule(strokeDash=[4, 3], color="grey").encode(y=alt.datum(1.0)), data=long)
 
 def log_base(values: Sequence[float] | pd.Series) -> float:
-    """Where bars on a log axis start: the power of ten at or below the smallest positive value.
+    """Where bars on a log axis start: the largest power of ten below the smallest positive value (1 -> 0.1).
 
     A log axis has no 0, so a bar left to start at 0 has no length and the chart is blank; bars given
     ``x2=alt.datum(log_base(values))`` (or ``y2``) start at this decade instead."""
     positive = [float(v) for v in values if pd.notna(v) and float(v) > 0]
     if not positive:
         raise WorkbenchError("log_base needs at least one positive value (a log axis shows no other)")
-    return float(10 ** math.floor(math.log10(min(positive))))
+    smallest = min(positive)
+    base = 10.0 ** (math.ceil(math.log10(smallest)) - 1)
+    return base / 10 if base >= smallest else base  # log10 rounding at an exact power of ten
 
 
 def diagonal(x: str, y: str, values: Sequence[float] | pd.Series) -> alt.Chart:
