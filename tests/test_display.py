@@ -19,7 +19,7 @@ from workbench.display import (
 )
 
 
-@pytest.mark.parametrize("value, text", [(-2.377283e-01, "-0.238"), (1.567599e09, "1.57 G"), (1234.5, "1234"),
+@pytest.mark.parametrize("value, text", [(-2.377283e-01, "-0.238"), (1.567599e09, "1.57 G"), (1234.5, "1230"), (20e-6 / 1e-6, "20"),
                                          (0.00123, "0.00123"), (7.0, "7"), (3e13, "30 T"), (999.6, "1000"),
                                          (1.2e-5, "12 µ"), (0.0, "0"), (math.nan, MISSING)])
 def test_numbers_have_three_significant_digits_and_no_exponent(value, text):

@@ -56,10 +56,11 @@ def show_inline(png: Path, alt: str) -> None:
 
 
 def sig3(value: float) -> str:
-    """About 3 significant digits in fixed notation, never an exponent (1234.5 -> '1234', 0.2377 -> '0.238')."""
+    """About 3 significant digits in fixed notation, never an exponent (1234.5 -> '1230', 0.2377 -> '0.238')."""
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
-    if float(value).is_integer() and abs(value) < 1e4:
+    value = float(f"{value:.3g}")  # 19.999999999999996 (20e-6 / 1e-6) -> 20
+    if value.is_integer() and abs(value) < 1e4:
         return str(int(value))
     decimals = max(0, 2 - math.floor(math.log10(abs(value))))
     return f"{value:.{decimals}f}"

@@ -56,6 +56,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from workbench.display import human_tables
 from workbench.models import get_model, tiny_config
 from workbench.papers import mcu_siracusa as wb
 from workbench.results import Recorder
@@ -66,6 +67,7 @@ if kernel_launch_us is not None:  # another launch cost changes what the calibra
     knobs = wb.refitted(knobs)
 cfg = get_model(model)
 rec = Recorder(wb.PAPER, figures_dir)
+human_tables()  # tables below in human units (results.csv keeps full precision)
 fig6_chips = (1, 8, 32, 64) if quick else wb.FIG6_CHIPS
 chip_counts = tuple(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= cfg.n_kv_heads)
 
