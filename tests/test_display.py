@@ -15,6 +15,7 @@ from workbench.display import (
     format_seconds,
     human_tables,
     png_width,
+    setup_notebook,
     show_inline,
 )
 
@@ -48,6 +49,7 @@ def test_display_table_formats_by_column_name_and_tidy_rows_by_unit():
 def test_outside_a_kernel_nothing_is_displayed_or_registered(tmp_path, capsys):
     show_inline(tmp_path / "missing.png", alt="chart nb/x")  # not read: no kernel, nothing shown
     human_tables()
+    setup_notebook(interactive=True)
     assert capsys.readouterr().out == ""
 
 

@@ -28,6 +28,17 @@ def test_notebook_executes_and_records_results(name, executed):
     assert len(results) > 0
     assert pd.to_numeric(results["value"], errors="coerce").notna().all()
     assert_charts_inline(build / "notebooks" / f"{name}.ipynb", figures / name)
+    assert_tables_readable(build / "notebooks" / f"{name}.ipynb")
+
+
+def assert_tables_readable(notebook: Path) -> None:
+    """No table the notebook shows prints a number in pandas' raw scientific notation (-2.377283e-01)."""
+    import nbformat
+
+    tables = [output["data"]["text/html"] for cell in nbformat.read(notebook, as_version=4).cells
+              for output in cell.get("outputs", []) if "<table" in output.get("data", {}).get("text/html", "")]
+    raw = [found for html in tables for found in re.findall(r"\d\.\d{6}e[+-]\d\d", html)]
+    assert raw == [], raw[:5]
 
 
 def assert_charts_inline(notebook: Path, figures: Path) -> None:

@@ -147,3 +147,14 @@ def human_tables() -> None:
     formatters["text/html"].for_type(pd.DataFrame, _html)
     formatters["text/plain"].for_type(pd.DataFrame, lambda frame, printer, cycle: printer.text(
         display_table(frame).to_string(max_rows=60)))
+
+
+def setup_notebook(interactive: bool) -> None:
+    """Once at the top of a notebook: tables in human units (`human_tables`) and, when `interactive`, live
+    charts (`alt.JupyterChart`) drawn by the Vega that vl-convert bundles instead of one loaded from a CDN
+    (works offline; bundling takes a few seconds, so batch runs skip it). Nothing outside a kernel."""
+    human_tables()
+    if interactive and in_kernel():
+        import altair as alt
+
+        alt.JupyterChart.enable_offline()

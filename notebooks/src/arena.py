@@ -27,7 +27,7 @@ import pandas as pd
 
 from workbench.arena import arena_result_rows, breakdown_frame, run_arena
 from workbench.arena_charts import breakdown_chart, memory_chart, ranking_chart
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.io import REPO_ROOT
 from workbench.regimes import (
     SLICES,
@@ -43,7 +43,7 @@ from workbench.userconfig import load_config
 from workbench.whatif import format_table
 
 rec = Recorder("arena", figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 deployment = load_config(REPO_ROOT / config)
 base = Base.from_config(deployment, model=model or None, weight_bits=weight_bits or None)
 arena = run_arena(base.model, base.cluster, base.seq_len, base.seq_len, base.weight_bits,

@@ -17,12 +17,12 @@ preset = "sbc_gigabit"  # an example stem, a data/devices id, or a path to a TOM
 phase = "prefill"  # prefill (time to first token) or decode (time per token)
 
 # %%
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.explore import Explorer, compute, settings_for_preset, view_result_rows
 from workbench.results import Recorder
 
 rec = Recorder("explore", figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 settings = settings_for_preset(preset, phase=phase)
 view = compute(settings)
 rec.add(view_result_rows(view))

@@ -45,7 +45,7 @@ processor = "cpu"  # cpu (Sec. IV-A) | gpu (Sec. IV-E: Nano GPUs at 460 MHz, hom
 import altair as alt
 import pandas as pd
 
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.fidelity import scoreboard
 from workbench.hardware import load_device
 from workbench.papers import base, charts
@@ -53,7 +53,7 @@ from workbench.papers import galaxy as wb
 from workbench.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 reported = wb.reported()
 setting = wb.Setting.from_constants()
 table1_ms = {m: wb.reported_value("Table I", m, "A100 S=30", "latency") * 1e3 for m in ("BERT-L", "OPT-L", "OPT-XL")}

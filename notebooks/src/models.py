@@ -13,13 +13,13 @@ kv_len = 128  # attended tokens for decode FLOPs
 # %%
 import altair as alt
 
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.papers.charts import log_base
 from workbench.papers.models import model_table, registry_result_rows, size_fidelity_rows
 from workbench.results import Recorder
 
 rec = Recorder("models", figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 table = model_table(seq_len=seq_len, kv_len=kv_len)
 table.drop(columns=["source"])
 

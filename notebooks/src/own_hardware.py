@@ -31,14 +31,14 @@ import altair as alt
 import pandas as pd
 
 from workbench.calibrate import to_toml
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.papers import cluster as stored
 from workbench.papers import own_hardware as wb
 from workbench.papers.charts import diagonal
 from workbench.results import Recorder
 
 rec = Recorder("own_hardware", figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 work = Path(tempfile.mkdtemp(prefix="own-hardware-"))  # the per-process device files the deployments name
 if campaign not in wb.CAMPAIGNS:
     raise ValueError(f"campaign must be one of {sorted(wb.CAMPAIGNS)}, got {campaign!r}")

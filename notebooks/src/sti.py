@@ -39,7 +39,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.papers import sti as wb
 from workbench.papers.charts import log_base
 from workbench.planners.sti import MIB, plan_method, plan_sti
@@ -56,7 +56,7 @@ if quick:
     n_pairs = n_pairs or 4
 preloads = {p: (wb.platform_preload(p) if preload_buffer_mb is None else preload_buffer_mb * MIB) for p in wb.PLATFORMS}
 rec = Recorder(wb.PAPER, figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 reported = wb.reported()
 
 

@@ -49,7 +49,7 @@ laptops = ["Mac Pro", "Mac Air", "Dell", "Dell"]  # Table 7; the first one is th
 import altair as alt
 import pandas as pd
 
-from workbench.display import human_tables
+from workbench.display import setup_notebook
 from workbench.fidelity import scoreboard
 from workbench.models import get_model
 from workbench.papers import tpi_llm as wb
@@ -57,7 +57,7 @@ from workbench.papers.charts import log_base
 from workbench.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
-human_tables()  # tables below in human units (results.csv keeps full precision)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 get_model(model)
 models = ("Llama 2-7B", "Llama 2-70B") if quick else wb.MODELS
 laptop_models = ("Llama 2-7B",) if quick else wb.TABLE3_MODELS
