@@ -4,7 +4,7 @@ Every notebook does::
 
     rec = Recorder("galaxy", figures_dir)        # figures/<notebook>/
     rec.add(df)                                   # rows with the RESULT_COLUMNS
-    rec.chart(chart, "fig8_bandwidth", data=df)   # fig8_bandwidth.png/.svg/.csv
+    rec.chart(chart, "fig8_bandwidth", data=df)   # checked (chartcheck), fig8_bandwidth.png/.svg/.csv, shown inline
     rec.write()                                   # figures/<notebook>/results.csv
 
 The join key with the paper-reported numbers in data/reported/ is
