@@ -1,4 +1,8 @@
-"""Every notebook runs through papermill with tiny parameters and records its numbers."""
+"""Every notebook runs through papermill with tiny parameters, records its numbers, and shows each chart it
+writes inline as a static PNG (its HTML export needs no network for them: no Vega from a CDN)."""
+
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -23,7 +27,34 @@ def test_notebook_executes_and_records_results(name, executed):
     assert list(results.columns) == RESULT_COLUMNS
     assert len(results) > 0
     assert pd.to_numeric(results["value"], errors="coerce").notna().all()
+    assert_charts_inline(build / "notebooks" / f"{name}.ipynb", figures / name)
+    assert_tables_readable(build / "notebooks" / f"{name}.ipynb")
 
+
+def assert_tables_readable(notebook: Path) -> None:
+    """No table the notebook shows prints a number in pandas' raw scientific notation (-2.377283e-01)."""
+    import nbformat
+
+    tables = [output["data"]["text/html"] for cell in nbformat.read(notebook, as_version=4).cells
+              for output in cell.get("outputs", []) if "<table" in output.get("data", {}).get("text/html", "")]
+    raw = [found for html in tables for found in re.findall(r"\d\.\d{6}e[+-]\d\d", html)]
+    assert raw == [], raw[:5]
+
+
+def assert_charts_inline(notebook: Path, figures: Path) -> None:
+    """The executed notebook shows one PNG per chart written to `figures` (named by its alternative text), its
+    HTML export embeds them all (data: URIs, no network) and nothing in it is drawn by Vega."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    node = nbformat.read(notebook, as_version=4)
+    shown = [output.get("metadata", {}).get("image/png", {}).get("alt", "") for cell in node.cells
+             for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+    assert sorted(shown) == sorted(f"chart {figures.name}/{png.stem}" for png in figures.glob("*.png"))
+    html, _ = HTMLExporter().from_notebook_node(node)
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', html)) == len(shown)
+    for renderer in ("vega-embed", "vnd.vegalite", "cdn.jsdelivr.net/npm/vega"):
+        assert renderer not in html, renderer
 
 def test_models_notebook_records_registry_numbers(executed):
     from workbench.models import get_model

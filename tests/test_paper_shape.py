@@ -118,7 +118,7 @@ def test_the_template_copies_as_a_sixth_paper_changing_only_the_lines_that_name_
     assert changed == {f"data/constants/{NEW}.toml": [1, 8, 14, 20, 26, 32],  # the sources' prose
                        f"data/reported/{NEW}.csv": [2, 3],  # the paper column
                        f"workbench/papers/{NEW}.py": [22],  # PAPER = "..."
-                       f"notebooks/src/{NEW}.py": [18]}  # from workbench.papers import ... as wb
+                       f"notebooks/src/{NEW}.py": [19]}  # from workbench.papers import ... as wb
     _check_shape(module, root / "data")
     frame = module.scaling()
     assert frame.speedup.is_monotonic_increasing and (frame.speedup <= frame.devices).all()

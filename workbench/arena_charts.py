@@ -322,9 +322,14 @@ def write_tables(arena: Arena, out_dir: Path) -> list[Path]:
             write_csv_atomic(out_dir / "breakdown.csv", breakdown_frame(arena))]
 
 
+def figure_specs(arena: Arena) -> dict[str, dict]:
+    """The three charts `write_figures` draws, by file name (what tests render through `chartcheck`)."""
+    return {"breakdown": breakdown_spec(arena), "ranking": ranking_spec(arena), "memory": memory_spec(arena)}
+
+
 def write_figures(arena: Arena, out_dir: Path, png: bool = True) -> list[Path]:
     """arena.csv, memory.csv and the three charts (<name>.svg, .png with `png`, and the breakdown's .csv)."""
-    specs = {"breakdown": breakdown_spec(arena), "ranking": ranking_spec(arena), "memory": memory_spec(arena)}
+    specs = figure_specs(arena)
     paths = write_tables(arena, out_dir)
     for name, spec in specs.items():
         svg = render_svg(spec)

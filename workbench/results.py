@@ -4,7 +4,7 @@ Every notebook does::
 
     rec = Recorder("galaxy", figures_dir)        # figures/<notebook>/
     rec.add(df)                                   # rows with the RESULT_COLUMNS
-    rec.chart(chart, "fig8_bandwidth", data=df)   # fig8_bandwidth.png/.svg/.csv
+    rec.chart(chart, "fig8_bandwidth", data=df)   # checked (chartcheck), fig8_bandwidth.png/.svg/.csv, shown inline
     rec.write()                                   # figures/<notebook>/results.csv
 
 The join key with the paper-reported numbers in data/reported/ is
@@ -20,6 +20,8 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from workbench.chartcheck import check_chart
+from workbench.display import show_inline
 from workbench.errors import WorkbenchError
 from workbench.io import FIGURES_DIR, REPO_ROOT, atomic_path, write_csv_atomic, write_text_atomic
 
@@ -97,8 +99,13 @@ class Recorder:
         out["model"] = out["model"].fillna("").astype(str)
         return out
 
-    def chart(self, chart: alt.TopLevelMixin, name: str, data: pd.DataFrame | None = None) -> alt.TopLevelMixin:
-        """Save `chart` as <name>.png and <name>.svg (vl-convert) and `data` as <name>.csv, atomically."""
+    def chart(self, chart: alt.TopLevelMixin, name: str, data: pd.DataFrame | None = None) -> None:
+        """Check that `chart` draws every layer (`chartcheck`), save it as <name>.png and <name>.svg (vl-convert)
+        and `data` as <name>.csv, atomically, and show the PNG inline when running in a notebook.
+
+        Returns nothing, so a `rec.chart(...)` ending a cell does not also display the chart through
+        altair's renderer (which loads Vega from a CDN)."""
+        check_chart(chart, f"{self.notebook}/{name}")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for fmt in ("png", "svg"):
             with atomic_path(self.out_dir / f"{name}.{fmt}") as tmp:
@@ -106,7 +113,7 @@ class Recorder:
         if data is not None:
             write_csv_atomic(self.out_dir / f"{name}.csv", data)
         self.charts.append(name)
-        return chart
+        show_inline(self.out_dir / f"{name}.png", alt=f"chart {self.notebook}/{name}")
 
     def write(self) -> Path:
         """Write figures/<notebook>/results.csv atomically and return its path."""

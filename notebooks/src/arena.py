@@ -27,6 +27,7 @@ import pandas as pd
 
 from workbench.arena import arena_for_config, arena_result_rows, breakdown_frame
 from workbench.arena_charts import breakdown_chart, memory_chart, ranking_chart
+from workbench.display import setup_notebook
 from workbench.explore import configure
 from workbench.io import REPO_ROOT
 from workbench.regimes import (
@@ -43,6 +44,7 @@ from workbench.userconfig import load_config
 from workbench.whatif import format_table
 
 rec = Recorder("arena", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 # the file as whatif and the explorer read it (load_config), the overrides as the explorer's controls apply them
 overrides = {"model": model, "weight_format": f"{weight_bits:g} bit" if weight_bits else ""}
 deployment = configure(load_config(REPO_ROOT / config), **{k: v for k, v in overrides.items() if v})

@@ -28,10 +28,12 @@ live_check = False  # True: also start a real 2-process cluster now (psum smoke 
 import altair as alt
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.papers import cluster as wb
 from workbench.results import Recorder
 
 rec = Recorder("cluster", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 info = wb.machine_info()
 print(f"machine: {info['machine']} (jax {info['jax']})")
 for part, run in sorted(info["runs"].items()):

@@ -18,10 +18,12 @@ message_bytes = 32768  # e.g. one Llama 2-7B hidden vector in fp32 is 16 KiB
 # %%
 import altair as alt
 
+from workbench.display import setup_notebook
 from workbench.papers import collectives as C
 from workbench.results import Recorder, result_rows
 
 rec = Recorder("collectives", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 device_grid = (2, 4, 8) if quick else (2, 4, 8, 16, 32, 64)
 size_grid = C.DEFAULT_SIZES[::4] if quick else C.DEFAULT_SIZES
 sweep = C.allreduce_sweep(devices=device_grid, message_bytes=size_grid, bandwidth_mbps=bandwidth_mbps,

@@ -19,10 +19,12 @@ preset = "sbc_gigabit"  # an example stem, a data/devices id, or a path to a TOM
 phase = "prefill"  # prefill (time to first token) or decode (time per token)
 
 # %%
+from workbench.display import setup_notebook
 from workbench.explore import Explorer, compute, state_for_preset, view_result_rows
 from workbench.results import Recorder
 
 rec = Recorder("explore", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 state = state_for_preset(preset, phase=phase)
 view = compute(state)
 rec.add(view_result_rows(view))

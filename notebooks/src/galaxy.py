@@ -45,6 +45,7 @@ processor = "cpu"  # cpu (Sec. IV-A) | gpu (Sec. IV-E: Nano GPUs at 460 MHz, hom
 import altair as alt
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.fidelity import scoreboard
 from workbench.hardware import load_device
 from workbench.papers import base, charts
@@ -52,6 +53,7 @@ from workbench.papers import galaxy as wb
 from workbench.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 reported = wb.reported()
 setting = wb.Setting.from_constants()
 table1_ms = {m: wb.reported_value("Table I", m, "A100 S=30", "latency") * 1e3 for m in ("BERT-L", "OPT-L", "OPT-XL")}
@@ -113,7 +115,8 @@ rec.chart(gantt.properties(width=560), "headline_timeline", data=layer.frame)
 t1 = wb.table1()
 rec.add(wb.table1_rows(t1))
 t1_chart = alt.Chart(t1[~t1.oom]).mark_bar().encode(
-    x=alt.X("latency_s:Q", scale=alt.Scale(type="log"), title="latency (s)"), y="model:N", color="device:N",
+    x=alt.X("latency_s:Q", scale=alt.Scale(type="log"), title="latency (s)"),
+    x2=alt.datum(charts.log_base(t1.latency_s[~t1.oom])), y="model:N", color="device:N",
     yOffset="device:N", tooltip=["model", "device", "latency_s"],
 ).properties(title="Table I: local latency (S=30)", width=420)
 rec.chart(t1_chart, "table1_latency", data=t1)
@@ -133,8 +136,8 @@ rec.add(wb.speedup_rows("Table IV", t4))
 t4_paper = reported[(reported.artifact == "Table IV") & reported.setting.str.endswith(f"{bandwidth_mbps:g}Mbps,S={seq_len}")]
 t4_paper = pd.DataFrame({"model": t4_paper.model, "environment": t4_paper.setting.str.extract(r"env=([A-Z])")[0],
                          "baseline": t4_paper.quantity, "paper": t4_paper.value})
-t4_chart = charts.speedup_chart(t4, ["model", "environment"], "model", f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len}): "
-                                "modelled bars, paper ticks, 1.0 dashed", facet="environment", sort=wb.MODELS,
+t4_chart = charts.speedup_chart(t4, ["model", "environment"], "model", f"Table IV ({bandwidth_mbps:g} Mbps, S={seq_len}), 1.0 dashed",
+                                facet="environment", sort=wb.MODELS,
                                 paper=t4_paper, width=260)
 rec.chart(t4_chart, "table4_speedup", data=t4)
 t4[["model", "environment", "speedup_over_mlm", "speedup_over_sp", "oom_vs_mlm", "oom_vs_sp"]]

@@ -49,12 +49,14 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.errors import require_positive
 from workbench.fidelity import scoreboard
 from workbench.papers import hepti as wb
 from workbench.results import Recorder, result_rows
 
 rec = Recorder(wb.PAPER, figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 reported = wb.reported()  # the paper's one number: the 16-device 1D/2D threshold (data/reported/hepti.csv)
 require_positive("memory_per_device_mib", memory_per_device_mib)  # errors name the notebook's parameter
 setting = wb.Setting.from_constants(model=model, device=device, n_devices=n_devices,

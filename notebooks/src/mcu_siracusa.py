@@ -57,6 +57,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.models import get_model, tiny_config
 from workbench.papers import mcu_siracusa as wb
 from workbench.results import Recorder
@@ -67,6 +68,7 @@ if kernel_launch_us is not None:  # another launch cost changes what the calibra
     knobs = wb.refitted(knobs)
 cfg = get_model(model)
 rec = Recorder(wb.PAPER, figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 fig6_chips = (1, 8, 32, 64) if quick else wb.FIG6_CHIPS
 chip_counts = tuple(n for n in (1, 2, 4, 8, 16, 32, 64) if n <= cfg.n_kv_heads)
 

@@ -13,16 +13,19 @@ kv_len = 128  # attended tokens for decode FLOPs
 # %%
 import altair as alt
 
+from workbench.display import setup_notebook
+from workbench.papers.charts import log_base
 from workbench.papers.models import model_table, registry_result_rows, size_fidelity_rows
 from workbench.results import Recorder
 
 rec = Recorder("models", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 table = model_table(seq_len=seq_len, kv_len=kv_len)
 table.drop(columns=["source"])
 
 # %%
 chart = alt.Chart(table).mark_bar().encode(
-    x=alt.X("params:Q", scale=alt.Scale(type="log"), title="parameters"),
+    x=alt.X("params:Q", scale=alt.Scale(type="log"), title="parameters"), x2=alt.datum(log_base(table["params"])),
     y=alt.Y("model:N", sort="-x"), color="family:N",
     tooltip=["model", "params", "weights_fp16_bytes", "decode_flops_per_token"],
 ).properties(title="Registered models", width=420)

@@ -29,13 +29,17 @@ import tempfile
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 
 from workbench.calibrate import to_toml
+from workbench.display import setup_notebook
 from workbench.papers import cluster as stored
 from workbench.papers import own_hardware as wb
+from workbench.papers.charts import diagonal
 from workbench.results import Recorder
 
 rec = Recorder("own_hardware", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 work = Path(tempfile.mkdtemp(prefix="own-hardware-"))  # the per-process device files the deployments name
 if campaign not in wb.CAMPAIGNS:
     raise ValueError(f"campaign must be one of {sorted(wb.CAMPAIGNS)}, got {campaign!r}")
@@ -119,13 +123,15 @@ print(to_toml(wb.deployment(2, "loopback", work, model, data_dir=data_dir)))
 # %%
 checked = wb.verify(work, model, data_dir=data_dir)
 summary = wb.error_summary(checked)
-rec.chart(alt.Chart(checked.assign(case=checked.link_class + ", " + checked.devices.astype(str) + " proc, "
-                                   + checked.phase)).mark_point(filled=True, size=90).encode(
+points = alt.Chart(checked.assign(case=checked.link_class + ", " + checked.devices.astype(str) + " proc, "
+                                  + checked.phase)).mark_point(filled=True, size=90).encode(
     x=alt.X("latency_s:Q", scale=alt.Scale(type="log"), title="measured (s)"),
     y=alt.Y("predicted_s:Q", scale=alt.Scale(type="log"), title="predicted by the arena (s)"),
-    color="link_class:N", shape="phase:N", tooltip=["case", "latency_s", "predicted_s", "error"],
-).properties(width=360, height=300, title=f"{model}: measured vs predicted (diagonal = exact)"),
-    "measured_vs_predicted", data=checked)
+    color="link_class:N", shape="phase:N", tooltip=["case", "latency_s", "predicted_s", "error"])
+exact = diagonal("latency_s", "predicted_s", pd.concat([checked.latency_s, checked.predicted_s]))
+rec.chart(alt.layer(points, exact).properties(width=360, height=300,
+                                              title=f"{model}: measured vs predicted (dashed diagonal = exact)"),
+          "measured_vs_predicted", data=checked)
 summary
 
 # %%

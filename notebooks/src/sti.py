@@ -39,7 +39,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.papers import sti as wb
+from workbench.papers.charts import log_base
 from workbench.planners.sti import MIB, plan_method, plan_sti
 from workbench.results import Recorder, result_rows
 from workbench.shards import ShardStore, n_shards
@@ -54,6 +56,7 @@ if quick:
     n_pairs = n_pairs or 4
 preloads = {p: (wb.platform_preload(p) if preload_buffer_mb is None else preload_buffer_mb * MIB) for p in wb.PLATFORMS}
 rec = Recorder(wb.PAPER, figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 reported = wb.reported()
 
 
@@ -243,6 +246,7 @@ rec.add(result_rows(wb.PAPER, "Fig. 7 (memory)", memory, {"memory_MiB": "MiB"}, 
                     setting=memory.apply(lambda r: f"{r.platform} {r.method}", axis=1)))
 rec.chart(alt.Chart(memory).mark_bar().encode(
     x=alt.X("memory_MiB:Q", scale=alt.Scale(type="log"), title="parameter memory held (MiB, log)"),
+    x2=alt.datum(log_base(memory["memory_MiB"])),
     y=alt.Y("method:N"), color="method:N", row=alt.Row("model:N"), column=alt.Column("platform:N"),
     tooltip=["model", "platform", "method", "memory_MiB", "ratio_to_sti"]).properties(width=220, height=90),
     "fig7_memory", data=memory)

@@ -49,12 +49,15 @@ laptops = ["Mac Pro", "Mac Air", "Dell", "Dell"]  # Table 7; the first one is th
 import altair as alt
 import pandas as pd
 
+from workbench.display import setup_notebook
 from workbench.fidelity import scoreboard
 from workbench.models import get_model
 from workbench.papers import tpi_llm as wb
+from workbench.papers.charts import log_base
 from workbench.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
 get_model(model)
 models = ("Llama 2-7B", "Llama 2-70B") if quick else wb.MODELS
 laptop_models = ("Llama 2-7B",) if quick else wb.TABLE3_MODELS
@@ -141,7 +144,8 @@ t3 = wb.table3(laptop_models, laptops, laptop_window)
 rec.add(wb.table3_rows(t3, lap_suffix))
 rec.chart(alt.Chart(t3.dropna(subset=["token_latency"])).mark_bar().encode(
     x=alt.X("setting:N", title=None, sort=["Transformers", "Accelerate", "Transformers+MS", "TPI-LLM"]),
-    y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"), color="setting:N",
+    y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"),
+    y2=alt.datum(log_base(t3["token_latency"])), color="setting:N",
     column="model:N",
 ).properties(width=110, height=200, title="Table 3 (modelled; OOM cells missing)"), "table3", data=t3)
 t3.pivot(index="model", columns="setting", values="token_latency").round(2)
@@ -230,6 +234,7 @@ f6 = wb.fig6(models, emu, window)
 rec.add(wb.fig6_rows(f6, emu_suffix))
 rec.chart(alt.Chart(f6.dropna(subset=["token_latency"])).mark_bar().encode(
     x=alt.X("system:N", title=None), y=alt.Y("token_latency:Q", scale=alt.Scale(type="log"), title="s/token"),
+    y2=alt.datum(log_base(f6["token_latency"])),
     color="system:N", column="model:N",
 ).properties(width=90, height=200, title="Fig. 6 (modelled; OOM bars missing)"), "fig6", data=f6)
 f6.pivot(index="model", columns="system", values="token_latency").round(2)

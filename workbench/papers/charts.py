@@ -8,6 +8,7 @@ as black ticks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import altair as alt
@@ -35,8 +36,9 @@ def speedup_chart(frame: pd.DataFrame, keys: Sequence[str], x: str, title: str, 
                   width: int = 360) -> alt.TopLevelMixin:
     """Speedups of `frame` (columns `series`, rows keyed by `keys`) against `x`: grouped bars, or lines
     (`line`) with the series as dash patterns when `color` names another column. `paper`, keyed like the
-    long frame (`keys` + `series_name`) with a `paper` column, adds the reported values as black ticks and
-    marks the cells without a modelled value; `facet` splits the chart into columns."""
+    long frame (`keys` + `series_name`) with a `paper` column, adds the reported values as black ticks (and
+    says so on the axis only when there is one to draw) and marks the cells without a modelled value; `facet`
+    splits the chart into columns."""
     long = speedup_long(frame, keys, series, series_name)
     color = color or series_name
     tooltip = [*dict.fromkeys([*keys, series_name]), "speedup"]
@@ -66,9 +68,36 @@ def _bars(long: pd.DataFrame, x: str, series_name: str, y_title: str, sort: Sequ
     long = long.merge(paper, on=keys, how="left")
     long["empty"] = long["speedup"].isna().map({True: "OOM", False: ""})
     base = alt.Chart().encode(x=x_enc, xOffset=f"{series_name}:N")
+    reported = bool(long["paper"].notna().any())  # the paper's ticks are drawn (and named) only where it reports
+    bars = base.mark_bar().encode(
+        y=alt.Y("speedup:Q", title=f"{y_title}: bars modelled, black ticks the paper" if reported else
+                f"{y_title}: modelled (the paper reports none here)"),
+        color=f"{series_name}:N", tooltip=[*tooltip, "paper"])
+    ticks = [base.mark_tick(color="black", thickness=2).encode(y="paper:Q")] if reported else []
     return alt.layer(
-        base.mark_bar().encode(y=alt.Y("speedup:Q", title=f"{y_title}: bars modelled, black ticks the paper"),
-                               color=f"{series_name}:N", tooltip=[*tooltip, "paper"]),
-        base.mark_tick(color="black", thickness=2).encode(y="paper:Q"),
+        bars, *ticks,
         base.mark_text(baseline="bottom", dy=-2, fontSize=9, color="grey").encode(y=alt.datum(1.0), text="empty:N"),
         alt.Chart().mark_rule(strokeDash=[4, 3], color="grey").encode(y=alt.datum(1.0)), data=long)
+
+def log_base(values: Sequence[float] | pd.Series) -> float:
+    """Where bars on a log axis start: the largest power of ten below the smallest positive value (1 -> 0.1).
+
+    A log axis has no 0, so a bar left to start at 0 has no length and the chart is blank; bars given
+    ``x2=alt.datum(log_base(values))`` (or ``y2``) start at this decade instead."""
+    positive = [float(v) for v in values if pd.notna(v) and float(v) > 0]
+    if not positive:
+        raise WorkbenchError("log_base needs at least one positive value (a log axis shows no other)")
+    smallest = min(positive)
+    base = 10.0 ** (math.ceil(math.log10(smallest)) - 1)
+    return base / 10 if base >= smallest else base  # log10 rounding at an exact power of ten
+
+
+def diagonal(x: str, y: str, values: Sequence[float] | pd.Series) -> alt.Chart:
+    """The y = x line (dashed grey) across the range of `values`, on fields `x` and `y`: "exact" on a
+    measured-vs-predicted chart; layer it over the points (it shares their axes, log or linear)."""
+    finite = [float(v) for v in values if pd.notna(v) and float(v) > 0]
+    if not finite:
+        raise WorkbenchError("diagonal needs at least one positive value to span")
+    ends = [min(finite), max(finite)]
+    return alt.Chart(pd.DataFrame({x: ends, y: ends})).mark_line(color="grey", strokeDash=[4, 3]).encode(
+        x=f"{x}:Q", y=f"{y}:Q")
