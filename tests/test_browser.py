@@ -191,6 +191,8 @@ SUMMARY_JS = "document.querySelector('.wb-summary').innerText"
 RANKING_JS = "document.querySelector('.wb-chart-ranking svg').innerHTML"
 BREAKDOWN_JS = "document.querySelector('.wb-chart-breakdown svg').innerHTML"
 MESSAGE_JS = "document.querySelector('.wb-message').innerText"
+BARS_DRAWN_JS = ("[...document.querySelectorAll(\".wb-chart-breakdown svg path[aria-roledescription='bar']\")]"
+                 ".some(e => e.getBBox().width > 0)")
 
 
 def test_explorer_best_line_toml_recovery_log_breakdown_and_titles(voila_url):
@@ -204,7 +206,10 @@ def test_explorer_best_line_toml_recovery_log_breakdown_and_titles(voila_url):
             page = browser.new_page(viewport={"width": 1280, "height": 2200})
             page.goto(voila_url, timeout=PAGE_READY_MS)
             page.wait_for_selector(".wb-summary b", timeout=PAGE_READY_MS)
-            page.wait_for_selector(".wb-chart-breakdown svg path[aria-roledescription='bar']", timeout=PAGE_READY_MS)
+            # a drawn bar (a segment below the log axis' floor, such as a small first component, has no width)
+            page.wait_for_selector(".wb-chart-breakdown svg path[aria-roledescription='bar']", state="attached",
+                                   timeout=PAGE_READY_MS)
+            page.wait_for_function(BARS_DRAWN_JS, timeout=PAGE_READY_MS)
             summary0, _ = _settled(page)
 
             # Titles name the setting: model, cluster, bandwidth, phase (and memory budget).
