@@ -1,5 +1,5 @@
 """One declaration per user-facing field: the DeviceSpec / MemoryLevel field metadata drives the range
-checks, the preset loader, the deployment-TOML parser and the README's key table, so they cannot drift."""
+checks, the preset loader, the deployment-TOML parser and the key table in docs/keys.md, so they cannot drift."""
 
 from __future__ import annotations
 
@@ -30,20 +30,20 @@ from workbench.userconfig import (
 
 # keys that must be set together (both > 0 or both 0): the other one, set when a test sets one
 PARTNERS = {"small_kernel_mib": "core_stream_gb_per_s = 10", "core_stream_gb_per_s": "small_kernel_mib = 4"}
-README_BLOCK = re.compile(r"<!-- device-keys:[^\n]*-->\n(.*?)<!-- /device-keys -->", re.S)
+KEYS_BLOCK = re.compile(r"<!-- device-keys:[^\n]*-->\n(.*?)<!-- /device-keys -->", re.S)
 CONFIG = board_deployment('{extra}\ndevice_class = "cpu"', bandwidth_gb_per_s=17)  # unstated memory_efficiency: typical
 
 
 def readme_table() -> str:
-    """The device-key table README.md carries between its device-keys markers."""
-    found = README_BLOCK.search((REPO_ROOT / "README.md").read_text())
-    assert found, "README.md has no <!-- device-keys --> block"
+    """The device-key table docs/keys.md carries between its device-keys markers."""
+    found = KEYS_BLOCK.search((REPO_ROOT / "docs" / "keys.md").read_text())
+    assert found, "docs/keys.md has no <!-- device-keys --> block"
     return found.group(1)
 
 
 def test_readme_key_table_is_the_generated_one():
     assert readme_table() == config_keys_table(), \
-        "README.md's <!-- device-keys --> block is stale: paste workbench.userconfig.config_keys_table() into it"
+        "docs/keys.md's <!-- device-keys --> block is stale: paste workbench.userconfig.config_keys_table() into it"
 
 
 def test_every_toml_key_is_declared_once_and_accepted_by_the_parser():

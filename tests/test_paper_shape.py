@@ -1,4 +1,4 @@
-"""Every paper module has one shape (`workbench.papers.base`), and README's "Adding a paper" is true: the
+"""Every paper module has one shape (`workbench.papers.base`), and docs/development.md's "Adding a paper" is true: the
 template in tests/toy_paper/, copied under a new paper's name with only the lines that name it changed,
 loads its constants, reports, runs its notebook and scores within tolerance."""
 
@@ -25,7 +25,7 @@ from workbench.runner import notebook_parameters
 PAPERS = ("galaxy", "hepti", "mcu_siracusa", "sti", "tpi_llm")
 SURFACE = ("PAPER", "constants", "Setting", "reported", "reported_value")
 TEMPLATE = Path(__file__).parent / "toy_paper"
-# template file -> where a new paper puts it (README, "Adding a paper"); {p} is the paper's key
+# template file -> where a new paper puts it (docs/development.md, "Adding a paper"); {p} is the paper's key
 COPIES = {"toy.toml": "data/constants/{p}.toml", "toy.csv": "data/reported/{p}.csv",
           "toy.py": "workbench/papers/{p}.py", "toy_notebook.py": "notebooks/src/{p}.py"}
 NEW = "sixth"  # the demonstration's paper key
@@ -163,6 +163,6 @@ def test_the_sixth_papers_notebook_runs_records_and_scores_within_tolerance(sixt
 
 
 def test_readme_lists_the_template_files():
-    section = (REPO_ROOT / "README.md").read_text().split("## Adding a paper", 1)[1].split("\n## ", 1)[0]
+    section = (REPO_ROOT / "docs" / "development.md").read_text().split("## Adding a paper", 1)[1].split("\n## ", 1)[0]
     for src, dst in COPIES.items():
         assert f"tests/toy_paper/{src}" in section and dst.format(p="<paper>") in section

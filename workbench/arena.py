@@ -19,7 +19,7 @@ import pandas as pd
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice
 from workbench.models import TransformerConfig
 from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Workload, load_all
-from workbench.units import GIB, MIB
+from workbench.units import GIB, MIB, bytes_per_s_to_mbps
 
 METRIC = {"prefill": "TTFT", "decode": "time per token"}
 COMPONENTS = {"memory_s": "memory streaming", "compute_s": "arithmetic", "fixed_s": "fixed (launches, per-layer)", "serial_s": "serial (one device)",
@@ -79,7 +79,7 @@ class Arena:
         w = self.workloads[0]
         link = self.cluster.topology.link
         return {"model": self.model.name, "devices": cluster_label(self.cluster), "n_devices": self.cluster.n,
-                "topology": self.cluster.topology.kind, "bandwidth_mbps": link.bandwidth_bytes_per_s * 8 / 1e6,
+                "topology": self.cluster.topology.kind, "bandwidth_mbps": bytes_per_s_to_mbps(link.bandwidth_bytes_per_s),
                 "latency_ms": link.latency_s * 1e3, "seq_len": w.seq_len, "kv_len": w.kv_len,
                 "weight_bits": w.weight_bits}
 

@@ -25,6 +25,7 @@ from workbench.arena import (
 )
 from workbench.errors import WorkbenchError, require_choice
 from workbench.io import write_atomic, write_csv_atomic, write_text_atomic
+from workbench.units import bytes_per_s_to_mbps
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite minor version altair 6 writes; a test keeps the two in step
 SCHEMA_URL = f"https://vega.github.io/schema/vega-lite/v{VEGA_LITE_VERSION}.json"
@@ -84,7 +85,7 @@ def setting_title(arena: Arena, extra: str = "") -> dict:
     link = arena.cluster.topology.link
     w = arena.workloads[0]
     phases = " + ".join(w.phase for w in arena.workloads)
-    sub = (f"{arena.cluster.topology.kind}, {format_rate(link.bandwidth_bytes_per_s * 8 / 1e6)}, "
+    sub = (f"{arena.cluster.topology.kind}, {format_rate(bytes_per_s_to_mbps(link.bandwidth_bytes_per_s))}, "
            f"{format_duration(link.latency_s)}/hop · S={w.seq_len} · {w.weight_bits:g}-bit · {phases}")
     return {"text": f"{arena.model.name} on {device_summary(arena.cluster)}", "subtitle": sub + extra}
 

@@ -51,6 +51,7 @@ from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
+from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import ENTRY_FIELDS, MODEL_FIELDS, WEIGHT_FORMATS, UserConfig, load_config
 
 EXAMPLES_DIR = REPO_ROOT / "examples"
@@ -138,7 +139,7 @@ def control_values(config: UserConfig) -> dict[str, object]:
     """The value each explorer control shows for a deployment (model, cluster, link, workload, formats)."""
     link = config.cluster.topology.link
     return {"model": config.model.name, "n_devices": config.cluster.n,
-            "bandwidth_mbps": link.bandwidth_bytes_per_s * 8 / 1e6, "latency_ms": link.latency_s * 1e3,
+            "bandwidth_mbps": bytes_per_s_to_mbps(link.bandwidth_bytes_per_s), "latency_ms": link.latency_s * 1e3,
             "memory_gib": config.cluster.devices[0].memory_bytes / GIB, "seq_len": config.seq_len,
             "kv_len": config.kv_len, "weight_format": format_choice(config.weight_bits, config.weight_format),
             "activation_format": format_choice(config.activation_bits, config.activation_format),

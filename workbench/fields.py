@@ -4,7 +4,7 @@ deployment-TOML keys with their scale to SI) carried in a dataclass field's meta
 The bottom floor of the package (it imports only `workbench.errors`), so every layer declares its own fields
 here once: a device's and a memory level's (`workbench.hardware`), a link's and a topology's
 (`workbench.network`), a workload's (`workbench.schemes.base`) and a model's dimensions (`workbench.models`).
-The range checks, the preset loader, the deployment parser (`workbench.userconfig`) and the README's key table
+The range checks, the preset loader, the deployment parser (`workbench.userconfig`) and the key table in docs/keys.md
 all derive from these declarations.
 """
 

@@ -27,7 +27,7 @@ Every user-facing field is declared once, on the dataclass: ``declared(FieldSpec
 `workbench.fields`, the package's bottom floor) gives its
 help, SI unit, allowed range, preset constant and deployment-TOML key(s) with their scale to SI. The
 range checks in ``__post_init__``, `device_from_table`, the deployment parser (`workbench.userconfig`)
-and the README's key table all derive from it, so a new field is one line here.
+and the key table in docs/keys.md all derive from it, so a new field is one line here.
 
 Dtypes (fail closed): a device runs a dtype it does not list at the nearest wider dtype it lists
 (`WIDER`; a Cortex-A57 without fp16 arithmetic computes fp16 work at its fp32 rate), never at a narrower

@@ -22,7 +22,7 @@ allowed range; a model that cannot fit anywhere is an `InfeasibleError`.
 Each key's unit, scale to SI, range and help is declared once, as a `FieldSpec` (`workbench.fields`) on the
 dataclass field it sets: the [[devices]] and [[devices.memory]] keys on `DeviceSpec` / `MemoryLevel`, the
 [network] keys on `Link` / `Topology`, the [workload] keys and the [model] bits on `Workload`, the [model]
-dimensions on `TransformerConfig`; the parser's accepted keys, its range checks and the README's key table
+dimensions on `TransformerConfig`; the parser's accepted keys, its range checks and the key table in docs/keys.md
 (`config_keys_table`) derive from them (`section_fields`).
 """
 
@@ -369,7 +369,7 @@ def parse_peaks(where: str, key: str, table: dict) -> dict[str, float]:
     return {d: spec.check(f"{where}: {key}.{toml_key}.{d}", v, scale, True) for d, v in peaks.items()}
 
 
-# ---- the README's key table, generated from the declarations ------------------------------------------
+# ---- the key table in docs/keys.md, generated from the declarations ------------------------------------------
 def _allowed(spec: FieldSpec, scale: float) -> str:
     """A key's allowed values for the docs table (a file's range, in the key's units)."""
     if spec.kind in ("text", "levels"):
@@ -390,7 +390,7 @@ def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> li
 
 def config_keys_table() -> str:
     """The [[devices]], [[devices.memory]], [network] and [workload] keys as a Markdown table, derived from
-    the field declarations (README.md carries a copy; tests/test_fields.py checks they agree)."""
+    the field declarations (docs/keys.md carries a copy; tests/test_fields.py checks they agree)."""
     tunable = {"name", "count", "preset", *PRESET_OVERRIDES}
     rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
     rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)

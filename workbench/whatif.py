@@ -24,6 +24,7 @@ from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
 from workbench.hardware import efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
+from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
 SHORT = {"memory_s": "memory", "compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
@@ -290,7 +291,7 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
     print(f"{config.name}\nmodel {config.model.name} at {config.weight_bits:g} bit "
           f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens, "
           f"decode attends {config.kv_len}; {cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
-          f"{link.bandwidth_bytes_per_s * 8 / 1e6:g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
+          f"{bytes_per_s_to_mbps(link.bandwidth_bytes_per_s):g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
     for line in efficiency_notices(config.cluster.devices):
         print(line)
     print(format_table(arena))

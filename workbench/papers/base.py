@@ -1,4 +1,4 @@
-"""The shape every paper module shares, so that a new paper copies one template (README, "Adding a paper").
+"""The shape every paper module shares, so that a new paper copies one template (docs/development.md, "Adding a paper").
 
 Each `workbench/papers/<paper>.py` exposes the same public names:
 
@@ -13,7 +13,7 @@ Each `workbench/papers/<paper>.py` exposes the same public names:
 * `pattern_checks()` and `pattern_rows(checks)` where the paper's text makes claims the model is checked
   against.
 
-`tests/toy_paper/` is the template (README, "Adding a paper"); `tests/test_paper_shape.py` checks every paper
+`tests/toy_paper/` is the template (docs/development.md, "Adding a paper"); `tests/test_paper_shape.py` checks every paper
 module, and the template copied under a new name, against this list.
 
 This module sits above `workbench.constants`, `workbench.results` and `workbench.fidelity` and below every
