@@ -27,8 +27,8 @@ def test_notebook_executes_and_records_results(name, executed):
     assert list(results.columns) == RESULT_COLUMNS
     assert len(results) > 0
     assert pd.to_numeric(results["value"], errors="coerce").notna().all()
-    assert_charts_inline(build / "notebooks" / f"{name}.ipynb", figures / name)
-    assert_tables_readable(build / "notebooks" / f"{name}.ipynb")
+    assert_charts_inline(build / f"{name}.ipynb", figures / name)
+    assert_tables_readable(build / f"{name}.ipynb")
 
 
 def assert_tables_readable(notebook: Path) -> None:
