@@ -81,7 +81,8 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
 
 def layer_latency(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: int,
                   kv_len: int | None = None, dtype: str = "fp32", precision: str = "default") -> float:
-    """Roofline seconds of one block (sum over its operators) plus the device's per-layer overhead."""
+    """Roofline seconds of one block (sum over its unfused operators, each with its own launches) plus the
+    device's per-layer overhead (calibrated under the fused count: `common.KERNELS_PER_LAYER`)."""
     table = roofline(cfg, device, phase, seq_len, kv_len, dtype, precision=precision)
     return float(table["latency_s"].sum()) + device.layer_overhead_s
 

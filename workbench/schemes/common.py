@@ -28,12 +28,25 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   where a scheme splits the step across several.
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
-* **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
-  Q/K/V, output and FFN GEMMs each reading their weights; attention (QK^T and softmax(QK^T)V) reading the
-  KV cache of the attended tokens in decode (in prefill K and V are produced by the Q/K/V GEMM and
-  consumed at once); two connective blocks (residual add + norm: `CONNECTIVE_PASSES` passes of the new
-  tokens' activations through the outermost memory, memory-bound, one launch each); the device's fixed
-  per-layer framework time (`DeviceSpec.layer_overhead_s`). `KERNELS_PER_LAYER` kernels launch per layer.
+* **One layer on one device: the operator table** (`layer_operators`, `cost`): a layer is a list of typed
+  `Operator` rows (FLOPs, bytes streamed, kernels launched, operand dtype, GEMM/GEMV/elementwise, a GEMM's
+  rows), for any slice of heads, FFN columns and tokens (arrays: one slice per device); `cost(device, rows)`
+  is the one roofline every layer is costed by: per row its compute, memory and launch seconds and what binds
+  it (`OperatorCost.bound`). Fused (the schemes'): Q/K/V, output and FFN GEMMs each reading their weights;
+  attention (QK^T and softmax(QK^T)V) reading the KV cache of the attended tokens in decode (in prefill K and
+  V are produced by the Q/K/V GEMM and consumed at once); two connective blocks (residual add + norm:
+  `CONNECTIVE_PASSES` passes of the new tokens' activations through the outermost memory at the bulk rate,
+  memory-bound, one launch each). `kernel_times`, `attention_time`, `connective_time`, `layer_parts` and
+  `layer_time` (the rows' sum + the device's fixed per-layer framework time, `DeviceSpec.layer_overhead_s`)
+  are views of it, and `roofline_time` is a one-row table. Unfused (`fused=False`): the accelerator study's
+  12-17 kernels of the JAX reference block (`unfused_operators`).
+* **The kernel count, decided once** (`KERNELS_PER_LAYER` = 7, the fused table's): every scheme charges 7
+  launches per layer, and the measured presets' `layer_overhead` is calibrated under that count (the per-layer
+  slope of the micro-benchmark's tiny layers minus 7 launches: `profile.microbench.fixed_costs`). The
+  accelerator study charges its unfused rows' own launches (checked against compiled HLO on the lent H100,
+  `papers.cluster.gpu_kernel_samples`) and the same overhead; on the CPU preset, whose XLA fuses elementwise
+  work into fewer thunks than the unfused 16 and whose stored data count none, the overhead is not re-derived
+  (under 16 it would floor at 0: the measured per-layer slope is below 16 measured launches).
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
   tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
   (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
@@ -63,7 +76,8 @@ from workbench.schemes.base import Workload
 # write one) + norm (read for the statistics, read and write to normalise). Dropout is the identity.
 CONNECTIVE_PASSES = 6
 # Kernels one device launches per layer: Q/K/V, attention, output projection, FFN up, FFN down and two
-# connective blocks (each residual add + norm fused into one).
+# connective blocks (each residual add + norm fused into one): the fused operator table's count, the one every
+# scheme charges and the measured `layer_overhead` is calibrated under (see the module docstring).
 KERNELS_PER_LAYER = 7
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
