@@ -611,7 +611,8 @@ def test_measured_cpu_layer_beside_the_roofline(cpu_devices):
     cpu = device_from_table({"meta": {"memory_levels": ["DRAM"]},
                              "peak_flops_fp32": {"value": 1e11, "unit": "FLOP/s", "kind": "assumed", "source": "t"},
                              "mem_DRAM_capacity": {"value": 1e10, "unit": "B", "kind": "assumed", "source": "t"},
-                             "mem_DRAM_bandwidth": {"value": 1e10, "unit": "B/s", "kind": "assumed", "source": "t"}},
+                             "mem_DRAM_bandwidth": {"value": 1e10, "unit": "B/s", "kind": "assumed", "source": "t"},
+                             "memory_efficiency": {"value": 1.0, "unit": "", "kind": "assumed", "source": "t"}},
                             "test")
     table = compare(meas, cpu, {cfg.name: cfg})
     assert table.predicted_s.tolist() == pytest.approx(
