@@ -163,3 +163,38 @@ def test_operator_rows_check_their_invariants():
         common.Operator("x", 1.0, 1.0, 1, "fp16", "conv")
     with pytest.raises(WorkbenchError, match="elementwise operator has no FLOPs"):
         common.Operator("x", 5.0, 1.0, 1, "fp16", "elementwise")
+
+
+def test_a_layer_sequential_scheme_splits_exactly_its_own_devices_rows():
+    """Pipeline and layer-wise model parallelism show as memory_s the memory-bound rows of each device's own
+    layers (by the layers it holds; the pipeline's head is serial), not the whole step's share on every device:
+    on a mixed cluster the two differ."""
+    import sys
+
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from streaming_cases import cluster
+
+    from workbench.schemes.base import SCHEMES, load_all
+    from workbench.schemes.pipeline import default_plan
+
+    load_all()
+    model, mixed = get_model("Llama 2-7B"), cluster("mixed x4")
+    workload = Workload("decode", 128, 128, 4.5, 16.0)
+
+    def memory_rows(device, n_layers):
+        return n_layers * sum(float(c.part("memory")) for c in common.cost(device, common.layer_operators(model,
+                                                                                                          workload)))
+    plan = default_plan(model, mixed, workload)
+    pipeline = SCHEMES["pipeline_offload"][1](model, mixed, workload)
+    assert pipeline.memory_s == pytest.approx(sum(memory_rows(d, a) for d, a in zip(mixed.devices, plan.layers)),
+                                              rel=1e-6)
+    from workbench.schemes.baselines import mp_layer_ranges
+
+    layerwise = SCHEMES["layerwise_mp"][1](model, mixed, workload)
+    head = float(common.cost(mixed.devices[0], [common.Operator(
+        "head", common.lm_head_flops(model), common.weight_bytes(model.vocab_size * model.d_model, 4.5), 1, "fp16",
+        "gemv")])[0].part("memory"))
+    expected = sum(memory_rows(d, b - a) for d, (a, b) in zip(mixed.devices, mp_layer_ranges(model.n_layers, 4)))
+    assert layerwise.memory_s == pytest.approx(expected + head, rel=1e-6)
+    share = common.memory_share(model, mixed.devices, workload)
+    assert layerwise.memory_s / (layerwise.memory_s + layerwise.compute_s) != pytest.approx(share, rel=1e-3)

@@ -25,7 +25,9 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   connective blocks are all streaming). The registry (`schemes.base.register`) splits every roofline
   scheme's compute_s by the memory-bound share of the step on its devices into memory_s and compute_s,
   summing to the roofline time bit for bit: exact for one device, the devices' busy-time-weighted share
-  where a scheme splits the step across several.
+  where a scheme splits the step across several. A scheme that runs whole layers on each device in turn
+  (`layerwise_mp`, `pipeline_offload`) splits exactly itself: its devices' own layers' table rows
+  (`streaming_share`).
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
 * **One layer on one device: the operator table** (`layer_operators`, `cost`): a layer is a list of typed
@@ -547,4 +549,10 @@ def memory_share(model: TransformerConfig, devices, workload: Workload) -> float
     for device, idx in distinct_devices(tuple(devices)):
         memory += len(idx) * step_time(model, device, workload, bound="memory")
         arithmetic += len(idx) * step_time(model, device, workload, bound="compute")
+    return streaming_share(memory, arithmetic)
+
+
+def streaming_share(memory: float, arithmetic: float) -> float:
+    """The fraction of busy seconds that memory streaming binds, memory / (memory + arithmetic) (0 with no busy
+    time): a scheme that sums its own slices' table rows on each device passes it to `split_streaming` (exact)."""
     return memory / (memory + arithmetic) if memory + arithmetic > 0 else 0.0
