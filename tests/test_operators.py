@@ -161,6 +161,8 @@ def test_operator_rows_check_their_invariants():
         common.Operator("x", 1.0, 1.0, -1)
     with pytest.raises(WorkbenchError, match="operator kind"):
         common.Operator("x", 1.0, 1.0, 1, "fp16", "conv")
+    with pytest.raises(WorkbenchError, match="flops and bytes must be >= 0"):
+        common.Operator("x", 1.0, np.array([1.0, -1.0]))
     with pytest.raises(WorkbenchError, match="elementwise operator has no FLOPs"):
         common.Operator("x", 5.0, 1.0, 1, "fp16", "elementwise")
 

@@ -237,8 +237,16 @@ class Operator:
     def __post_init__(self) -> None:
         require_int("kernels", self.kernels, low=0)
         require_choice("operator kind", self.kind, OPERATOR_KINDS)
+        if _any_negative(self.flops) or _any_negative(self.bytes):
+            raise WorkbenchError(f"operator {self.name!r}: flops and bytes must be >= 0, got {self.flops!r}, "
+                                 f"{self.bytes!r}")
         if self.kind == "elementwise" and np.any(np.asarray(self.flops, dtype=float) != 0):
             raise WorkbenchError(f"operator {self.name!r}: an elementwise operator has no FLOPs, got {self.flops!r}")
+
+
+def _any_negative(value) -> bool:
+    """Whether a number, or any element of an array, is below 0 (a plain float checked without numpy)."""
+    return value < 0 if isinstance(value, float | int) else bool(np.any(np.asarray(value, dtype=float) < 0))
 
 
 @dataclass(frozen=True, eq=False)
