@@ -2,7 +2,8 @@
 measured reference-kernel runs.
 
 Each Transformer block is split into the operators the unfused reference kernel runs (`block_operators`:
-projections, attention, FFN, and the elementwise norms, rotary, activation, residual and cache copy). An
+projections, attention, FFN, and the elementwise norms, rotary, activation, residual and cache copy): the
+schemes' operator table unfused (`common.layer_operators(fused=False)`), costed by the same `common.cost`. An
 operator's time is max(FLOPs / (peak x efficiency), bytes moved / memory bandwidth): the roofline. Bytes
 are the operator's weights plus its activations in and out, the KV cache it reads in decode, and the score
 matrix's passes through memory (the reference attention is not fused). Each operator also pays the
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -30,63 +31,23 @@ import pandas as pd
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
+from workbench.schemes.base import Workload
+from workbench.schemes.common import Operator, cost, layer_operators
 
 PHASES = ("prefill", "decode")
 
 
-@dataclass(frozen=True)
-class Operator:
-    """One operator of a block: FLOPs, bytes moved to/from memory, its kernel kind and the kernels it
-    launches (each paying the device's fixed `kernel_launch_s`)."""
-
-    name: str
-    flops: float
-    bytes: float
-    kind: str = "gemm"
-    kernels: int = 1
-
-    def __post_init__(self) -> None:
-        require_int("kernels", self.kernels, low=0)
-
-
 def block_operators(cfg: TransformerConfig, phase: str, seq_len: int, kv_len: int | None = None,
                     weight_bits: float = 32, activation_bits: float = 32) -> list[Operator]:
-    """The operators of one reference block (`workbench.kernels.reference.block_forward`) for a prefill of
-    `seq_len` tokens or one decode step at `kv_len`, as the unfused kernel runs them: one kernel per weight
-    matrix (q, k, v, o, the FFN's two or three), three for attention (scores, softmax, P.V: the score
-    matrix is written, read and written by the softmax, and read again, in the activation dtype), one per
-    norm (residual add fused), per rotary application (Llama's q and k), for the FFN's activation and the
-    last residual add; a decode step also copies its K/V cache (not donated) to write the new entry.
-    Elementwise operators carry no FLOPs (their arithmetic is negligible beside their bytes)."""
+    """The unfused operator table of one reference block (`common.layer_operators(fused=False)`, the same
+    table the schemes cost fused) for a prefill of `seq_len` tokens or one decode step at `kv_len`."""
     require_choice("phase", phase, PHASES)
     require_int("seq_len", seq_len, low=1)
     require_positive("weight_bits", weight_bits)
     require_positive("activation_bits", activation_bits)
-    s = seq_len if phase == "prefill" else 1
-    t = seq_len if phase == "prefill" else require_int("kv_len", kv_len if kv_len is not None else seq_len, low=1)
-    wb, ab = weight_bits / 8, activation_bits / 8
-    kind = "gemm" if s > 1 else "gemv"
-    e, pq, pkv, f = cfg.d_model, cfg.q_dim, cfg.kv_dim, cfg.d_ff
-    qkv_w = e * (pq + 2 * pkv)
-    ffn_mats = 3 if cfg.gated_ffn else 2
-    scores = cfg.n_heads * s * t
-    ops = [
-        Operator("qkv_proj", 2.0 * s * qkv_w, qkv_w * wb + s * (e + pq + 2 * pkv) * ab, kind, kernels=3),
-        Operator("attention", cfg.attention_score_flops(s, t), (2 * s * pq + 2 * t * pkv + 4 * scores) * ab, kind,
-                 kernels=3),
-        Operator("out_proj", 2.0 * s * pq * e, pq * e * wb + s * (pq + e) * ab, kind),
-        Operator("ffn", 2.0 * s * ffn_mats * e * f, ffn_mats * e * f * wb + s * (2 * e + (ffn_mats - 1) * f) * ab,
-                 kind, kernels=ffn_mats),
-        Operator("norms", 0.0, 2 * 3 * s * e * ab, "elementwise", kernels=2),
-        Operator("activation", 0.0, (3 if cfg.gated_ffn else 2) * s * f * ab, "elementwise"),
-    ]
-    if cfg.family == "llama":
-        ops.append(Operator("rotary", 0.0, 2 * s * (pq + pkv) * ab, "elementwise", kernels=2))
-    if cfg.family != "bert":
-        ops.append(Operator("residual", 0.0, 3 * s * e * ab, "elementwise"))
-    if phase == "decode":
-        ops.append(Operator("cache_copy", 0.0, 2 * 2 * t * pkv * ab, "elementwise"))
-    return ops
+    kv = seq_len if phase == "prefill" else require_int("kv_len", kv_len if kv_len is not None else seq_len, low=1)
+    workload = Workload(phase, seq_len, kv, weight_bits, activation_bits, output_head=False)
+    return layer_operators(cfg, workload, fused=False)
 
 
 PRECISIONS = ("default", "highest")
@@ -109,24 +70,19 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
     ops = block_operators(cfg, phase, seq_len, kv_len, weight_bits or bits, activation_bits or bits)
     arithmetic = matmul_dtype(device, dtype, precision)
     rows = []
-    tokens = seq_len if phase == "prefill" else 1  # the rows every GEMM of the block multiplies
-    for op in ops:
-        compute_s = float(device.compute_time(op.flops, arithmetic, op.kind, rows=tokens)) if op.flops else 0.0
-        kernels = max(op.kernels, 1)  # each kernel streams its share of the operator's bytes
-        memory_s = float(device.stream_time(op.bytes, memory_level) if memory_level
-                         else device.kernel_stream_time(op.bytes / kernels) * kernels)
-        launch_s = float(device.launch_time(op.kernels))
+    for c in cost(device, [replace(op, dtype=arithmetic) for op in ops], memory_level):
+        op = c.operator
         rows.append({"operator": op.name, "flops": op.flops, "bytes": op.bytes, "kind": op.kind, "kernels": op.kernels,
-                     "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": compute_s,
-                     "memory_s": memory_s, "launch_s": launch_s, "latency_s": max(compute_s, memory_s) + launch_s,
-                     "bound": "launch" if launch_s > max(compute_s, memory_s) else
-                     ("compute" if compute_s >= memory_s else "memory")})
+                     "intensity_flop_per_byte": op.flops / op.bytes, "compute_s": float(c.compute_s),
+                     "memory_s": float(c.memory_s), "launch_s": float(c.launch_s), "latency_s": float(c.time_s),
+                     "bound": c.bound})
     return pd.DataFrame(rows)
 
 
 def layer_latency(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: int,
                   kv_len: int | None = None, dtype: str = "fp32", precision: str = "default") -> float:
-    """Roofline seconds of one block (sum over its operators) plus the device's per-layer overhead."""
+    """Roofline seconds of one block (sum over its unfused operators, each with its own launches) plus the
+    device's per-layer overhead (calibrated under the fused count: `common.KERNELS_PER_LAYER`)."""
     table = roofline(cfg, device, phase, seq_len, kv_len, dtype, precision=precision)
     return float(table["latency_s"].sum()) + device.layer_overhead_s
 

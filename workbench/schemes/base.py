@@ -195,7 +195,8 @@ def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluat
 def with_streaming_split(fn: Evaluator) -> Evaluator:
     """`fn` whose result shows the memory-bound share of its roofline time (`common.memory_share` of the model,
     the cluster's devices and the workload) as memory_s: the one place every roofline scheme splits; a result
-    that already shows memory time (an evaluator calling another registered one) is left as it is."""
+    that already shows memory time (an evaluator calling another registered one, or one that split its own
+    devices' operator rows exactly: `common.streaming_share`) is left as it is."""
     import functools
 
     @functools.wraps(fn)

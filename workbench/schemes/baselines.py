@@ -88,6 +88,7 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
     tokens = workload.new_tokens
     size = table4_block_params(model, 1.0)
     compute, comm, fixed, peaks, limits = 0.0, 0.0, 0.0, [], []
+    busy = dict.fromkeys(common.BOUNDS, 0.0)  # each device's own layers' table rows, by the side that binds
     ranges = mp_layer_ranges(model.n_layers, cluster.n)
     # one link class for every hop (no per-device access links): one hand-off costs the same everywhere
     hop = p2p_time(cluster, 0, 1 % cluster.n, tokens * model.d_model * act) if access_links(cluster) is None \
@@ -98,6 +99,8 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
             blocks = [Block("pre", "pre", 0, size["pre"])] + blocks + [Block("post", "post", model.n_layers + 1, size["post"])]
         compute += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
         fixed += common.step_fixed_time(model, dev, workload, n_layers=b - a, lm_head=i == 0)
+        for side in common.BOUNDS:
+            busy[side] += common.step_time(model, dev, workload, n_layers=b - a, lm_head=i == 0, bound=side)
         comm += hop if hop is not None else p2p_time(cluster, i, (i + 1) % cluster.n, tokens * model.d_model * act)
         weights = sum(blk.params for blk in blocks) * bits / 8
         kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
@@ -106,4 +109,4 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
     oom = any(p > lim for p, lim in zip(peaks, limits))
     return scheme_result("layerwise_mp", "baseline", workload, compute + comm,
                    {"compute_s": compute, "comm_link_latency_s": comm, "fixed_s": fixed}, peaks, limits, oom,
-                   "layer-sequential")
+                   "layer-sequential").split_streaming(common.streaming_share(busy["memory"], busy["compute"]))

@@ -25,15 +25,30 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   connective blocks are all streaming). The registry (`schemes.base.register`) splits every roofline
   scheme's compute_s by the memory-bound share of the step on its devices into memory_s and compute_s,
   summing to the roofline time bit for bit: exact for one device, the devices' busy-time-weighted share
-  where a scheme splits the step across several.
+  where a scheme splits the step across several. A scheme that runs whole layers on each device in turn
+  (`layerwise_mp`, `pipeline_offload`) splits exactly itself: its devices' own layers' table rows
+  (`streaming_share`).
 * **Bytes** (`weight_bytes`): parameters x bits / 8 for any bits > 0, so 4.5-bit block formats
   (q4_0: 4-bit codes + an fp16 scale per 32) cost 0.5625 B per weight.
-* **One layer on one device** (`kernel_times`, `attention_time`, `connective_time`, `layer_time`):
-  Q/K/V, output and FFN GEMMs each reading their weights; attention (QK^T and softmax(QK^T)V) reading the
-  KV cache of the attended tokens in decode (in prefill K and V are produced by the Q/K/V GEMM and
-  consumed at once); two connective blocks (residual add + norm: `CONNECTIVE_PASSES` passes of the new
-  tokens' activations through the outermost memory, memory-bound, one launch each); the device's fixed
-  per-layer framework time (`DeviceSpec.layer_overhead_s`). `KERNELS_PER_LAYER` kernels launch per layer.
+* **One layer on one device: the operator table** (`layer_operators`, `cost`): a layer is a list of typed
+  `Operator` rows (FLOPs, bytes streamed, kernels launched, operand dtype, GEMM/GEMV/elementwise, a GEMM's
+  rows), for any slice of heads, FFN columns and tokens (arrays: one slice per device); `cost(device, rows)`
+  is the one roofline every layer is costed by: per row its compute, memory and launch seconds and what binds
+  it (`OperatorCost.bound`). Fused (the schemes'): Q/K/V, output and FFN GEMMs each reading their weights;
+  attention (QK^T and softmax(QK^T)V) reading the KV cache of the attended tokens in decode (in prefill K and
+  V are produced by the Q/K/V GEMM and consumed at once); two connective blocks (residual add + norm:
+  `CONNECTIVE_PASSES` passes of the new tokens' activations through the outermost memory at the bulk rate,
+  memory-bound, one launch each). `kernel_times`, `attention_time`, `connective_time`, `layer_parts` and
+  `layer_time` (the rows' sum + the device's fixed per-layer framework time, `DeviceSpec.layer_overhead_s`)
+  are views of it, and `roofline_time` is a one-row table. Unfused (`fused=False`): the accelerator study's
+  12-17 kernels of the JAX reference block (`unfused_operators`).
+* **The kernel count, decided once** (`KERNELS_PER_LAYER` = 7, the fused table's): every scheme charges 7
+  launches per layer, and the measured presets' `layer_overhead` is calibrated under that count (the per-layer
+  slope of the micro-benchmark's tiny layers minus 7 launches: `profile.microbench.fixed_costs`). The
+  accelerator study charges its unfused rows' own launches (checked against compiled HLO on the lent H100,
+  `papers.cluster.gpu_kernel_samples`) and the same overhead; on the CPU preset, whose XLA fuses elementwise
+  work into fewer thunks than the unfused 16 and whose stored data count none, the overhead is not re-derived
+  (under 16 it would floor at 0: the measured per-layer slope is below 16 measured launches).
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
   tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
   (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
@@ -49,10 +64,12 @@ time any single-device evaluator reports.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.schemes.base import Workload
@@ -61,7 +78,8 @@ from workbench.schemes.base import Workload
 # write one) + norm (read for the statistics, read and write to normalise). Dropout is the identity.
 CONNECTIVE_PASSES = 6
 # Kernels one device launches per layer: Q/K/V, attention, output projection, FFN up, FFN down and two
-# connective blocks (each residual add + norm fused into one).
+# connective blocks (each residual add + norm fused into one): the fused operator table's count, the one every
+# scheme charges and the measured `layer_overhead` is calibrated under (see the module docstring).
 KERNELS_PER_LAYER = 7
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
@@ -155,13 +173,11 @@ def roofline_time(device: DeviceSpec, flops, n_bytes, dtype: str, kind: str = "g
                   rows=None, bound: str | None = None):
     """Seconds of one kernel: its launch plus the slower of its compute (a GEMM of `rows` rows when given)
     and streaming its `n_bytes` (vectorised; a kernel with no FLOPs and no bytes is not launched). With
-    `bound` ("memory" / "compute"), only the busy seconds of the kernels that side binds, no launch."""
-    compute = np.asarray(matmul_time(device, flops, dtype, kind, kernel_flops, rows), dtype=float)
-    stream = device.kernel_stream_time(n_bytes) if device.memory else np.zeros_like(compute)
-    busy = compute if not device.memory else np.maximum(compute, stream)
-    if bound is not None:
-        return bound_part(busy, compute, stream, bound)
-    return busy + launched(device, np.asarray(flops, dtype=float) + np.asarray(n_bytes, dtype=float))
+    `bound` ("memory" / "compute"), only the busy seconds of the kernels that side binds, no launch. A
+    one-row operator table (`cost`)."""
+    require_bound(bound)
+    (row,) = cost(device, [Operator("kernel", flops, n_bytes, 1, dtype, kind, rows, kernel_flops)])
+    return row.time_s if bound is None else row.part(bound)
 
 
 # ---- FLOPs of one layer's kernels (per heads / FFN columns / tokens, vectorised) ----------------------
@@ -194,27 +210,205 @@ def ffn_down_flops(model: TransformerConfig, cols, tokens):
     return 2.0 * np.asarray(tokens, dtype=float) * model.d_model * np.asarray(cols, dtype=float)
 
 
-# ---- one layer on one device ------------------------------------------------------------------------
-def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, cols,
-                 tokens, bound: str | None = None) -> dict[str, np.ndarray]:
-    """Seconds of the four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads
-    and `cols` FFN columns; each streams its whole weight slice (an empty tile reads nothing) and computes at
-    the efficiency of a GEMM of `tokens` rows (`DeviceSpec.gemm_half_rows`); `bound` as in `roofline_time`."""
-    dtype, kind = workload_dtype(device, workload), kernel_kind(workload.new_tokens)
+# ---- the operator table: one layer's rows and their cost ----------------------------------------------
+OPERATOR_KINDS = ("gemm", "gemv", "elementwise")
+# The fused table's rows (`layer_operators`, fused=True), in the order a layer's time adds them: the four weight
+# GEMMs, attention and the two connective blocks (one row of 2 kernels).
+FUSED_OPERATORS = ("qkv", "attn", "out", "ffn1", "ffn2", "con")
+WEIGHT_GEMMS = ("qkv", "out", "ffn1", "ffn2")
+
+
+@dataclass(frozen=True, eq=False)
+class Operator:
+    """One row of a layer's operator table (GenZ's rows): the FLOPs it computes, the bytes it streams from the
+    outermost memory, the kernels it launches, its operand dtype and kernel kind, and a GEMM's rows (None: not
+    row-limited). Numbers may be arrays: one row then costs a slice on each of several devices at once."""
+
+    name: str
+    flops: Any
+    bytes: Any
+    kernels: int = 1
+    dtype: str = "fp32"
+    kind: str = "gemm"
+    rows: Any = None
+    kernel_flops: Any = None  # the size its efficiency falls with (default: its FLOPs; a tile passes its own)
+    core_limited: bool = True  # a kernel under small_kernel_bytes streams at one core's rate (False: bulk rate)
+
+    def __post_init__(self) -> None:
+        require_int("kernels", self.kernels, low=0)
+        require_choice("operator kind", self.kind, OPERATOR_KINDS)
+        if _any_negative(self.flops) or _any_negative(self.bytes):
+            raise WorkbenchError(f"operator {self.name!r}: flops and bytes must be >= 0, got {self.flops!r}, "
+                                 f"{self.bytes!r}")
+        if self.kind == "elementwise" and np.any(np.asarray(self.flops, dtype=float) != 0):
+            raise WorkbenchError(f"operator {self.name!r}: an elementwise operator has no FLOPs, got {self.flops!r}")
+
+
+def _any_negative(value) -> bool:
+    """Whether a number, or any element of an array, is below 0 (a plain float checked without numpy)."""
+    return value < 0 if isinstance(value, float | int) else bool(np.any(np.asarray(value, dtype=float) < 0))
+
+
+@dataclass(frozen=True, eq=False)
+class OperatorCost:
+    """What one operator costs on one device (vidur's typed execution time): seconds of arithmetic at its
+    efficiency, of streaming its bytes, of its kernels' launches; the busy time is the slower side."""
+
+    operator: Operator
+    compute_s: Any
+    memory_s: Any
+    launch_s: Any
+
+    @property
+    def busy_s(self):
+        """The slower side of the roofline (launches aside)."""
+        return np.maximum(self.compute_s, self.memory_s)
+
+    @property
+    def time_s(self):
+        """Busy seconds plus the launches: the operator's share of a layer's time."""
+        return self.busy_s + self.launch_s
+
+    @property
+    def bound(self) -> str:
+        """What binds a (scalar) row: "launch" when its launches outlast its busy time, else "memory" when
+        streaming is strictly slower than the arithmetic, else "compute" (GenZ's `bound` column)."""
+        if float(self.launch_s) > float(self.busy_s):
+            return "launch"
+        return "memory" if float(self.memory_s) > float(self.compute_s) else "compute"
+
+    def part(self, bound: str):
+        """The busy seconds on the `bound` side of the roofline ("memory" / "compute"), launches aside."""
+        return bound_part(self.busy_s, self.compute_s, self.memory_s, bound)
+
+
+def _operator_cost(device: DeviceSpec, op: Operator, memory_level: str | None = None) -> OperatorCost:
+    """One row's cost: arithmetic at peak[dtype] x efficiency(kind, size, rows); streaming its bytes split
+    evenly over its kernels (each a kernel: `DeviceSpec.kernel_stream_time`, or the bulk rate when not
+    `core_limited`; through `memory_level` when named); each kernel's launch wherever it has work."""
+    flops = np.asarray(op.flops, dtype=float)
+    compute = np.zeros_like(flops) if op.kind == "elementwise" else \
+        matmul_time(device, flops, op.dtype, op.kind, op.kernel_flops, op.rows)
+    k = max(op.kernels, 1)
+    if memory_level is not None:
+        memory = device.stream_time(op.bytes, memory_level)
+    elif op.core_limited:
+        memory = device.kernel_stream_time(np.asarray(op.bytes, dtype=float) / k) * k
+    else:
+        memory = device.stream_time(np.asarray(op.bytes, dtype=float) / k) * k
+    work = flops + np.asarray(op.bytes, dtype=float)
+    launch = np.where(work > 0, op.kernels * device.kernel_launch_s, 0.0)
+    return OperatorCost(op, compute, np.asarray(memory, dtype=float), launch)
+
+
+def cost(device: DeviceSpec, rows, memory_level: str | None = None) -> list[OperatorCost]:
+    """Each operator's compute, memory and launch seconds on `device` and what binds it: the one roofline
+    every layer in the workbench is costed by (the schemes' fused table and the accelerator study alike)."""
+    return [_operator_cost(device, op, memory_level) for op in rows]
+
+
+def _weight_gemm_rows(model: TransformerConfig, workload: Workload, heads, cols, tokens) -> list[Operator]:
+    """The four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads and `cols`
+    FFN columns; each streams its whole weight slice (an empty tile reads nothing) and is a GEMM of `tokens`
+    rows for its efficiency (`DeviceSpec.gemm_half_rows`)."""
+    dtype, kind = operand_dtype(workload.weight_bits, workload.activation_bits), kernel_kind(workload.new_tokens)
     wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)
     kv_per_q = model.n_kv_heads / model.n_heads
     head_w = heads * model.d_head * model.d_model * wb
     col_w = cols * model.d_model * wb
-    return {
-        "qkv": roofline_time(device, qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), dtype, kind,
-                             rows=tokens, bound=bound),
-        "out": roofline_time(device, out_proj_flops(model, heads, tokens), head_w, dtype, kind, rows=tokens,
-                             bound=bound),
-        "ffn1": roofline_time(device, ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1),
-                              dtype, kind, rows=tokens, bound=bound),
-        "ffn2": roofline_time(device, ffn_down_flops(model, cols, tokens), col_w, dtype, kind, rows=tokens,
-                              bound=bound),
-    }
+    return [
+        Operator("qkv", qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), 1, dtype, kind, tokens),
+        Operator("out", out_proj_flops(model, heads, tokens), head_w, 1, dtype, kind, tokens),
+        Operator("ffn1", ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1), 1, dtype, kind,
+                 tokens),
+        Operator("ffn2", ffn_down_flops(model, cols, tokens), col_w, 1, dtype, kind, tokens),
+    ]
+
+
+def _attention_row(model: TransformerConfig, workload: Workload, heads, queries) -> Operator:
+    """QK^T and softmax(QK^T)V for `heads` heads over `queries`, reading the attended KV cache in decode."""
+    kv_bytes = kv_read_bytes(model, workload, heads) * (np.asarray(queries, dtype=float) > 0)  # no query, no read
+    return Operator("attn", score_flops(model, heads, queries, workload.attended), kv_bytes, 1,
+                    operand_dtype(workload.weight_bits, workload.activation_bits), kernel_kind(workload.new_tokens))
+
+
+def _connective_row(model: TransformerConfig, workload: Workload, tokens, blocks: int = 1) -> Operator:
+    """`blocks` connective blocks (residual add + norm, one kernel each) on `tokens`: `CONNECTIVE_PASSES`
+    passes of the activations each, streamed at the bulk rate (memory-bound, no FLOPs)."""
+    n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * (workload.activation_bits / 8)
+    return Operator("con", 0.0, n_bytes * blocks, blocks, operand_dtype(workload.weight_bits,
+                    workload.activation_bits), "elementwise", core_limited=False)
+
+
+def layer_operators(model: TransformerConfig, workload: Workload, heads=None, cols=None, tokens=None,
+                    fused: bool = True) -> list[Operator]:
+    """One layer's operator table for a slice of `heads` query heads, `cols` FFN columns and `tokens` rows
+    (default: the whole layer, the workload's new tokens). Fused (the schemes'): `FUSED_OPERATORS`, 7 kernels
+    (`KERNELS_PER_LAYER`: Q/K/V, attention, out, FFN up, FFN down, and a residual add + norm fused into one
+    kernel twice). Unfused (`fused=False`, the accelerator study): the whole layer as the unfused reference
+    kernel runs it, 12 to 17 kernels (`unfused_operators`)."""
+    heads = model.n_heads if heads is None else heads
+    cols = model.d_ff if cols is None else cols
+    tokens = workload.new_tokens if tokens is None else tokens
+    if not fused:
+        if not (np.isscalar(heads) and heads == model.n_heads and np.isscalar(cols) and cols == model.d_ff
+                and np.isscalar(tokens) and tokens == workload.new_tokens):
+            raise WorkbenchError("fused=False costs the whole layer: leave heads, cols and tokens at their defaults")
+        return unfused_operators(model, workload)
+    gemms = {op.name: op for op in _weight_gemm_rows(model, workload, heads, cols, tokens)}
+    return [gemms["qkv"], _attention_row(model, workload, heads, tokens), gemms["out"], gemms["ffn1"],
+            gemms["ffn2"], _connective_row(model, workload, tokens, blocks=2)]
+
+
+def unfused_operators(model: TransformerConfig, workload: Workload) -> list[Operator]:
+    """The operators of one reference block (`workbench.kernels.reference.block_forward`) as the unfused
+    kernel runs them: one kernel per weight matrix (q, k, v, o, the FFN's two or three), three for attention
+    (scores, softmax, P.V: the score matrix is written, read and written by the softmax, and read again, in
+    the activation dtype), one per norm (residual add fused), per rotary application (Llama's q and k), for
+    the FFN's activation and the last residual add; a decode step also copies its K/V cache (not donated) to
+    write the new entry. Bytes include each operator's activations in and out; every matmul is a GEMM of the
+    new tokens' rows. Elementwise operators carry no FLOPs (their arithmetic is negligible beside their bytes)."""
+    s, t = workload.new_tokens, workload.attended
+    wb, ab = workload.weight_bits / 8, workload.activation_bits / 8
+    dtype, kind = operand_dtype(workload.weight_bits, workload.activation_bits), kernel_kind(s)
+    e, pq, pkv, f = model.d_model, model.q_dim, model.kv_dim, model.d_ff
+    qkv_w = e * (pq + 2 * pkv)
+    ffn_mats = 3 if model.gated_ffn else 2
+    scores = model.n_heads * s * t
+
+    def matmul(name, flops, n_bytes, kernels=1):
+        return Operator(name, flops, n_bytes, kernels, dtype, kind, rows=s)
+
+    def elementwise(name, n_bytes, kernels=1):
+        return Operator(name, 0.0, n_bytes, kernels, dtype, "elementwise", rows=s)
+
+    ops = [
+        matmul("qkv_proj", 2.0 * s * qkv_w, qkv_w * wb + s * (e + pq + 2 * pkv) * ab, kernels=3),
+        matmul("attention", model.attention_score_flops(s, t), (2 * s * pq + 2 * t * pkv + 4 * scores) * ab, 3),
+        matmul("out_proj", 2.0 * s * pq * e, pq * e * wb + s * (pq + e) * ab),
+        matmul("ffn", 2.0 * s * ffn_mats * e * f, ffn_mats * e * f * wb + s * (2 * e + (ffn_mats - 1) * f) * ab,
+               kernels=ffn_mats),
+        elementwise("norms", 2 * 3 * s * e * ab, kernels=2),
+        elementwise("activation", (3 if model.gated_ffn else 2) * s * f * ab),
+    ]
+    if model.family == "llama":
+        ops.append(elementwise("rotary", 2 * s * (pq + pkv) * ab, kernels=2))
+    if model.family != "bert":
+        ops.append(elementwise("residual", 3 * s * e * ab))
+    if workload.phase == "decode":
+        ops.append(elementwise("cache_copy", 2 * 2 * t * pkv * ab))
+    return ops
+
+
+# ---- one layer on one device ------------------------------------------------------------------------
+def kernel_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, cols,
+                 tokens, bound: str | None = None) -> dict[str, np.ndarray]:
+    """Seconds of the four weight GEMMs (qkv, out, ffn1, ffn2) of the operator table for `tokens` rows with
+    `heads` query heads and `cols` FFN columns (`_weight_gemm_rows`, costed by `cost`); `bound` as in
+    `roofline_time`."""
+    require_bound(bound)
+    rows = cost(device, _weight_gemm_rows(model, workload, heads, cols, tokens))
+    return {c.operator.name: c.time_s if bound is None else c.part(bound) for c in rows}
 
 
 def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.ndarray:
@@ -228,23 +422,21 @@ def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.nda
 
 def attention_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads, queries=None,
                    bound: str | None = None):
-    """Seconds of QK^T and softmax(QK^T)V for `heads` heads over `queries` (default: the new tokens); `bound`
-    as in `roofline_time`."""
+    """Seconds of the operator table's attention row (QK^T and softmax(QK^T)V) for `heads` heads over
+    `queries` (default: the new tokens); `bound` as in `roofline_time`."""
+    require_bound(bound)
     queries = workload.new_tokens if queries is None else queries
-    kv_bytes = kv_read_bytes(model, workload, heads) * (np.asarray(queries, dtype=float) > 0)  # no query, no read
-    return roofline_time(device, score_flops(model, heads, queries, workload.attended), kv_bytes,
-                         workload_dtype(device, workload), kernel_kind(workload.new_tokens), bound=bound)
+    (row,) = cost(device, [_attention_row(model, workload, heads, queries)])
+    return row.time_s if bound is None else row.part(bound)
 
 
 def connective_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens,
                     bound: str | None = None) -> np.ndarray:
     """Seconds of one connective block (residual + norm) on `tokens`: memory-bound passes of activations (all
     of its busy time is streaming: `bound` "memory" gives it without the launch, "compute" none)."""
-    n_bytes = CONNECTIVE_PASSES * np.asarray(tokens, dtype=float) * model.d_model * (workload.activation_bits / 8)
-    busy = stream_time(device, n_bytes)
-    if bound is not None:
-        return bound_part(busy, np.zeros_like(busy), busy, bound)
-    return busy + launched(device, n_bytes)
+    require_bound(bound)
+    (row,) = cost(device, [_connective_row(model, workload, tokens)])
+    return row.time_s if bound is None else row.part(bound)
 
 
 def layer_overhead(device: DeviceSpec) -> float:
@@ -296,20 +488,19 @@ def layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload
 def _layer_parts(model: TransformerConfig, device: DeviceSpec, workload: Workload,
                  bound: str | None = None) -> dict[str, float]:
     require_bound(bound)
-    s = workload.new_tokens
-    parts = {k: float(v) for k, v in kernel_times(model, device, workload, model.n_heads, model.d_ff, s,
-                                                  bound).items()}
-    parts["attn"] = float(attention_time(model, device, workload, model.n_heads, bound=bound))
-    parts["con"] = float(connective_time(model, device, workload, s, bound))
+    parts = {}
+    for row in cost(device, layer_operators(model, workload)):
+        seconds = row.time_s if bound is None else row.part(bound)
+        parts[row.operator.name] = float(seconds / row.operator.kernels if row.operator.name == "con" else seconds)
     parts["overhead"] = layer_overhead(device) if bound is None else 0.0
     return parts
 
 
 def layer_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, bound: str | None = None) -> float:
-    """Seconds of one whole layer on one device: GEMMs + attention + two connective blocks + overhead (with
-    `bound`, the busy seconds that side binds: `layer_parts`)."""
+    """Seconds of one whole layer on one device: the sum of its fused operator table's rows (GEMMs, attention,
+    two connective blocks) + overhead (with `bound`, the busy seconds that side binds: `layer_parts`)."""
     t = layer_parts(model, device, workload, bound)
-    return float(t["qkv"] + t["attn"] + t["out"] + t["ffn1"] + t["ffn2"] + 2 * t["con"] + t["overhead"])
+    return float(sum(2 * t[name] if name == "con" else t[name] for name in FUSED_OPERATORS) + t["overhead"])
 
 
 # ---- the output head and a whole step -----------------------------------------------------------------
@@ -366,4 +557,10 @@ def memory_share(model: TransformerConfig, devices, workload: Workload) -> float
     for device, idx in distinct_devices(tuple(devices)):
         memory += len(idx) * step_time(model, device, workload, bound="memory")
         arithmetic += len(idx) * step_time(model, device, workload, bound="compute")
+    return streaming_share(memory, arithmetic)
+
+
+def streaming_share(memory: float, arithmetic: float) -> float:
+    """The fraction of busy seconds that memory streaming binds, memory / (memory + arithmetic) (0 with no busy
+    time): a scheme that sums its own slices' table rows on each device passes it to `split_streaming` (exact)."""
     return memory / (memory + arithmetic) if memory + arithmetic > 0 else 0.0

@@ -157,7 +157,8 @@ def comm_time(cluster: Cluster, syncs, n_layers: int) -> tuple[float, float]:
 def merge_time(model: TransformerConfig, device, workload: Workload, n: int, rows: int) -> float:
     """Seconds of the merge-add's extra reads: the n-1 partials (wire format) beyond the residual add's one."""
     extra = (n - 1) * rows * model.d_model * wire_bytes_per_value(workload.activation_bits)
-    return float(common.stream_time(device, extra))
+    reads = common.Operator("merge_extra_reads", 0.0, extra, 0, kind="elementwise", core_limited=False)
+    return float(common.cost(device, [reads])[0].memory_s)  # part of the residual add's kernel: no launch
 
 
 def root_pass_time(device, workload: Workload, n_bytes: float) -> float:

@@ -132,8 +132,10 @@ def small_kernel_size(mm: Matmul) -> float:
 
 def matmul_time(device: DeviceSpec, mm: Matmul, dtype: str) -> float:
     """Seconds for one kernel on the cluster: FLOPs / (peak x DeviceSpec.efficiency(kind, size, rows)), a GEMM of
-    `mm.m` rows losing what the device's `gemm_half_rows` says (none on Siracusa), as in every scheme."""
-    return float(common.matmul_time(device, mm.flops, dtype, mm.kind, rows=mm.m if mm.kind == "gemm" else None))
+    `mm.m` rows losing what the device's `gemm_half_rows` says (none on Siracusa), as in every scheme: the
+    compute column of its operator row (`common.cost`; its bytes move by the chips' L2/L3 DMA model below)."""
+    row = common.Operator(mm.name, mm.flops, 0.0, 0, dtype, mm.kind, rows=mm.m if mm.kind == "gemm" else None)
+    return float(common.cost(device, [row])[0].compute_s)
 
 
 def _tile_sizes(dim: int) -> np.ndarray:

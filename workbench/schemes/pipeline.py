@@ -362,7 +362,11 @@ def evaluate_pipeline(model: TransformerConfig, cluster: Cluster, workload: Work
                           io_stall_s=cost.io_stall_s, peak_memory_bytes=cost.memory_bytes,
                           memory_budget_bytes=cost.budget_bytes, oom=cost.oom,
                           notes=f"piped ring, layers {plan.label()}", extra={"plan": plan, "cost": cost})
-    return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
+    busy = {side: sum(a * common.layer_time(model, d, workload, bound=side) for a, d in zip(plan.layers,
+                                                                                            cluster.devices))
+            for side in common.BOUNDS}  # each device's own layers' table rows (the head is serial)
+    return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s).split_streaming(
+        common.streaming_share(busy["memory"], busy["compute"]))
 
 
 @register(SCHEME, PAPER)

@@ -90,8 +90,9 @@ def layer_exec_time(model: TransformerConfig, device: DeviceSpec, m: int, seq_le
     of fp32 operands whatever the stored bitwidth; STI's profile is one rate per layer (no roofline).
     """
     dtype = common.compute_dtype(device, FULL_BITS, FULL_BITS)
-    compute = float(common.matmul_time(device, layer_flops(model, m, seq_len, kv_len), dtype,
-                                       common.kernel_kind(seq_len)))
+    layer = common.Operator("layer", layer_flops(model, m, seq_len, kv_len), 0.0, 0, dtype,
+                            common.kernel_kind(seq_len))  # one rate per layer: no bytes, launches in fixed
+    compute = float(common.cost(device, [layer])[0].compute_s)
     return max(device_constant(device, "layer_time_floor", 0.0), compute + common.fixed_layer_time(device))
 
 
