@@ -211,28 +211,27 @@ def compute_stalls(timeline: Timeline) -> list[float]:
 
 
 # ---- devices and network -------------------------------------------------------------------------
-def device_constant(device: DeviceSpec, name: str, default: float | None = None) -> float:
-    """An extra constant of a device preset (swap_capacity, swap_bandwidth, link_bandwidth, ...)."""
-    if name in device.provenance:
-        return float(device.provenance[name].value)
-    if default is None:
-        raise WorkbenchError(f"device {device.name!r} has no constant {name!r}")
-    return default
+# The storage rates a baseline may read its weights back at: the DeviceSpec field and its deployment-TOML key.
+STORAGE_RATES = {"swap": ("swap_read_bytes_per_s", "swap_mb_per_s"),
+                 "offload": ("offload_read_bytes_per_s", "offload_read_mb_per_s")}
 
 
-def storage_rate(device: DeviceSpec, name: str, why: str) -> float:
-    """A device's rate for `name` (a preset constant), else its storage read rate; none is an error, never an
-    assumed rate."""
-    if name in device.provenance:
-        return float(device.provenance[name].value)
+def storage_rate(device: DeviceSpec, rate: str, why: str) -> float:
+    """A device's `rate` ("swap" or "offload", `STORAGE_RATES`), else its storage read rate; none is an error
+    naming both keys, never an assumed rate."""
+    require_choice("storage rate", rate, tuple(STORAGE_RATES))
+    name, key = STORAGE_RATES[rate]
+    value = getattr(device, name)
+    if value is not None:
+        return value
     if device.storage_read_bytes_per_s is None:
-        raise WorkbenchError(f"device {device.name!r} has no storage_read_mb_per_s (nor {name}): {why} needs it")
+        raise WorkbenchError(f"device {device.name!r} has no storage_read_mb_per_s (nor {key}): {why} needs it")
     return device.storage_read_bytes_per_s
 
 
 def memory_limit(device: DeviceSpec) -> float:
-    """Bytes a device can hold before OOM: DRAM + swap."""
-    return device.memory_bytes + device_constant(device, "swap_capacity", 0.0)
+    """Bytes a device can hold before OOM: DRAM + swap (`DeviceSpec.swap_capacity_bytes`, 0: none)."""
+    return device.memory_bytes + device.swap_capacity_bytes
 
 
 def stream_bandwidth(device: DeviceSpec) -> float:
@@ -283,9 +282,8 @@ def device_shares(cluster: Cluster, split: str = "capability") -> np.ndarray:
 def access_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
     """Per-device (bandwidth B/s, one-way latency s) to the router when every preset gives them (Table 7)."""
     devs = cluster.devices
-    if cluster.n > 1 and all("link_bandwidth" in d.provenance and "link_latency" in d.provenance for d in devs):
-        return (np.array([device_constant(d, "link_bandwidth") for d in devs]),
-                np.array([device_constant(d, "link_latency") for d in devs]))
+    if cluster.n > 1 and all(d.access_link_bytes_per_s is not None for d in devs):
+        return (np.array([d.access_link_bytes_per_s for d in devs]), np.array([d.access_link_latency_s for d in devs]))
     return None
 
 
