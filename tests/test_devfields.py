@@ -5,6 +5,7 @@ registered evaluator has the arena's signature (model, cluster, workload)."""
 from __future__ import annotations
 
 import ast
+import inspect
 
 import pytest
 from deploy_toml import board_deployment
@@ -124,3 +125,10 @@ def test_a_missing_storage_rate_is_one_line_naming_both_keys():
     assert storage_rate(load_device("tpi_dell_i7_1165g7"), "offload", "x") == \
         load_device("tpi_dell_i7_1165g7").storage_read_bytes_per_s
 
+
+
+def test_every_registered_evaluator_takes_exactly_model_cluster_workload():
+    from workbench.schemes.base import load_all
+    for name, (_, evaluator) in load_all().items():
+        params = list(inspect.signature(evaluator).parameters)
+        assert params == ["model", "cluster", "workload"], (name, params)

@@ -310,9 +310,11 @@ def endpoint_messages(algorithm: str, collective: str, n_devices, depth=None, gr
 
 def collective_latency(algorithm: str, collective: str, n_devices, message_bytes, bandwidth, latency,
                        path_hops=1, depth=None, group_size: int = 4, breakdown: bool = False,
-                       message_overhead=0.0):
+                       message_overhead=0.0, stack_s_per_byte=0.0):
     """Seconds for a collective (vectorised). With `breakdown`, returns (per-message s, bytes s): the
-    wire hops plus the endpoints' per-message software time, and the bandwidth term."""
+    wire hops plus the endpoints' per-message software time, and the bytes term: the busiest link's bytes
+    at the bandwidth, or at the endpoints' network stack (`stack_s_per_byte`, CPU seconds per byte; 0 =
+    free) if that handles bytes slower."""
     n, m, b, t = _check_arrays(n_devices, message_bytes, bandwidth, latency)
     hops = np.asarray(path_hops, dtype=float)
     o = np.asarray(message_overhead, dtype=float)
@@ -323,6 +325,11 @@ def collective_latency(algorithm: str, collective: str, n_devices, message_bytes
     cost = collective_cost(algorithm, collective, n, m, depth, group_size)
     link_term = cost.steps * hops * t + cost.endpoint_messages * o
     data_term = cost.busiest_bytes / b
+    stack = np.asarray(stack_s_per_byte, dtype=float)
+    if np.any(~np.isfinite(stack)) or np.any(stack < 0):
+        raise WorkbenchError(f"stack_s_per_byte must be finite and >= 0 (s/B), got {stack_s_per_byte!r}")
+    if np.any(stack != 0):
+        data_term = np.maximum(data_term, cost.busiest_bytes * stack)
     if breakdown:
         return link_term, data_term
     return link_term + data_term

@@ -175,9 +175,16 @@ def run_schemes(model: str | TransformerConfig, cluster: Cluster, wl: Workload,
                 schemes=("local",) + PARALLEL, stack_cycles_per_byte: float = 0.0) -> dict[str, SchemeResult]:
     """Every scheme on one (model, cluster, workload) (`stack_cycles_per_byte`: the what-if of
     `stack_seconds_per_byte`; 0 = the model)."""
-    m = get_model(model)
-    stack = stack_seconds_per_byte(cluster, stack_cycles_per_byte)
-    return {s: evaluate(s, m, cluster, wl, stack_s_per_byte=stack) for s in schemes}
+    m, cluster = get_model(model), with_network_stack(cluster, stack_cycles_per_byte)
+    return {s: evaluate(s, m, cluster, wl) for s in schemes}
+
+
+def with_network_stack(cluster: Cluster, cycles_per_byte: float) -> Cluster:
+    """The cluster whose devices' `stack_s_per_byte` is `stack_seconds_per_byte` (the what-if; unchanged for 0)."""
+    stack = stack_seconds_per_byte(cluster, cycles_per_byte)
+    if stack is None:
+        return cluster
+    return replace(cluster, devices=tuple(d.with_changes(stack_s_per_byte=s) for d, s in zip(cluster.devices, stack)))
 
 
 # ---- the headline comparison and its breakdown -------------------------------------------------------
