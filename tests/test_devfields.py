@@ -132,3 +132,42 @@ def test_every_registered_evaluator_takes_exactly_model_cluster_workload():
     for name, (_, evaluator) in load_all().items():
         params = list(inspect.signature(evaluator).parameters)
         assert params == ["model", "cluster", "workload"], (name, params)
+
+
+# ---- per-device access links through the collective table ----------------------------------------------------
+@pytest.mark.parametrize("collective", ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"])
+def test_a_star_on_equal_access_links_is_the_tables_star_across_two_hops(collective):
+    """Equal spokes: the table's star with each path two links long (worker -> router -> master)."""
+    from workbench.network import collective_latency, star_on_access_links
+    n, m, bw, lat = 5, 3e5, 40e6, 2e-3
+    link, data = star_on_access_links(collective, m, [bw] * n, [lat] * n)
+    assert (link, data) == pytest.approx(collective_latency("star", collective, n, m, bw, lat, path_hops=2,
+                                                            breakdown=True), rel=1e-15)
+
+
+def test_the_slowest_access_link_binds_a_star():
+    """The master's link serialises the busiest bytes; a slow enough worker link binds instead, and the slowest
+    worker's latency sets the path."""
+    from workbench.network import collective_cost, star_on_access_links
+    m, cost = 1e6, collective_cost("star", "all_reduce", 3, 1e6)
+    link, data = star_on_access_links("all_reduce", m, [100e6, 100e6, 100e6], [1e-3, 2e-3, 5e-3])
+    assert link == pytest.approx(float(cost.steps) * 6e-3) and data == pytest.approx(float(cost.busiest_bytes) / 100e6)
+    _, slow = star_on_access_links("all_reduce", m, [100e6, 100e6, 1e6], [1e-3, 2e-3, 5e-3])
+    assert slow == pytest.approx(float(cost.steps) * m / 1e6)
+    with pytest.raises(WorkbenchError, match="one bandwidth and one latency per device"):
+        star_on_access_links("all_reduce", m, [1e6], [1e-3])
+
+
+def test_tpi_costs_the_laptops_access_links_through_the_table():
+    """TPI-LLM's star and hand-off on the Table 7 laptops are `network.star_on_access_links` of their own links."""
+    import numpy as np
+
+    from workbench.network import star_on_access_links
+    from workbench.papers.tpi_llm import laptop_cluster
+    from workbench.schemes.tpi_llm import collective_time, p2p_time
+    cluster = laptop_cluster()
+    bw = np.array([d.access_link_bytes_per_s for d in cluster.devices])
+    lat = np.array([d.access_link_latency_s for d in cluster.devices])
+    assert collective_time(cluster, "star", "all_reduce", 8192.0) == star_on_access_links("all_reduce", 8192.0, bw, lat)
+    assert p2p_time(cluster, 1, 2, 8192.0) == sum(star_on_access_links("broadcast", 8192.0, bw[[1, 2]], lat[[1, 2]]))
+    assert p2p_time(cluster, 1, 2, 8192.0) == pytest.approx(lat[1] + lat[2] + 8192.0 / min(bw[1], bw[2]), rel=1e-15)

@@ -335,6 +335,23 @@ def collective_latency(algorithm: str, collective: str, n_devices, message_bytes
     return link_term + data_term
 
 
+def star_on_access_links(collective: str, message_bytes: float, bandwidths, latencies) -> tuple[float, float]:
+    """(latency s, bytes s) of a star collective whose spokes are the devices' own access links (device 0 the
+    master; laptops on one Wi-Fi router, TPI-LLM Table 7), from the star's row of `collective_cost`: each of
+    its steps crosses a worker's link and the master's (latencies add, the slowest worker's path binds); its
+    busiest bytes serialise on the master's link, and a worker's link carries its buffer once per step."""
+    bw, lat = np.asarray(bandwidths, dtype=float), np.asarray(latencies, dtype=float)
+    if bw.ndim != 1 or bw.shape != lat.shape or len(bw) < 2:
+        raise WorkbenchError(f"access links need one bandwidth and one latency per device (>= 2), got {bw.shape} "
+                             f"and {lat.shape}")
+    if np.any(~np.isfinite(bw)) or np.any(bw <= 0) or np.any(~np.isfinite(lat)) or np.any(lat < 0):
+        raise WorkbenchError("access link bandwidths must be finite and > 0 (B/s), latencies finite and >= 0 (s)")
+    cost = collective_cost("star", collective, len(bw), message_bytes)
+    path = float(np.max(lat[1:] + lat[0]))
+    worker = float(np.max(float(cost.steps) * message_bytes / bw[1:]))
+    return float(cost.steps) * path, max(float(cost.busiest_bytes / bw[0]), worker)
+
+
 def allreduce_latency(algorithm: str, n_devices, message_bytes, bandwidth, latency, path_hops=1, **kw):
     """Seconds for an all-reduce of `message_bytes` per device (vectorised)."""
     return collective_latency(algorithm, "all_reduce", n_devices, message_bytes, bandwidth, latency, path_hops, **kw)

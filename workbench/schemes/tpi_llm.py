@@ -34,7 +34,7 @@ from workbench.constants import paper_values
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.network import ALGORITHMS, collective_latency, on_topology, traversals
+from workbench.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.galaxy import one_device_is_local
@@ -292,8 +292,8 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
     """(link-latency seconds, bytes seconds) of a collective among the cluster's devices (master = 0).
 
     Homogeneous: workbench.network on the cluster's topology. Per-device access links (the laptops'
-    Wi-Fi, Table 7): a star goes worker -> router -> master (latencies add), the master's link
-    serialises the (n-1) messages; ring/tree use the slowest link for every hop.
+    Wi-Fi, Table 7; `DeviceSpec.access_link_bytes_per_s`): a star goes worker -> router -> master
+    (`network.star_on_access_links`); ring/tree cross two access links per hop, each at the slowest.
     """
     if cluster.n == 1 or message_bytes == 0:
         return 0.0, 0.0
@@ -302,14 +302,10 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
         link_s, bytes_s = on_topology(cluster.topology, algorithm, collective, message_bytes, depth=depth, breakdown=True)
         return float(link_s), float(bytes_s)
     bw, lat = links
-    n = cluster.n
     if algorithm == "star":
-        steps = float(traversals("star", collective, n))
-        path = float(np.max(lat[1:] + lat[0]))
-        phase = max((n - 1) * message_bytes / bw[0], float(np.max(message_bytes / bw[1:])))
-        phases = 2.0 if collective in ("all_reduce", "reduce_scatter", "all_gather") else 1.0
-        return steps * path, phases * phase
-    link_s, bytes_s = collective_latency(algorithm, collective, n, message_bytes, float(bw.min()), float(lat.max()),
+        return star_on_access_links(collective, message_bytes, bw, lat)
+    link_s, bytes_s = collective_latency(algorithm, collective, cluster.n, message_bytes, float(bw.min()),
+                                         float(lat.max()),
                                          path_hops=2, depth=depth, breakdown=True)
     return float(link_s), float(bytes_s)
 
@@ -325,7 +321,8 @@ def p2p_time(cluster: Cluster, src: int, dst: int, message_bytes: float) -> floa
                                         topo.link.latency_s, topo.path_hops,
                                         message_overhead=topo.link.message_overhead_s))
     bw, lat = links
-    return float(lat[src] + lat[dst] + message_bytes / min(bw[src], bw[dst]))
+    link_s, bytes_s = star_on_access_links("broadcast", message_bytes, bw[[src, dst]], lat[[src, dst]])
+    return link_s + bytes_s
 
 
 # ---- the TPI-LLM timeline --------------------------------------------------------------------------
