@@ -171,3 +171,12 @@ def test_tpi_costs_the_laptops_access_links_through_the_table():
     assert collective_time(cluster, "star", "all_reduce", 8192.0) == star_on_access_links("all_reduce", 8192.0, bw, lat)
     assert p2p_time(cluster, 1, 2, 8192.0) == sum(star_on_access_links("broadcast", 8192.0, bw[[1, 2]], lat[[1, 2]]))
     assert p2p_time(cluster, 1, 2, 8192.0) == pytest.approx(lat[1] + lat[2] + 8192.0 / min(bw[1], bw[2]), rel=1e-15)
+
+
+def test_an_overridden_access_link_is_the_field_and_says_it_is_assumed():
+    from workbench.papers.tpi_llm import laptop_devices
+    for device in laptop_devices(bandwidth_mbps=100.0):
+        assert device.access_link_bytes_per_s == 12.5e6
+        constant = device.provenance["link_bandwidth"]
+        assert (constant.value, constant.unit, constant.kind, constant.source) == (12.5e6, "B/s", "assumed",
+                                                                                   "overridden: 100.0 Mbps")

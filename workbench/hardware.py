@@ -299,6 +299,14 @@ class DeviceSpec:
         """A copy with fields changed (re-validated)."""
         return replace(self, **changes)
 
+    def with_assumed(self, field_name: str, value: float, source: str) -> DeviceSpec:
+        """A copy with one declared number set to `value`, its provenance an assumed constant citing `source`
+        (a what-if that overrides a preset's value says so where the value comes from)."""
+        spec = self.__dataclass_fields__[field_name].metadata["spec"]
+        key = spec.preset_key or field_name
+        provenance = {**self.provenance, key: Constant(key, value, spec.unit, "assumed", source)}
+        return replace(self, provenance=provenance, **{field_name: value})
+
     def with_memory(self, level: str, **changes) -> DeviceSpec:
         """A copy with one memory level's capacity/bandwidth/energy changed."""
         self.memory_level(level)

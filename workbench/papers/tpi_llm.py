@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from workbench.constants import Constant
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -113,10 +112,8 @@ def laptop_devices(laptops: Sequence[str] | None = None, bandwidth_mbps: float |
         require_positive("bandwidth_mbps", bandwidth_mbps)
         out = []
         for d in devices:
-            rate = mbps_to_bytes_per_s(bandwidth_mbps)
-            prov = {**d.provenance, "link_bandwidth": Constant("link_bandwidth", rate, "B/s", "assumed",
-                                                               f"overridden: {bandwidth_mbps} Mbps")}
-            out.append(d.with_changes(access_link_bytes_per_s=rate, provenance=prov))
+            out.append(d.with_assumed("access_link_bytes_per_s", mbps_to_bytes_per_s(bandwidth_mbps),
+                                      f"overridden: {bandwidth_mbps} Mbps"))
         devices = out
     return devices
 
