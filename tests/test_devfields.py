@@ -180,3 +180,29 @@ def test_an_overridden_access_link_is_the_field_and_says_it_is_assumed():
         constant = device.provenance["link_bandwidth"]
         assert (constant.value, constant.unit, constant.kind, constant.source) == (12.5e6, "B/s", "assumed",
                                                                                    "overridden: 100.0 Mbps")
+
+
+# ---- the network stack's CPU cost: a device field, costed in the collective table's bytes term ------------------
+def test_the_collective_table_moves_bytes_no_faster_than_the_stack():
+    from workbench.network import collective_cost, collective_latency
+    busiest = float(collective_cost("ring", "all_reduce", 4, 1e6).busiest_bytes)
+    args = ("ring", "all_reduce", 4, 1e6, 125e6, 1e-4)
+    assert collective_latency(*args, breakdown=True, stack_s_per_byte=1e-9)[1] == busiest / 125e6  # wire binds
+    assert collective_latency(*args, breakdown=True, stack_s_per_byte=2e-8)[1] == pytest.approx(busiest * 2e-8)
+    with pytest.raises(WorkbenchError, match="stack_s_per_byte must be finite and >= 0"):
+        collective_latency(*args, stack_s_per_byte=-1e-9)
+
+
+def test_a_devices_stack_cost_slows_galaxys_collectives_through_its_field():
+    """The slowest endpoint's stack sets Megatron-LM's bytes time; the what-if is the field, not a keyword."""
+    from workbench.models import get_model
+    from workbench.papers.galaxy import environment, with_network_stack, workload
+    from workbench.schemes.base import Cluster
+    from workbench.schemes.galaxy import evaluate_megatron_tp
+    model, wl, base = get_model("BERT-L"), workload(96), environment("A", 1000)
+    stacked = with_network_stack(base, 40.0)
+    assert [d.stack_s_per_byte for d in stacked.devices] == pytest.approx([40.0 / d.clock_hz for d in base.devices])
+    one_slow = Cluster(base.devices[:-1] + (base.devices[-1].with_changes(stack_s_per_byte=1e-6),), base.topology)
+    plain, slow = evaluate_megatron_tp(model, base, wl), evaluate_megatron_tp(model, one_slow, wl)
+    assert slow.comm_bytes_s > 10 * plain.comm_bytes_s and slow.comm_link_latency_s == plain.comm_link_latency_s
+    assert evaluate_megatron_tp(model, stacked, wl).latency_s > plain.latency_s

@@ -23,6 +23,13 @@ kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join 
 its size, so splitting a kernel across devices does not split it; `layer_overhead_s` is paid once per
 layer (framework / interpreter time: PyTorch's per-module Python, a graph runtime's barriers).
 
+What a scheme reads of a device is a field, never a constant looked up in `provenance` (which says where
+each value comes from): the clock, a host's program dispatch, STI's layer floor and decompression rate,
+swap and offload rates, a device's own access link to the router (TPI-LLM's laptops; costed by
+`workbench.network.star_on_access_links`) and its network stack's CPU seconds per byte (a what-if, costed
+in `workbench.network.collective_latency`'s bytes term). An absent one means "not modelled" and each user
+says what it does then (0 s, 0 B, the storage read rate, the topology's link).
+
 Every user-facing field is declared once, on the dataclass: ``declared(FieldSpec(...), default)`` (from
 `workbench.fields`, the package's bottom floor) gives its
 help, SI unit, allowed range, preset constant and deployment-TOML key(s) with their scale to SI. The
