@@ -709,7 +709,7 @@ def test_this_machine_preset_is_a_micro_benchmark():
         c = dev.provenance[name]
         assert c.kind == "measured" and "data/cluster/microbench.csv" in c.source, name
     assert 0 < dev.kernel_launch_s < 1e-4 and 0 < dev.memory_efficiency <= 1
-    assert 0 < float(dev.provenance["program_dispatch"].value) < 1e-3
+    assert 0 < dev.program_dispatch_s < 1e-3
 
 
 # ---- the `cluster` command's table and CSV: one row per point, latency quartiles, no lists -----------------

@@ -29,7 +29,8 @@ from workbench.userconfig import (
 )
 
 # keys that must be set together (both > 0 or both 0): the other one, set when a test sets one
-PARTNERS = {"small_kernel_mib": "core_stream_gb_per_s = 10", "core_stream_gb_per_s": "small_kernel_mib = 4"}
+PARTNERS = {"small_kernel_mib": "core_stream_gb_per_s = 10", "core_stream_gb_per_s": "small_kernel_mib = 4",
+            "access_link_mbps": "access_link_latency_ms = 1", "access_link_latency_ms": "access_link_mbps = 100"}
 KEYS_BLOCK = re.compile(r"<!-- device-keys:[^\n]*-->\n(.*?)<!-- /device-keys -->", re.S)
 CONFIG = board_deployment('{extra}\ndevice_class = "cpu"', bandwidth_gb_per_s=17)  # unstated memory_efficiency: typical
 

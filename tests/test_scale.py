@@ -79,9 +79,9 @@ def _cases():
 
 @pytest.mark.parametrize("model, cluster, wl, part", list(_cases()))
 def test_overlap_makespans_equal_the_task_timeline_bit_for_bit(model, cluster, wl, part):
-    for stack in (None, PG.stack_seconds_per_byte(cluster, 12)):
-        fast = G.overlap_makespans(model, cluster, wl, part, 2, stack)
-        slow = [G.overlap_timeline(model, cluster, wl, part, k, stack).makespan for k in (1, 2)]
+    for stacked in (cluster, PG.with_network_stack(cluster, 12)):
+        fast = G.overlap_makespans(model, stacked, wl, part, 2)
+        slow = [G.overlap_timeline(model, stacked, wl, part, k).makespan for k in (1, 2)]
         assert fast == slow
 
 

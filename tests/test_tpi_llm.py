@@ -397,7 +397,7 @@ def test_clear_errors():
     with pytest.raises(WorkbenchError, match="window"):
         S.default_options(window=0)
     tiny_dev = load_device("tpi_emulated_edge").with_memory("DRAM", capacity_bytes=2 * GIB)
-    tiny_dev = tiny_dev.with_changes(provenance={k: v for k, v in tiny_dev.provenance.items() if k != "swap_capacity"})
+    tiny_dev = tiny_dev.with_changes(swap_capacity_bytes=0.0)
     cluster = Cluster((tiny_dev,) * 2, Topology("gateway_tree", 2, Link.from_mbps(300, 1)))
     with pytest.raises(InfeasibleError, match="infeasible: Llama 3.1-70B .* even with the memory scheduler"):
         S.simulate_tpi(get_model("Llama 3.1-70B"), cluster, T.workloads()[0], strict=True)

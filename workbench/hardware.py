@@ -23,6 +23,13 @@ kernel a device launches (a CUDA launch, an XLA thunk, a PULP cluster fork/join 
 its size, so splitting a kernel across devices does not split it; `layer_overhead_s` is paid once per
 layer (framework / interpreter time: PyTorch's per-module Python, a graph runtime's barriers).
 
+What a scheme reads of a device is a field, never a constant looked up in `provenance` (which says where
+each value comes from): the clock, a host's program dispatch, STI's layer floor and decompression rate,
+swap and offload rates, a device's own access link to the router (TPI-LLM's laptops; costed by
+`workbench.network.star_on_access_links`) and its network stack's CPU seconds per byte (a what-if, costed
+in `workbench.network.collective_latency`'s bytes term). An absent one means "not modelled" and each user
+says what it does then (0 s, 0 B, the storage read rate, the topology's link).
+
 Every user-facing field is declared once, on the dataclass: ``declared(FieldSpec(...), default)`` (from
 `workbench.fields`, the package's bottom floor) gives its
 help, SI unit, allowed range, preset constant and deployment-TOML key(s) with their scale to SI. The
@@ -56,7 +63,7 @@ from workbench.fields import (
     rate_field,
 )
 from workbench.io import DATA_DIR
-from workbench.units import GIB, KIB, MIB
+from workbench.units import GIB, KIB, MIB, mbps_to_bytes_per_s
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "int8", "int4")
 KERNEL_KINDS = ("gemm", "gemv")
@@ -151,6 +158,42 @@ class DeviceSpec:
     core_stream_bytes_per_s: float = declared(number_field(
         "streaming rate of a kernel below the small-kernel size (one core's; 0: off)", "B/s", 0.0, math.inf,
         TomlKey("core_stream_gb_per_s", 1e9, "GB/s"), "core_stream_bandwidth", file_high=1e14), 0.0)
+    clock_hz: float = declared(number_field(
+        "clock of the cores that compute (and run the network stack) (0: not stated; Hepti's profile then uses the "
+        "peak rate, the stack what-if charges such a device no CPU)", "Hz", 0.0, math.inf,
+        TomlKey("clock_mhz", 1e6, "MHz"), "clock_hz", file_high=1e11), 0.0)
+    program_dispatch_s: float = declared(number_field(
+        "fixed host time of one call of a compiled program from Python (a cluster host's dispatch; 0: not "
+        "modelled)", "s", 0.0, math.inf, TomlKey("program_dispatch_us", 1e-6, "µs"), "program_dispatch",
+        file_high=1.0), 0.0)
+    layer_time_floor_s: float = declared(number_field(
+        "least time of executing any part of a layer (a GPU's fixed cost per layer in STI's profile; 0: none)", "s",
+        0.0, math.inf, TomlKey("layer_time_floor_ms", 1e-3, "ms"), "layer_time_floor", file_high=10.0), 0.0)
+    decompress_weights_per_s: float = declared(number_field(
+        "rate of substituting quantisation centroids for weight indexes (STI's decompression; 0: not modelled, "
+        "free)", "weight/s", 0.0, math.inf, TomlKey("decompress_mweights_per_s", 1e6, "Mweight/s"),
+        "decompress_weights_per_s", file_high=1e14), 0.0)
+    swap_capacity_bytes: float = declared(number_field(
+        "swap space beyond the outermost memory level (what a device holds before OOM; 0: none)", "B", 0.0,
+        math.inf, TomlKey("swap_gib", GIB, "GiB"), "swap_capacity", file_high=2.0**44), 0.0)
+    swap_read_bytes_per_s: float | None = declared(rate_field(
+        "page-in rate when the weights exceed memory and the OS swaps (absent: the storage read rate)", "B/s",
+        1e12, 1e3, TomlKey("swap_mb_per_s", 1e6, "MB/s"), "swap_bandwidth"), None)
+    offload_read_bytes_per_s: float | None = declared(rate_field(
+        "rate at which a blocking disk offload reads each layer's weights back (absent: the storage read rate)",
+        "B/s", 1e12, 1e3, TomlKey("offload_read_mb_per_s", 1e6, "MB/s"), "offload_read_bandwidth"), None)
+    access_link_bytes_per_s: float | None = declared(rate_field(
+        "bandwidth of the device's own access link to the router (absent: the topology's link; set with "
+        "access_link_latency_ms)", "B/s", 1e12, 1e3, TomlKey("access_link_mbps", mbps_to_bytes_per_s(1.0), "Mbit/s"),
+        "link_bandwidth"), None)
+    access_link_latency_s: float | None = declared(number_field(
+        "one-way latency of the device's own access link to the router (absent: the topology's link; set with "
+        "access_link_mbps)", "s", 0.0, math.inf, TomlKey("access_link_latency_ms", 1e-3, "ms"), "link_latency",
+        file_high=10.0), None)
+    stack_s_per_byte: float = declared(number_field(
+        "CPU seconds the device's network stack spends per byte it sends or receives, on the cores that compute "
+        "(a what-if; 0: free)", "s/B", 0.0, math.inf, TomlKey("stack_ns_per_byte", 1e-9, "ns/B"), "stack_s_per_byte",
+        file_high=1e-3), 0.0)
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -167,6 +210,10 @@ class DeviceSpec:
             raise WorkbenchError(
                 f"device {self.name!r}: small_kernel_bytes and core_stream_bytes_per_s must both be > 0 (small-kernel "
                 f"streaming on) or both 0 (off), got {self.small_kernel_bytes!r} and {self.core_stream_bytes_per_s!r}")
+        if (self.access_link_bytes_per_s is None) != (self.access_link_latency_s is None):
+            raise WorkbenchError(
+                f"device {self.name!r}: access_link_bytes_per_s and access_link_latency_s come together (a device's "
+                f"own access link) or not at all, got {self.access_link_bytes_per_s!r} and {self.access_link_latency_s!r}")
         for inner, outer in zip(self.memory, self.memory[1:]):
             if inner.capacity_bytes > outer.capacity_bytes:
                 raise WorkbenchError(
@@ -259,6 +306,14 @@ class DeviceSpec:
         """A copy with fields changed (re-validated)."""
         return replace(self, **changes)
 
+    def with_assumed(self, field_name: str, value: float, source: str) -> DeviceSpec:
+        """A copy with one declared number set to `value`, its provenance an assumed constant citing `source`
+        (a what-if that overrides a preset's value says so where the value comes from)."""
+        spec = self.__dataclass_fields__[field_name].metadata["spec"]
+        key = spec.preset_key or field_name
+        provenance = {**self.provenance, key: Constant(key, value, spec.unit, "assumed", source)}
+        return replace(self, provenance=provenance, **{field_name: value})
+
     def with_memory(self, level: str, **changes) -> DeviceSpec:
         """A copy with one memory level's capacity/bandwidth/energy changed."""
         self.memory_level(level)
@@ -313,7 +368,7 @@ def efficiency_notices(devices) -> list[str]:
         seen.add(device.name)
         constant = device.provenance["memory_efficiency"]
         cite = constant.source.split(":")[0]
-        lines.append(f"notice: {device.name} states no memory_efficiency; using {constant.value:g}, the typical for "
+        lines.append(f"notice: {device.name} states no memory_efficiency; using {device.memory_efficiency:g}, the typical for "
                      f"{device.device_class} ({TYPICAL_EFFICIENCY_PATH.name} {constant.name}: {cite})")
     return lines
 

@@ -310,9 +310,11 @@ def endpoint_messages(algorithm: str, collective: str, n_devices, depth=None, gr
 
 def collective_latency(algorithm: str, collective: str, n_devices, message_bytes, bandwidth, latency,
                        path_hops=1, depth=None, group_size: int = 4, breakdown: bool = False,
-                       message_overhead=0.0):
+                       message_overhead=0.0, stack_s_per_byte=0.0):
     """Seconds for a collective (vectorised). With `breakdown`, returns (per-message s, bytes s): the
-    wire hops plus the endpoints' per-message software time, and the bandwidth term."""
+    wire hops plus the endpoints' per-message software time, and the bytes term: the busiest link's bytes
+    at the bandwidth, or at the endpoints' network stack (`stack_s_per_byte`, CPU seconds per byte; 0 =
+    free) if that handles bytes slower."""
     n, m, b, t = _check_arrays(n_devices, message_bytes, bandwidth, latency)
     hops = np.asarray(path_hops, dtype=float)
     o = np.asarray(message_overhead, dtype=float)
@@ -323,9 +325,31 @@ def collective_latency(algorithm: str, collective: str, n_devices, message_bytes
     cost = collective_cost(algorithm, collective, n, m, depth, group_size)
     link_term = cost.steps * hops * t + cost.endpoint_messages * o
     data_term = cost.busiest_bytes / b
+    stack = np.asarray(stack_s_per_byte, dtype=float)
+    if np.any(~np.isfinite(stack)) or np.any(stack < 0):
+        raise WorkbenchError(f"stack_s_per_byte must be finite and >= 0 (s/B), got {stack_s_per_byte!r}")
+    if np.any(stack != 0):
+        data_term = np.maximum(data_term, cost.busiest_bytes * stack)
     if breakdown:
         return link_term, data_term
     return link_term + data_term
+
+
+def star_on_access_links(collective: str, message_bytes: float, bandwidths, latencies) -> tuple[float, float]:
+    """(latency s, bytes s) of a star collective whose spokes are the devices' own access links (device 0 the
+    master; laptops on one Wi-Fi router, TPI-LLM Table 7), from the star's row of `collective_cost`: each of
+    its steps crosses a worker's link and the master's (latencies add, the slowest worker's path binds); its
+    busiest bytes serialise on the master's link, and a worker's link carries its buffer once per step."""
+    bw, lat = np.asarray(bandwidths, dtype=float), np.asarray(latencies, dtype=float)
+    if bw.ndim != 1 or bw.shape != lat.shape or len(bw) < 2:
+        raise WorkbenchError(f"access links need one bandwidth and one latency per device (>= 2), got {bw.shape} "
+                             f"and {lat.shape}")
+    if np.any(~np.isfinite(bw)) or np.any(bw <= 0) or np.any(~np.isfinite(lat)) or np.any(lat < 0):
+        raise WorkbenchError("access link bandwidths must be finite and > 0 (B/s), latencies finite and >= 0 (s)")
+    cost = collective_cost("star", collective, len(bw), message_bytes)
+    path = float(np.max(lat[1:] + lat[0]))
+    worker = float(np.max(float(cost.steps) * message_bytes / bw[1:]))
+    return float(cost.steps) * path, max(float(cost.busiest_bytes / bw[0]), worker)
 
 
 def allreduce_latency(algorithm: str, n_devices, message_bytes, bandwidth, latency, path_hops=1, **kw):

@@ -62,7 +62,7 @@ fig10_paper = {m: wb.reported_value("Fig. 10", m, f"env=C,{setting.scaling_mbps:
 fits = pd.DataFrame({
     "constant": ["Nano CPU efficiency_gemm", "A100 layer_overhead (s)", "A100 activation bits (fp32 GEMMs)"],
     "fitted now": [wb.fit_nano_cpu_efficiency(), wb.fit_a100_layer_overhead(), wb.constants()["activation_bits_a100"]],
-    "stored (data/)": [wb.nano_cpu("M").efficiency_gemm, load_device("a100").provenance["layer_overhead"].value,
+    "stored (data/)": [wb.nano_cpu("M").efficiency_gemm, load_device("a100").layer_overhead_s,
                        wb.constants()["activation_bits_a100"]],
     "before the fixed costs": [0.2844, 0.0007675, 32],
     "fitted on": [f"Table I BERT-L Nano-M {wb.reported_value('Table I', 'BERT-L', 'Nano-M S=30', 'latency'):g} s",

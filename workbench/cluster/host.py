@@ -82,8 +82,6 @@ def host_model(device: DeviceSpec, constants: dict[str, Constant]) -> HostModel:
     if "scheduler_tick" not in constants:
         raise WorkbenchError("the cluster constants have no scheduler_tick (run scripts/measure_collectives.py "
                              "--only fit)")
-    dispatch = device.provenance.get("program_dispatch")
     fresh = constants.get("fresh_page")
-    return HostModel(int(device.cores), float(constants["scheduler_tick"].value),
-                     float(dispatch.value) if dispatch is not None else 0.0,
+    return HostModel(int(device.cores), float(constants["scheduler_tick"].value), device.program_dispatch_s,
                      float(fresh.value) if fresh is not None else 0.0)

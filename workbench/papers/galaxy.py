@@ -87,8 +87,7 @@ def nano_cpu(mode: str, budget_bytes: float | None = None, clock_independent_sha
         raise WorkbenchError(f"clock_independent_share must be in [0, 1), got {clock_independent_share!r}")
     device = load_device(f"jetson_nano_cpu_{mode.lower()}")
     if clock_independent_share:
-        clock_ratio = float(load_device("jetson_nano_cpu_m").provenance["clock_hz"].value
-                            / device.provenance["clock_hz"].value)  # 825 MHz / f
+        clock_ratio = load_device("jetson_nano_cpu_m").clock_hz / device.clock_hz  # 825 MHz / f
         time_ratio = clock_independent_share + (1 - clock_independent_share) * clock_ratio
         device = device.with_changes(efficiency_gemm=device.efficiency_gemm * clock_ratio / time_ratio)
     device = _scaled_fixed(device, fixed_scale)
@@ -168,8 +167,7 @@ def stack_seconds_per_byte(cluster: Cluster, cycles_per_byte: float) -> tuple[fl
         return None
     out = []
     for d in cluster.devices:
-        clock = d.provenance.get("clock_hz")
-        out.append(0.0 if clock is None else cycles_per_byte / float(clock.value))
+        out.append(0.0 if d.clock_hz == 0 else cycles_per_byte / d.clock_hz)
     return tuple(out)
 
 
@@ -177,9 +175,16 @@ def run_schemes(model: str | TransformerConfig, cluster: Cluster, wl: Workload,
                 schemes=("local",) + PARALLEL, stack_cycles_per_byte: float = 0.0) -> dict[str, SchemeResult]:
     """Every scheme on one (model, cluster, workload) (`stack_cycles_per_byte`: the what-if of
     `stack_seconds_per_byte`; 0 = the model)."""
-    m = get_model(model)
-    stack = stack_seconds_per_byte(cluster, stack_cycles_per_byte)
-    return {s: evaluate(s, m, cluster, wl, stack_s_per_byte=stack) for s in schemes}
+    m, cluster = get_model(model), with_network_stack(cluster, stack_cycles_per_byte)
+    return {s: evaluate(s, m, cluster, wl) for s in schemes}
+
+
+def with_network_stack(cluster: Cluster, cycles_per_byte: float) -> Cluster:
+    """The cluster whose devices' `stack_s_per_byte` is `stack_seconds_per_byte` (the what-if; unchanged for 0)."""
+    stack = stack_seconds_per_byte(cluster, cycles_per_byte)
+    if stack is None:
+        return cluster
+    return replace(cluster, devices=tuple(d.with_changes(stack_s_per_byte=s) for d, s in zip(cluster.devices, stack)))
 
 
 # ---- the headline comparison and its breakdown -------------------------------------------------------

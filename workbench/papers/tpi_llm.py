@@ -112,10 +112,8 @@ def laptop_devices(laptops: Sequence[str] | None = None, bandwidth_mbps: float |
         require_positive("bandwidth_mbps", bandwidth_mbps)
         out = []
         for d in devices:
-            prov = dict(d.provenance)
-            prov["link_bandwidth"] = replace(prov["link_bandwidth"], value=mbps_to_bytes_per_s(bandwidth_mbps), kind="assumed",
-                                             source=f"overridden: {bandwidth_mbps} Mbps")
-            out.append(d.with_changes(provenance=prov))
+            out.append(d.with_assumed("access_link_bytes_per_s", mbps_to_bytes_per_s(bandwidth_mbps),
+                                      f"overridden: {bandwidth_mbps} Mbps"))
         devices = out
     return devices
 
@@ -124,7 +122,9 @@ def laptop_cluster(laptops: Sequence[str] | None = None, bandwidth_mbps: float |
     """Table 7 testbed: laptops on one Wi-Fi router, each with its own access link."""
     devices = laptop_devices(laptops, bandwidth_mbps)
     first = devices[0]
-    link = Link(float(first.provenance["link_bandwidth"].value), float(first.provenance["link_latency"].value))
+    if first.access_link_bytes_per_s is None:
+        raise WorkbenchError(f"laptop {first.name!r} states no access link (access_link_mbps, access_link_latency_ms)")
+    link = Link(first.access_link_bytes_per_s, first.access_link_latency_s)
     return Cluster(tuple(devices), Topology("switch", len(devices), link))
 
 
@@ -629,9 +629,9 @@ def fitted_constants_table() -> pd.DataFrame:
              "Sec. 3.3 t_attn, t_ffn"),
             ("M1 storage_read_bandwidth (B/s)", mac.storage_read_bytes_per_s, lap["storage_read_bandwidth"],
              "Sec. 3.3 tau_attn, tau_ffn"),
-            ("M1 swap_bandwidth (B/s)", float(mac.provenance["swap_bandwidth"].value), lap["swap_bandwidth"],
+            ("M1 swap_bandwidth (B/s)", mac.swap_read_bytes_per_s, lap["swap_bandwidth"],
              "Table 3 Llama 2-7B Transformers token_latency"),
-            ("M1 offload_read_bandwidth (B/s)", float(mac.provenance["offload_read_bandwidth"].value),
+            ("M1 offload_read_bandwidth (B/s)", mac.offload_read_bytes_per_s,
              lap["offload_read_bandwidth"], "Table 3 Llama 2-7B Accelerate token_latency")]
     return pd.DataFrame(rows, columns=["constant", "stored", "refit", "fitted_on"])
 

@@ -28,7 +28,7 @@ from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes import galaxy as schemes
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
 from workbench.schemes.galaxy import (
     PAPER,
     Partition,
@@ -263,37 +263,40 @@ def planned_partition(model: TransformerConfig, cluster: Cluster, workload: Work
         return capacity_split(model, cluster, workload), str(exc)
 
 
-def _planned(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-             partition: Partition | None, stack_s_per_byte) -> SchemeResult:
+def _planned(model: TransformerConfig, cluster: Cluster, workload: Workload, scheme: str,
+             partition: Partition | None = None) -> SchemeResult:
+    """One of Galaxy's two schemes on `partition`, or on Algorithm 1's when none is given."""
     failure = ""
     if partition is None:
         if not isinstance(model, TransformerConfig):
             raise WorkbenchError(f"model must be a TransformerConfig, got {type(model).__name__}")
         partition, failure = planned_partition(model, cluster, workload)
-    return schemes.EVALUATORS[scheme](model, cluster, workload, partition, failure, stack_s_per_byte=stack_s_per_byte)
+    return schemes.EVALUATORS[scheme](model, cluster, workload, partition, failure)
+
+
+# `_planned` with its compute_s split as the registry splits it (what `evaluate` returns given a partition)
+planned_on = with_streaming_split(_planned)
 
 
 @register("galaxy_hmp", PAPER)
-def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                        partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
-    """Galaxy's HMP without overlap on Algorithm 1's partition (or the one given)."""
-    return _planned("galaxy_hmp", model, cluster, workload, partition, stack_s_per_byte)
+def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Galaxy's HMP without overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
+    return _planned(model, cluster, workload, "galaxy_hmp")
 
 
 @register("galaxy_hmp_overlap", PAPER)
-def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                                partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
-    """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (or the one given)."""
-    return _planned("galaxy_hmp_overlap", model, cluster, workload, partition, stack_s_per_byte)
+def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
+    return _planned(model, cluster, workload, "galaxy_hmp_overlap")
 
 
 PLANNING_EVALUATORS = {"galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-             partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+             partition: Partition | None = None) -> SchemeResult:
     """Any of Galaxy's schemes (`workbench.schemes.galaxy.GALAXY_SCHEMES`); Galaxy's own two plan with Algorithm 1
     unless given a partition."""
     if scheme in PLANNING_EVALUATORS:
-        return PLANNING_EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte)
-    return schemes.evaluate(scheme, model, cluster, workload, partition, stack_s_per_byte)
+        return planned_on(model, cluster, workload, scheme, partition)
+    return schemes.evaluate(scheme, model, cluster, workload, partition)

@@ -288,16 +288,14 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
 
 
 @register("sti_pipeline", PAPER, streaming=False)
-def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                          preload_bytes: float | None = None) -> SchemeResult:
+def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """The arena's `sti_pipeline`: STI's planner on the whole model, target = its compute time (bitwidths fill
     the IO the compute hides), costed by `workbench.schemes.sti.evaluate_planned_pipeline`.
 
     The preload buffer defaults to the first layer's shards at the lowest bitwidth (Sec. 7.2).
     """
     profile = arena_profile(model, cluster, workload)
-    preload = first_layer_preload_bytes(profile) if preload_bytes is None else preload_bytes
-    plan = plan_sti(profile, model.n_layers * profile.t_comp(profile.n_shards), preload)
+    plan = plan_sti(profile, model.n_layers * profile.t_comp(profile.n_shards), first_layer_preload_bytes(profile))
     return evaluate_planned_pipeline(model, cluster, workload, plan)
 
 

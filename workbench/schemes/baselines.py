@@ -48,7 +48,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     compute = common.step_time(model, dev, workload)
     swapping = peak > dev.memory_bytes
     passes = 2.0 if workload.phase == "prefill" else 1.0
-    swap = passes * weights / storage_rate(dev, "swap_bandwidth", "swapping its weights") if swapping else 0.0
+    swap = passes * weights / storage_rate(dev, "swap", "swapping its weights") if swapping else 0.0
     return scheme_result("single_device_resident", "baseline", workload, compute + swap,
                    {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
                    "swaps every weight each pass" if swapping else "fits in DRAM")
@@ -66,7 +66,7 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
     weights = sum(b.params for b in blocks) * bits / 8
     load_peak = weights + opts.runtime_overhead_bytes
     compute = common.step_time(model, dev, workload)
-    io = weights / storage_rate(dev, "offload_read_bandwidth", "reading every block from storage")
+    io = weights / storage_rate(dev, "offload", "reading every block from storage")
     running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
     return scheme_result("disk_offload_blocking", "baseline", workload, compute + io,
                    {"compute_s": compute, "wait_s": io, "fixed_s": common.step_fixed_time(model, dev, workload)},

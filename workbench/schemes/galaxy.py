@@ -33,10 +33,11 @@ GEMM instead of one) and splitting a GEMM over devices does not split its launch
 device's `layer_overhead_s`; each message (a ring step, a collective's send and receive) pays the link's
 `message_overhead_s` at both endpoints. `SchemeResult.fixed_s` shows the launches and layer overheads of
 the device with the most of them (carved out of compute); `serial_s` the work on one device only (SP's
-output head). What-if (default 0, not part of the model): `stack_s_per_byte`, per device, the CPU seconds
+output head). What-if (default 0, not part of the model): each device's `DeviceSpec.stack_s_per_byte`, the CPU seconds
 its network stack spends per byte it sends or receives - on a CPU-only device they are taken from the
-GEMM tile that runs meanwhile, and a blocking collective cannot move bytes faster than the stack handles
-them (`workbench.papers.galaxy.stack_sensitivity`).
+GEMM tile that runs meanwhile, and a blocking collective cannot move bytes faster than its slowest
+endpoint's stack handles them (`workbench.network.collective_latency`'s per-byte term;
+`workbench.papers.galaxy.stack_sensitivity`).
 
 The Galaxy evaluators here take their partition (the plan); Algorithm 1 and the planning evaluators the
 arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workbench.planners.galaxy`.
@@ -55,9 +56,9 @@ from workbench.apportion import even_split
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.network import collective_cost, collective_latency, point_to_point
+from workbench.network import collective_latency, point_to_point
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
 from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
     CONNECTIVE_PASSES,
     ffn_down_flops,
@@ -256,33 +257,25 @@ def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload)
     raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
 
 
-def _stack(cluster: Cluster, stack_s_per_byte) -> np.ndarray:
-    """Per-device network-stack CPU seconds per byte (the what-if; zeros when not given)."""
-    if stack_s_per_byte is None:
-        return np.zeros(cluster.n)
-    values = np.broadcast_to(np.asarray(stack_s_per_byte, dtype=float), (cluster.n,))
-    if np.any(~np.isfinite(values)) or np.any(values < 0):
-        raise WorkbenchError(f"stack_s_per_byte must be finite and >= 0 s/B per device, got {stack_s_per_byte!r}")
-    return values.astype(float)
+def _stack(cluster: Cluster) -> np.ndarray:
+    """Per-device network-stack CPU seconds per byte (`DeviceSpec.stack_s_per_byte`; the what-if, 0 = free)."""
+    return np.array([d.stack_s_per_byte for d in cluster.devices], dtype=float)
 
 
-def _collective(cluster: Cluster, kind: str, message_bytes: float, stack_s_per_byte=None) -> tuple[float, float]:
+def _collective(cluster: Cluster, kind: str, message_bytes: float) -> tuple[float, float]:
     """(per-message seconds, bytes seconds) of one ring collective over the cluster: the wire hops plus the
     link's `message_overhead_s` at both endpoints of every ring step, and the busiest link's bytes at the
     bandwidth - or at the slowest endpoint's network stack, if that handles bytes slower (the what-if)."""
     topo = cluster.topology
     link, data = collective_latency("ring", kind, cluster.n, message_bytes, topo.link.bandwidth_bytes_per_s,
                                     topo.link.latency_s, topo.path_hops, breakdown=True,
-                                    message_overhead=topo.link.message_overhead_s)
-    stack = float(np.max(_stack(cluster, stack_s_per_byte)))
-    if stack > 0:
-        busiest = float(collective_cost("ring", kind, cluster.n, message_bytes).busiest_bytes)
-        data = max(float(data), busiest * stack)
+                                    message_overhead=topo.link.message_overhead_s,
+                                    stack_s_per_byte=float(np.max(_stack(cluster))))
     return float(link), float(data)
 
 
 def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-          partition: Partition | None = None, stack_s_per_byte=None) -> tuple[float, float]:
+          partition: Partition | None = None) -> tuple[float, float]:
     """Per-layer (per-message, bytes) seconds of a scheme's non-overlapped collectives.
 
     With a `partition` (HMP, SP), each reduce-scatter / all-gather step carries a whole sequence shard,
@@ -295,7 +288,7 @@ def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Wor
     for kind, message in layer_collectives(scheme, model, workload):
         if partition is not None and kind in ("reduce_scatter", "all_gather"):
             message = cluster.n * max(partition.seq) * width * _act_bytes(workload)
-        parts.append(_collective(cluster, kind, message, stack_s_per_byte))
+        parts.append(_collective(cluster, kind, message))
     return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
@@ -428,8 +421,13 @@ def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) 
 
 
 @register("megatron_tp", PAPER)
-def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                         partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Megatron-LM TP on equal shards (the arena's signature; `megatron_tp_on` takes a partition)."""
+    return megatron_tp_on(model, cluster, workload)
+
+
+def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                   partition: Partition | None = None) -> SchemeResult:
     """Megatron-LM TP: equal heads/columns, replicated connective ops, two ring all-reduces per layer."""
     s = workload.new_tokens
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, s))
@@ -437,7 +435,7 @@ def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: W
     t = hmp_block_times(model, cluster, workload, full)
     per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("megatron_tp", model, cluster, workload, stack_s_per_byte=stack_s_per_byte)
+    link, data = _comm("megatron_tp", model, cluster, workload)
     L = model.n_layers
     head, head_link, head_data = head_cost("megatron_tp", model, cluster, workload)
     fixed = L * float(np.max(fixed_layer_seconds("megatron_tp", model, cluster, workload, part))) \
@@ -447,8 +445,13 @@ def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: W
 
 
 @register("sp", PAPER)
-def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """Sequence parallelism on equal token shards (the arena's signature; `sp_on` takes a partition)."""
+    return sp_on(model, cluster, workload)
+
+
+def sp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
+          partition: Partition | None = None) -> SchemeResult:
     """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer;
     the next token's logits on the device holding the last token (serial)."""
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
@@ -457,7 +460,7 @@ def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload,
     for d, idx in common.distinct_devices(cluster.devices):  # per device class, vectorised over its shards
         before[idx], after[idx] = _sp_layer_arrays(model, d, workload, seq[idx])
     compute = float(np.max(before)) + float(np.max(after))
-    link, data = _comm("sp", model, cluster, workload, part, stack_s_per_byte)
+    link, data = _comm("sp", model, cluster, workload, part)
     L = model.n_layers
     head = head_cost("sp", model, cluster, workload)[0]
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
@@ -494,7 +497,7 @@ def _require_plan(scheme: str, partition) -> None:
 
 
 def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload, partition: Partition,
-                        notes: str = "", stack_s_per_byte=None) -> SchemeResult:
+                        notes: str = "") -> SchemeResult:
     """Galaxy's hybrid model parallelism on a given partition, without overlap: per layer 2 ring RS + 2 ring
     AG as barriers."""
     _require_plan("galaxy_hmp", partition)
@@ -502,7 +505,7 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     t = hmp_block_times(model, cluster, workload, part)
     per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("galaxy_hmp", model, cluster, workload, part, stack_s_per_byte)
+    link, data = _comm("galaxy_hmp", model, cluster, workload, part)
     L = model.n_layers
     head, head_link, head_data = head_cost("galaxy_hmp", model, cluster, workload)
     memory = tp_memory_bytes(model, workload, part)
@@ -591,14 +594,14 @@ def tile_classes(model: TransformerConfig, cluster: Cluster, workload: Workload,
 
 
 def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
-                     n_layers: int = SIMULATED_LAYERS, stack_s_per_byte=None) -> Timeline:
+                     n_layers: int = SIMULATED_LAYERS) -> Timeline:
     """Tiles of `n_layers` HMP layers with every AG/RS ring step fused into a GEMM, on per-device
     compute (`cpu{i}`) and egress-link (`link{i}`) resources."""
     n = cluster.n
     t = hmp_block_times(model, cluster, workload, part)
     tiles = tile_times(model, cluster, workload, part)
     chunk_bytes = [float(s * model.d_model * _act_bytes(workload)) for s in part.seq]
-    stack = _stack(cluster, stack_s_per_byte)
+    stack = _stack(cluster)
     tasks: list[Task] = []
     ready = [""] * n
     for layer in range(n_layers):
@@ -642,13 +645,13 @@ class _RingSteps:
 
 
 def _ring_step_arrays(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
-                      stack_s_per_byte) -> tuple[_RingSteps, list[np.ndarray]]:
+                      ) -> tuple[_RingSteps, list[np.ndarray]]:
     """The rings' [step, device] arrays, and every duration they are gathered from (or, with the stack
     what-if, summed into), for the NaN / negative check."""
     n = cluster.n
     mats, rows, cols = tile_classes(model, cluster, workload, part)
     chunk_bytes = np.array([float(s * model.d_model * _act_bytes(workload)) for s in part.seq])
-    stack = _stack(cluster, stack_s_per_byte)
+    stack = _stack(cluster)
     ring = _ring_steps(cluster, chunk_bytes)
     ar = np.arange(n)
     steps = ar[:, None]
@@ -717,7 +720,7 @@ def _layer_makespans(t: dict, ring: _RingSteps, n_layers: int) -> list[float]:
 
 
 def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Workload, part: Partition,
-                      n_layers: int = SIMULATED_LAYERS, stack_s_per_byte=None) -> list[float]:
+                      n_layers: int = SIMULATED_LAYERS) -> list[float]:
     """`overlap_timeline(..., layers).makespan` for layers = 1 .. `n_layers`, without building the tasks.
 
     The same recurrence as `workbench.simulate.schedule` on the same list of tasks (start = max(its
@@ -727,19 +730,19 @@ def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Work
     floats (bit-equal; `tests/test_scale.py` holds it to the task timeline). The makespan after a layer is
     the latest free time over all resources (each resource's free time only grows)."""
     t = hmp_block_times(model, cluster, workload, part)
-    ring, gathered = _ring_step_arrays(model, cluster, workload, part, stack_s_per_byte)
+    ring, gathered = _ring_step_arrays(model, cluster, workload, part)
     # every duration is one of these values (gathered) or, with the what-if, a sum of them
     durations = [t[k] for k in ("overhead", "attn", "con")] + gathered
     if any(np.any(np.isnan(x)) or np.any(x < 0) for x in durations):
         # NaN (Python's max and np.maximum treat it differently) or negative (simulate.Task rejects it): the
         # task timeline itself (inf adds and compares alike in both, so it stays on the fast path)
-        return [overlap_timeline(model, cluster, workload, part, k, stack_s_per_byte).makespan
+        return [overlap_timeline(model, cluster, workload, part, k).makespan
                 for k in range(1, n_layers + 1)]
     return _layer_makespans(t, ring, n_layers)
 
 
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                                partition: Partition, notes: str = "", stack_s_per_byte=None) -> SchemeResult:
+                                partition: Partition, notes: str = "") -> SchemeResult:
     """Galaxy with the tile-based AG/RS overlap on a given partition; per-layer time from a one- and a
     two-layer timeline.
 
@@ -751,11 +754,11 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     _require_plan("galaxy_hmp_overlap", partition)
     part = _check(model, cluster, workload, partition, partition)
     L = model.n_layers
-    one, two = overlap_makespans(model, cluster, workload, part, 2, stack_s_per_byte)
+    one, two = overlap_makespans(model, cluster, workload, part, 2)
     total = one + (L - 1) * (two - one) if L > 1 else one
     head, head_link, head_data = head_cost("galaxy_hmp_overlap", model, cluster, workload)  # after the layers
     total += head + head_link + head_data
-    unfused = evaluate_galaxy_hmp(model, cluster, workload, part, stack_s_per_byte=stack_s_per_byte)
+    unfused = evaluate_galaxy_hmp(model, cluster, workload, part)
     memory = tp_memory_bytes(model, workload, part)
     if total > unfused.latency_s:
         notes = "; ".join(x for x in (notes, "tile fusion would be slower than the plain HMP schedule here: "
@@ -769,7 +772,7 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     # each tile row summed as tile_times' n x n rows are (one row per class, the same reduction)
     per_device = sum(mats[k][:, cols].sum(axis=1)[rows] for k in mats) + t["attn"] + 2 * t["con"] + t["overhead"]
     compute = min(L * float(np.max(per_device)), total - head_link - head_data - head) + head
-    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload, stack_s_per_byte=stack_s_per_byte)
+    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)
     exposed = total - compute - head_link - head_data
     share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
     fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp_overlap", model, cluster, workload, part))) \
@@ -779,20 +782,21 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
                    hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
 
 
-EVALUATORS = {"local": evaluate_local, "megatron_tp": evaluate_megatron_tp, "sp": evaluate_sp,
+# The schemes on a given partition (Megatron-LM's and SP's split their compute_s as the registry's do).
+EVALUATORS = {"local": evaluate_local, "megatron_tp": with_streaming_split(megatron_tp_on), "sp": with_streaming_split(sp_on),
               "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
 PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.planners.galaxy)
 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-             partition: Partition | None = None, stack_s_per_byte=None) -> SchemeResult:
+             partition: Partition | None = None) -> SchemeResult:
     """Evaluate one of `GALAXY_SCHEMES` (a partition applies to the parallel schemes; Galaxy's two need one:
     `workbench.planners.galaxy.evaluate` plans it)."""
     if scheme not in EVALUATORS:
         raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
     if scheme == "local":
         return evaluate_local(model, cluster, workload)
-    return EVALUATORS[scheme](model, cluster, workload, partition, stack_s_per_byte=stack_s_per_byte)
+    return EVALUATORS[scheme](model, cluster, workload, partition)
 
 
 def latency_or_nan(result: SchemeResult) -> float:

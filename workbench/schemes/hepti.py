@@ -180,8 +180,7 @@ def profile_from_device(device: DeviceSpec, bandwidth_bytes_per_s: float, latenc
     (`DeviceSpec.gemm_half_rows`). Eq. 5 is linear: no roofline, no small-kernel loss."""
     dtype = common.compute_dtype(device, bits, bits if activation_bits is None else activation_bits)
     rate = device.peak(dtype) * float(device.efficiency(kind, rows=rows))
-    clock = device.provenance.get("clock_hz")
-    frequency = float(clock.value) if clock is not None else rate
+    frequency = device.clock_hz if device.clock_hz > 0 else rate
     memory = device.memory_bytes if free_memory_bytes is None else free_memory_bytes
     return DeviceProfile(device.name, frequency, frequency / rate, float(memory), bandwidth_bytes_per_s, latency_s)
 

@@ -4,9 +4,9 @@ STI's partition is in time, not across devices: layer k's shards are read (and d
 layer k-1 computes. The cost model is STI's own offline profile (Sec. 5.2), built from a `DeviceSpec`:
 
 * compute delay of one layer with m of M shards: ``max(floor, FLOPs x m/M / (peak x efficiency))``
-  + decompression of m shards (``decompress_weights_per_s``). `floor` (``layer_time_floor``, GPU only)
-  is the fixed cost a GPU pays for any part of a layer (Sec. 7.3). Both extra constants live in the
-  device preset and are read from its provenance (DeviceSpec has no field for them);
+  + decompression of m shards (`DeviceSpec.decompress_weights_per_s`; 0: not modelled). `floor`
+  (`DeviceSpec.layer_time_floor_s`, GPU only; 0: none) is the fixed cost a GPU pays for any part of a layer
+  (Sec. 7.3);
 * IO delay of one shard at k bits: its on-disk record (``workbench.shards.shard_record_bytes``) /
   the device's flash read rate (``storage_read_bandwidth``).
 
@@ -52,12 +52,6 @@ def default_bitwidths() -> tuple[int, ...]:
     return tuple(int(b) for b in sti_constants()["bitwidths"])
 
 
-def device_constant(device: DeviceSpec, name: str, default: float) -> float:
-    """A preset constant the DeviceSpec has no field for (layer_time_floor, decompress_weights_per_s)."""
-    const = device.provenance.get(name)
-    return default if const is None else float(const.value)
-
-
 def read_bandwidth(device: DeviceSpec) -> float:
     """Flash read rate; STI needs one."""
     if device.storage_read_bytes_per_s is None:
@@ -93,12 +87,12 @@ def layer_exec_time(model: TransformerConfig, device: DeviceSpec, m: int, seq_le
     layer = common.Operator("layer", layer_flops(model, m, seq_len, kv_len), 0.0, 0, dtype,
                             common.kernel_kind(seq_len))  # one rate per layer: no bytes, launches in fixed
     compute = float(common.cost(device, [layer])[0].compute_s)
-    return max(device_constant(device, "layer_time_floor", 0.0), compute + common.fixed_layer_time(device))
+    return max(device.layer_time_floor_s, compute + common.fixed_layer_time(device))
 
 
 def decompress_time(model: TransformerConfig, device: DeviceSpec, m: int) -> float:
     """Seconds to substitute centroids for the indexes of m shards (0 if the device gives no rate)."""
-    rate = device_constant(device, "decompress_weights_per_s", 0.0)
+    rate = device.decompress_weights_per_s
     return 0.0 if rate == 0 else m * shard_weights(model) / rate
 
 

@@ -34,7 +34,7 @@ from workbench.constants import paper_values
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.network import ALGORITHMS, collective_latency, on_topology, traversals
+from workbench.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.galaxy import one_device_is_local
@@ -211,28 +211,27 @@ def compute_stalls(timeline: Timeline) -> list[float]:
 
 
 # ---- devices and network -------------------------------------------------------------------------
-def device_constant(device: DeviceSpec, name: str, default: float | None = None) -> float:
-    """An extra constant of a device preset (swap_capacity, swap_bandwidth, link_bandwidth, ...)."""
-    if name in device.provenance:
-        return float(device.provenance[name].value)
-    if default is None:
-        raise WorkbenchError(f"device {device.name!r} has no constant {name!r}")
-    return default
+# The storage rates a baseline may read its weights back at: the DeviceSpec field and its deployment-TOML key.
+STORAGE_RATES = {"swap": ("swap_read_bytes_per_s", "swap_mb_per_s"),
+                 "offload": ("offload_read_bytes_per_s", "offload_read_mb_per_s")}
 
 
-def storage_rate(device: DeviceSpec, name: str, why: str) -> float:
-    """A device's rate for `name` (a preset constant), else its storage read rate; none is an error, never an
-    assumed rate."""
-    if name in device.provenance:
-        return float(device.provenance[name].value)
+def storage_rate(device: DeviceSpec, rate: str, why: str) -> float:
+    """A device's `rate` ("swap" or "offload", `STORAGE_RATES`), else its storage read rate; none is an error
+    naming both keys, never an assumed rate."""
+    require_choice("storage rate", rate, tuple(STORAGE_RATES))
+    name, key = STORAGE_RATES[rate]
+    value = getattr(device, name)
+    if value is not None:
+        return value
     if device.storage_read_bytes_per_s is None:
-        raise WorkbenchError(f"device {device.name!r} has no storage_read_mb_per_s (nor {name}): {why} needs it")
+        raise WorkbenchError(f"device {device.name!r} has no storage_read_mb_per_s (nor {key}): {why} needs it")
     return device.storage_read_bytes_per_s
 
 
 def memory_limit(device: DeviceSpec) -> float:
-    """Bytes a device can hold before OOM: DRAM + swap."""
-    return device.memory_bytes + device_constant(device, "swap_capacity", 0.0)
+    """Bytes a device can hold before OOM: DRAM + swap (`DeviceSpec.swap_capacity_bytes`, 0: none)."""
+    return device.memory_bytes + device.swap_capacity_bytes
 
 
 def stream_bandwidth(device: DeviceSpec) -> float:
@@ -283,9 +282,8 @@ def device_shares(cluster: Cluster, split: str = "capability") -> np.ndarray:
 def access_links(cluster: Cluster) -> tuple[np.ndarray, np.ndarray] | None:
     """Per-device (bandwidth B/s, one-way latency s) to the router when every preset gives them (Table 7)."""
     devs = cluster.devices
-    if cluster.n > 1 and all("link_bandwidth" in d.provenance and "link_latency" in d.provenance for d in devs):
-        return (np.array([device_constant(d, "link_bandwidth") for d in devs]),
-                np.array([device_constant(d, "link_latency") for d in devs]))
+    if cluster.n > 1 and all(d.access_link_bytes_per_s is not None for d in devs):
+        return (np.array([d.access_link_bytes_per_s for d in devs]), np.array([d.access_link_latency_s for d in devs]))
     return None
 
 
@@ -294,8 +292,8 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
     """(link-latency seconds, bytes seconds) of a collective among the cluster's devices (master = 0).
 
     Homogeneous: workbench.network on the cluster's topology. Per-device access links (the laptops'
-    Wi-Fi, Table 7): a star goes worker -> router -> master (latencies add), the master's link
-    serialises the (n-1) messages; ring/tree use the slowest link for every hop.
+    Wi-Fi, Table 7; `DeviceSpec.access_link_bytes_per_s`): a star goes worker -> router -> master
+    (`network.star_on_access_links`); ring/tree cross two access links per hop, each at the slowest.
     """
     if cluster.n == 1 or message_bytes == 0:
         return 0.0, 0.0
@@ -304,14 +302,10 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
         link_s, bytes_s = on_topology(cluster.topology, algorithm, collective, message_bytes, depth=depth, breakdown=True)
         return float(link_s), float(bytes_s)
     bw, lat = links
-    n = cluster.n
     if algorithm == "star":
-        steps = float(traversals("star", collective, n))
-        path = float(np.max(lat[1:] + lat[0]))
-        phase = max((n - 1) * message_bytes / bw[0], float(np.max(message_bytes / bw[1:])))
-        phases = 2.0 if collective in ("all_reduce", "reduce_scatter", "all_gather") else 1.0
-        return steps * path, phases * phase
-    link_s, bytes_s = collective_latency(algorithm, collective, n, message_bytes, float(bw.min()), float(lat.max()),
+        return star_on_access_links(collective, message_bytes, bw, lat)
+    link_s, bytes_s = collective_latency(algorithm, collective, cluster.n, message_bytes, float(bw.min()),
+                                         float(lat.max()),
                                          path_hops=2, depth=depth, breakdown=True)
     return float(link_s), float(bytes_s)
 
@@ -327,7 +321,8 @@ def p2p_time(cluster: Cluster, src: int, dst: int, message_bytes: float) -> floa
                                         topo.link.latency_s, topo.path_hops,
                                         message_overhead=topo.link.message_overhead_s))
     bw, lat = links
-    return float(lat[src] + lat[dst] + message_bytes / min(bw[src], bw[dst]))
+    link_s, bytes_s = star_on_access_links("broadcast", message_bytes, bw[[src, dst]], lat[[src, dst]])
+    return link_s + bytes_s
 
 
 # ---- the TPI-LLM timeline --------------------------------------------------------------------------
