@@ -61,6 +61,7 @@ def provenance_lookups() -> dict[tuple[str, str], str]:
     return found
 
 
+@pytest.mark.source_scan
 def test_no_device_value_is_read_out_of_provenance():
     """Only the typical-efficiency notice looks into a device's provenance, and it reads no value there."""
     found = provenance_lookups()

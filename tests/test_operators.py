@@ -53,6 +53,7 @@ def _primitive_calls(path: Path) -> list[tuple[str, str, int]]:
     return [(func, name, line) for func, name, line, _ in sorted(found, key=lambda f: (f[2], f[3]))]
 
 
+@pytest.mark.source_scan
 def test_every_layer_is_costed_by_the_operator_table_and_no_other_way():
     """No scheme, planner or the accelerator study computes a kernel's arithmetic or streaming time itself:
     only `common._operator_cost` does (the listed exceptions are the papers' own non-roofline models)."""
