@@ -17,7 +17,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
-MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/schemes/common.py")
+MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/fields.py",
+           "workbench/schemes/common.py")
 KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
 TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
 
@@ -59,10 +60,6 @@ EQUIVALENT: dict[str, str] = {
         "workbench.network.x_collective_cost__mutmut_117",
         "workbench.network.x_collective_cost__mutmut_136",
         "workbench.network.x_collective_cost__mutmut_138",
-        "workbench.network.x_collective_latency__mutmut_16",
-        "workbench.network.x_collective_latency__mutmut_18",
-        "workbench.network.x_collective_latency__mutmut_21",
-        "workbench.network.x_collective_latency__mutmut_23",
     ], _WHY["dtype"]),
     # network: one_device
     **dict.fromkeys([
@@ -109,7 +106,6 @@ EQUIVALENT: dict[str, str] = {
     ], _WHY["dtype"]),
     # hardware: zero
     **dict.fromkeys([
-        "workbench.hardware.xǁDeviceSpecǁcompute_time__mutmut_24",
     ], _WHY["zero"]),
     # schemes.common: dtype
     **dict.fromkeys([
@@ -117,12 +113,6 @@ EQUIVALENT: dict[str, str] = {
         "workbench.schemes.common.x_matmul_time__mutmut_7",
         "workbench.schemes.common.x_launched__mutmut_8",
         "workbench.schemes.common.x_launched__mutmut_10",
-        "workbench.schemes.common.x_roofline_time__mutmut_5",
-        "workbench.schemes.common.x_roofline_time__mutmut_7",
-        "workbench.schemes.common.x_roofline_time__mutmut_37",
-        "workbench.schemes.common.x_roofline_time__mutmut_39",
-        "workbench.schemes.common.x_roofline_time__mutmut_41",
-        "workbench.schemes.common.x_roofline_time__mutmut_43",
         "workbench.schemes.common.x_score_flops__mutmut_7",
         "workbench.schemes.common.x_score_flops__mutmut_9",
         "workbench.schemes.common.x_score_flops__mutmut_11",
@@ -137,18 +127,12 @@ EQUIVALENT: dict[str, str] = {
         "workbench.schemes.common.x_ffn_up_flops__mutmut_18",
         "workbench.schemes.common.x_ffn_down_flops__mutmut_10",
         "workbench.schemes.common.x_ffn_down_flops__mutmut_12",
-        "workbench.schemes.common.x_kernel_times__mutmut_12",
-        "workbench.schemes.common.x_kernel_times__mutmut_14",
-        "workbench.schemes.common.x_attention_time__mutmut_14",
-        "workbench.schemes.common.x_attention_time__mutmut_16",
         "workbench.schemes.common.x_distinct_devices__mutmut_12",
         "workbench.schemes.common.x_distinct_devices__mutmut_14",
     ], _WHY["dtype"]),
     # schemes.common: zero
     **dict.fromkeys([
-        "workbench.schemes.common.x_matmul_time__mutmut_22",
         "workbench.schemes.common.x_code_bits__mutmut_6",
-        "workbench.schemes.common.x_roofline_time__mutmut_19",
     ], _WHY["zero"]),
 }
 
