@@ -72,7 +72,7 @@ import numpy as np
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.schemes.base import Workload
+from workbench.schemes.workload import Workload
 
 # Passes of (tokens, E) activations through memory in one connective block: residual add (read two,
 # write one) + norm (read for the statistics, read and write to normalise). Dropout is the identity.

@@ -1,0 +1,66 @@
+"""What a scheme evaluator is asked to run: one generation step's `Workload` (its own module, below `schemes.base`
+and `schemes.common`, so both can take it without importing each other)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.fields import FieldSpec, TomlKey, declared
+
+PHASES = ("prefill", "decode")
+
+
+def _tokens(help: str, key: str) -> FieldSpec:
+    """A token count: an integer >= 1 in code, at most 2^20 from a file."""
+    return FieldSpec(help, "tokens", 1, math.inf, file_high=1 << 20, kind="integer", toml=(TomlKey(key, 1.0, "tokens"),))
+
+
+def _bits(help: str, key: str) -> FieldSpec:
+    """Bits per element: > 0 in code, in [1, 32] from a file (a [model] key)."""
+    return FieldSpec(help, "bit", 0.0, math.inf, low_open=True, file_high=32.0, file_floor=1.0,
+                     toml=(TomlKey(key, 1.0, "bit"),))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What to run: prefill of `seq_len` tokens (time to first token) or one decode step at `kv_len`."""
+
+    phase: str = "prefill"
+    seq_len: int = declared(_tokens("prompt length (and at most the model's max_positions)", "seq_len"), 128)
+    kv_len: int = declared(_tokens("tokens attended per decode step (default: seq_len)", "kv_len"), 128)  # cache + 1
+    weight_bits: float = declared(_bits("bits per weight (or weight_format)", "weight_bits"), 16)
+    activation_bits: float = declared(_bits(  # activations in memory and on the wire (q8_0: 8.5 bits)
+        "bits per activation, in memory and on the wire (or activation_format)", "activation_bits"), 16)
+    # cost a decoder's output head (the next token's logits): a generation step, what the arena compares.
+    # False = the backbone only, as Galaxy times its classifiers and the MCU and STI papers their blocks.
+    output_head: bool = True
+    kv_bits: float | None = declared(_bits(  # the KV cache's width (None: the activations'; llama.cpp keeps f16)
+        "bits per KV-cache element (or kv_format; default: the activations')", "kv_bits"), None)
+
+    def __post_init__(self) -> None:
+        require_choice("phase", self.phase, PHASES)
+        if not isinstance(self.output_head, bool):
+            raise WorkbenchError(f"output_head must be True or False, got {self.output_head!r}")
+        require_int("seq_len", self.seq_len, low=1)
+        require_int("kv_len", self.kv_len, low=1)
+        require_positive("weight_bits", self.weight_bits)
+        require_positive("activation_bits", self.activation_bits)
+        if self.kv_bits is not None:
+            require_positive("kv_bits", self.kv_bits)
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens processed in this step (S in prefill, 1 in decode)."""
+        return self.seq_len if self.phase == "prefill" else 1
+
+    @property
+    def cache_bits(self) -> float:
+        """Bits per KV-cache element (kv_bits, else the activations')."""
+        return self.activation_bits if self.kv_bits is None else self.kv_bits
+
+    @property
+    def attended(self) -> int:
+        """Keys each query attends to."""
+        return self.seq_len if self.phase == "prefill" else self.kv_len
