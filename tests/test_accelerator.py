@@ -110,7 +110,7 @@ def test_stacked_layer_measurement_reports_per_layer_time(cpu_devices):
 def test_h100_layers_against_the_measured_preset():
     """The stored GPU rows (2026-11-24) against the roofline: large decode layers within the issue's 20 %,
     and the measured preset closer than the pure datasheet roofline in every phase."""
-    import workbench.papers.cluster as wb
+    import workbench.studies.cluster as wb
 
     table = wb.gpu_layer_table()
     assert set(table.dtype) == {"bf16", "fp32"} and set(table.phase) == {"prefill", "decode"}

@@ -525,7 +525,7 @@ def test_default_campaign_calibrates_the_100mbit_class_of_the_end_to_end_run():
 
 
 def test_stored_fit_matches_a_refit_of_the_stored_measurements():
-    from workbench.papers.cluster import host, measurements, stored_fits
+    from workbench.studies.cluster import host, measurements, stored_fits
 
     refit = fit_all(measurements(), host()).set_index("link_class")
     stored = stored_fits().set_index("link_class")
@@ -546,7 +546,7 @@ def test_stored_fit_matches_a_refit_of_the_stored_measurements():
 
 
 def test_stored_measurements_cover_the_campaign():
-    from workbench.papers.cluster import machine_info, measurements
+    from workbench.studies.cluster import machine_info, measurements
 
     data = measurements()
     loop = data[data.link_class == "loopback"]
@@ -557,7 +557,7 @@ def test_stored_measurements_cover_the_campaign():
 
 
 def test_notebook_tables_from_stored_data():
-    from workbench.papers import cluster as wb
+    from workbench.studies import cluster as wb
 
     table = wb.collective_comparison()
     assert set(table.role) == {"calibration", "validation"}
@@ -1024,7 +1024,7 @@ def test_fresh_page_cost_is_measured_here():
 def test_the_largest_loopback_calls_are_predicted_better_with_fresh_pages(monkeypatch):
     import dataclasses
 
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     def large_error() -> float:
         table = stored.fastest_call_comparison()
@@ -1078,7 +1078,7 @@ def test_the_stored_temp_blocks_are_what_xla_compiles(program, processes):
 def test_the_large_loopback_stars_are_predicted_within_half_with_the_temp_block():
     # before the temp block the 8 and 64 MiB stars at 4 and 8 processes were 2.3-5.7x the model
     from workbench.cluster.fit import fit_all, predict
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     folder = stored.latest_collectives_dir()
     data, host = stored.measurements(folder), stored.host(folder)
@@ -1104,7 +1104,7 @@ def test_a_reduce_scatter_waits_for_its_data_messages_only():
 
 def test_the_stored_reduce_scatters_are_predicted_better_counting_data_messages_only(monkeypatch):
     from workbench.cluster import collectives
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     def error() -> float:
         table = stored.fastest_call_comparison()
@@ -1131,7 +1131,7 @@ def test_a_tiny_all_reduce_goes_round_the_ring_hop_by_hop():
 
 def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch):
     from workbench.cluster import collectives
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     def error() -> float:
         table = stored.fastest_call_comparison()
@@ -1176,7 +1176,7 @@ OSU_DIR = DATA_DIR / "cluster" / "campaigns" / "2026-11-25b"
 
 
 def test_the_capped_osu_campaign_steadies_the_median_call():
-    from workbench.papers import cluster as wb
+    from workbench.studies import cluster as wb
 
     assert OSU_DIR in [folder for _, folder, _, _ in wb.collective_campaigns()]
     data = wb.measurements(OSU_DIR)
@@ -1194,7 +1194,7 @@ OSU_FULL_DIR = DATA_DIR / "cluster" / "campaigns" / "2026-11-25d"
 
 
 def test_the_latest_collectives_campaign_is_the_last_one_stored(monkeypatch):
-    from workbench.papers import cluster as wb
+    from workbench.studies import cluster as wb
 
     stored = [c for c in wb.COLLECTIVE_CAMPAIGNS if (c[1] / "cluster" / c[2]).exists()]
     assert len(stored) >= 2 and wb.latest_collectives_dir() == stored[-1][1]
@@ -1204,7 +1204,7 @@ def test_the_latest_collectives_campaign_is_the_last_one_stored(monkeypatch):
 
 def test_the_full_osu_campaign_takes_osus_repetitions_in_full():
     from workbench.cluster.measure import OSU_FULL_PROTOCOL
-    from workbench.papers import cluster as wb
+    from workbench.studies import cluster as wb
 
     assert OSU_FULL_DIR in [folder for _, folder, _, _ in wb.collective_campaigns()]
     data = wb.measurements(OSU_FULL_DIR)
@@ -1252,7 +1252,7 @@ def test_best_of_n_takes_each_calls_slowest_process_then_the_fastest_of_the_firs
 
 
 def test_the_best_of_n_diagnostic_says_what_the_notebook_says():
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     table = stored.best_of_n_table().set_index("program")
     assert len(table) == 6 and set(table.processes) == {8} and set(table.message_bytes) == {32}
@@ -1281,7 +1281,7 @@ def test_the_full_osu_protocol_times_every_point_its_whole_count():
 def test_result_rows_name_each_rows_own_setting_and_refuse_an_unknown_frame():
     # a row's `dtype` attribute is the Series' own dtype ("object"), not the column: the settings once read
     # "dtype=object" for bf16 and fp32 rows alike, so the two rows of a point shared one key
-    from workbench.papers import cluster as wb
+    from workbench.studies import cluster as wb
 
     gpu = pd.DataFrame({"model": "m", "phase": "prefill", "seq_len": 128, "kv_len": 128, "dtype": ["bf16", "fp32"],
                         "measured_s": [1.0, 2.0], "predicted_s": 1.0, "datasheet_roofline_s": 1.0,

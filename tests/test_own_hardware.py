@@ -7,7 +7,7 @@ import pytest
 from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError
 from workbench.hardware import load_device
-from workbench.papers import own_hardware as O
+from workbench.studies import own_hardware as O
 from workbench.userconfig import parse_config
 
 
@@ -15,7 +15,7 @@ from workbench.userconfig import parse_config
 def test_the_deployment_names_a_device_file_equal_to_the_process_share(processes, tmp_path):
     doc = O.deployment(processes, "loopback", tmp_path)
     config = parse_config(doc, "deploy.toml", tmp_path)
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     measured = stored.colocated_share(processes)
     assert measured is not None and 1.0 / processes < measured < 1.0  # measured, and more than an even split
@@ -57,7 +57,7 @@ def test_the_link_is_what_a_running_program_pays_per_sync(tmp_path):
     # single-call fit that absorbs each call's dispatch and scheduler waits
     doc = O.deployment(2, "loopback", tmp_path)
     from workbench.cluster.collectives import link_models
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     chain_o = stored.program_links()["loopback"].message_overhead_s
     assert doc["network"]["message_overhead_us"] == pytest.approx(chain_o * 1e6)
@@ -122,7 +122,7 @@ def test_the_first_campaign_with_decoder_chains_verifies_with_the_syncs_measured
     """The campaign with decoder chains deploys them (chosen before its runs were compared): its own runs at
     2 and 4 processes are predicted within the issue's 15 % (median |error|, fastest runs), and a deployment on
     the older after-compute / after-streaming chains of the same campaign does worse."""
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     campaign = O.CAMPAIGNS["2026-11-25a"]
     assert stored.phase_sync_for(campaign) == stored.DECODER_PHASE_SYNC

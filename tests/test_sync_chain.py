@@ -89,7 +89,7 @@ def test_a_sync_after_compute_is_the_step_minus_its_compute():
 
 def test_the_decoders_link_is_fitted_on_syncs_after_compute():
     from workbench.cluster.collectives import link_models
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     links, bare = stored.program_links(), stored.chain_table()
     after = bare[(bare.syncs == "after compute") & (bare.role == "calibration") & (bare.link_class == "loopback")]
@@ -116,7 +116,7 @@ def test_a_sync_after_compute_needs_every_process_so_co_located_ones_stretch_its
 
 def test_the_stored_four_process_syncs_after_compute_are_predicted_better_with_the_stretch(monkeypatch):
     from workbench.cluster import collectives
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     def loopback_after_compute(table):
         rows = table[(table.syncs == "after compute") & (table.role == "validation") & (table.link_class == "loopback")]
@@ -150,7 +150,7 @@ def test_a_sync_after_streaming_is_the_streaming_step_minus_its_stream():
 def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_count():
     from workbench.cluster.collectives import colocated_link, link_models
     from workbench.cluster.fit import fit_chains
-    from workbench.papers import cluster as stored
+    from workbench.studies import cluster as stored
 
     assert stored.PHASE_SYNC == {"prefill": "after compute", "decode": "after streaming"}
     slopes = stored._program_slopes(stored.DATA_DIR)
@@ -215,8 +215,8 @@ def test_the_decoder_chains_baseline_is_the_same_layers_without_a_single_collect
 def test_a_campaign_with_decoder_chains_deploys_the_syncs_measured_among_a_decoder_layers_kernels():
     from workbench.cluster.collectives import colocated_link, link_models
     from workbench.cluster.fit import DECODER_SYNC, fit_chains
-    from workbench.papers import cluster as stored
-    from workbench.papers.own_hardware import CAMPAIGNS
+    from workbench.studies import cluster as stored
+    from workbench.studies.own_hardware import CAMPAIGNS
 
     with_decoder = CAMPAIGNS["2026-11-25a"]
     assert stored.phase_sync_for(stored.DATA_DIR) == stored.PHASE_SYNC  # measured before the decoder chains

@@ -29,7 +29,7 @@ import altair as alt
 import pandas as pd
 
 from workbench.display import setup_notebook
-from workbench.papers import cluster as wb
+from workbench.studies import cluster as wb
 from workbench.results import Recorder
 
 rec = Recorder("cluster", figures_dir)

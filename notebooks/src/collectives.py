@@ -19,7 +19,7 @@ message_bytes = 32768  # e.g. one Llama 2-7B hidden vector in fp32 is 16 KiB
 import altair as alt
 
 from workbench.display import setup_notebook
-from workbench.papers import collectives as C
+from workbench.studies import collectives as C
 from workbench.results import Recorder, result_rows
 
 rec = Recorder("collectives", figures_dir)

@@ -15,7 +15,7 @@ import altair as alt
 
 from workbench.display import setup_notebook
 from workbench.papers.charts import log_base
-from workbench.papers.models import model_table, registry_result_rows, size_fidelity_rows
+from workbench.studies.models import model_table, registry_result_rows, size_fidelity_rows
 from workbench.results import Recorder
 
 rec = Recorder("models", figures_dir)

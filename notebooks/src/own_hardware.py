@@ -33,8 +33,8 @@ import pandas as pd
 
 from workbench.calibrate import to_toml
 from workbench.display import setup_notebook
-from workbench.papers import cluster as stored
-from workbench.papers import own_hardware as wb
+from workbench.studies import cluster as stored
+from workbench.studies import own_hardware as wb
 from workbench.papers.charts import diagonal
 from workbench.results import Recorder
 

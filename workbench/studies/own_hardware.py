@@ -39,9 +39,9 @@ from workbench.cluster.predict import shared_device
 from workbench.errors import WorkbenchError, require_int
 from workbench.hardware import DeviceSpec
 from workbench.io import DATA_DIR
-from workbench.papers import cluster as stored
 from workbench.profile.network import resolved_bandwidth_mbps
 from workbench.results import RESULT_COLUMNS
+from workbench.studies import cluster as stored
 
 PAPER = "own_hardware"
 SCHEME = "tpi_star_tp_resident"
