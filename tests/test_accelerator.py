@@ -122,3 +122,19 @@ def test_h100_layers_against_the_measured_preset():
         assert model_error[table.phase == phase].median() < datasheet_error[table.phase == phase].median()
     samples = wb.gpu_kernel_samples()
     assert len(samples) == 2 and ((samples.kernels_compiled - samples.kernels_model).abs() <= 4).all()
+
+
+def test_an_unfused_block_keeps_the_layers_fixed_time_defined_under_the_fused_count():
+    """layer_overhead is what a layer's measured fixed time leaves after KERNELS_PER_LAYER launches; the unfused
+    study launches its own count, so it adds only what is left of that total (never a negative remainder)."""
+    import pandas as pd
+
+    from workbench.accelerator import block_overhead
+    from workbench.hardware import DeviceSpec
+    from workbench.schemes.common import KERNELS_PER_LAYER
+
+    device = DeviceSpec("d", {"fp32": 1e12}, kernel_launch_s=1e-6, layer_overhead_s=4e-6)
+    total = KERNELS_PER_LAYER * 1e-6 + 4e-6
+    for kernels, expected in ((3, total - 3e-6), (KERNELS_PER_LAYER, 4e-6), (16, 0.0)):
+        table = pd.DataFrame({"launch_s": [1e-6] * kernels})
+        assert block_overhead(device, table) == pytest.approx(expected, abs=1e-15), kernels

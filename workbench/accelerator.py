@@ -32,7 +32,7 @@ from workbench.errors import WorkbenchError, require_choice, require_int, requir
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.schemes.base import Workload
-from workbench.schemes.common import Operator, cost, layer_operators
+from workbench.schemes.common import Operator, cost, fixed_layer_time, layer_operators
 
 PHASES = ("prefill", "decode")
 
@@ -81,10 +81,18 @@ def roofline(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: in
 
 def layer_latency(cfg: TransformerConfig, device: DeviceSpec, phase: str, seq_len: int,
                   kv_len: int | None = None, dtype: str = "fp32", precision: str = "default") -> float:
-    """Roofline seconds of one block (sum over its unfused operators, each with its own launches) plus the
-    device's per-layer overhead (calibrated under the fused count: `common.KERNELS_PER_LAYER`)."""
+    """Roofline seconds of one block (sum over its unfused operators, each with its own launches) plus what is
+    left of the layer's fixed time (`block_overhead`)."""
     table = roofline(cfg, device, phase, seq_len, kv_len, dtype, precision=precision)
-    return float(table["latency_s"].sum()) + device.layer_overhead_s
+    return float(table["latency_s"].sum()) + block_overhead(device, table)
+
+
+def block_overhead(device: DeviceSpec, table: pd.DataFrame) -> float:
+    """The per-layer fixed seconds an unfused block adds to its own kernels' launches. `layer_overhead_s` is
+    defined under the fused count (`common.KERNELS_PER_LAYER` launches + it = a layer's measured fixed time,
+    `common.fixed_layer_time`), so a costing that launches another count keeps that total, never less than its
+    own launches: max(0, fixed_layer_time - the block's launches)."""
+    return max(0.0, fixed_layer_time(device) - float(table["launch_s"].sum()))
 
 
 def ridge_point(device: DeviceSpec, dtype: str = "fp32", kind: str = "gemm") -> float:
@@ -266,7 +274,7 @@ def compare(measured: pd.DataFrame, device: DeviceSpec, models: dict[str, Transf
         cfg = models[row.model]
         kv = int(row.kv_len) if row.phase == "decode" else None
         table = roofline(cfg, device, row.phase, int(row.seq_len), kv, dtype, precision=precision)
-        predicted = float(table["latency_s"].sum()) + device.layer_overhead_s
+        predicted = float(table["latency_s"].sum()) + block_overhead(device, table)
         bound = "memory" if table["memory_s"].sum() > table["compute_s"].sum() else "compute"
         rows.append({"model": row.model, "phase": row.phase, "seq_len": int(row.seq_len), "kv_len": int(row.kv_len),
                      "measured_s": float(row.measured_s), "predicted_s": predicted,

@@ -46,9 +46,9 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   launches per layer, and the measured presets' `layer_overhead` is calibrated under that count (the per-layer
   slope of the micro-benchmark's tiny layers minus 7 launches: `profile.microbench.fixed_costs`). The
   accelerator study charges its unfused rows' own launches (checked against compiled HLO on the lent H100,
-  `studies.cluster.gpu_kernel_samples`) and the same overhead; on the CPU preset, whose XLA fuses elementwise
-  work into fewer thunks than the unfused 16 and whose stored data count none, the overhead is not re-derived
-  (under 16 it would floor at 0: the measured per-layer slope is below 16 measured launches).
+  `studies.cluster.gpu_kernel_samples`) plus what is left of the layer's fixed time defined under 7
+  (`accelerator.block_overhead`: max(0, 7 launches + layer_overhead - its own launches)), so no costing charges
+  a layer more fixed time than was measured for it (the CPU preset's 16 unfused launches already exceed it: 0).
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
   tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
   (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
