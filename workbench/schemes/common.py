@@ -139,10 +139,8 @@ def kernel_kind(new_tokens: int) -> str:
 def matmul_time(device: DeviceSpec, flops, dtype: str, kind: str = "gemm", kernel_flops=None, rows=None):
     """Seconds for `flops` at peak[dtype] x efficiency(kind, size, rows); size = `kernel_flops` (default: the
     FLOPs themselves), `rows` a GEMM's row count (default: not row-limited). Vectorised; 0 FLOPs take 0 s.
-    No launch cost (see `roofline_time`)."""
-    flops = np.asarray(flops, dtype=float)
-    eff = device.efficiency(kind, flops if kernel_flops is None else kernel_flops, rows)
-    return np.where(flops > 0, flops / np.maximum(device.peak(dtype) * eff, 1e-300), 0.0)
+    No launch cost (see `roofline_time`). One rule with `DeviceSpec.compute_time`, which it calls."""
+    return device.compute_time(flops, dtype, kind, kernel_flops, rows)
 
 
 def stream_time(device: DeviceSpec, n_bytes):
