@@ -9,6 +9,7 @@ from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Topology
+from workbench.schemes.common import Breakdown, memory_share
 from workbench.schemes.workload import PHASES, Workload  # noqa: F401 (PHASES: re-exported, the arena's contract)
 
 
@@ -59,7 +60,13 @@ class SchemeResult:
     memory_budget_bytes: tuple[float, ...] = ()
     oom: bool = False
     notes: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict = field(default_factory=dict, compare=False)  # scheme-specific objects (plans, timelines), no costs
+    # the busiest device's operator rows for one layer (`common.busiest_breakdown`); None: not costed that way
+    operators: Breakdown | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.operators is not None and not isinstance(self.operators, Breakdown):
+            raise WorkbenchError(f"{self.scheme}: operators must be a common.Breakdown, got {self.operators!r}")
 
     @property
     def parts_s(self) -> float:
@@ -144,8 +151,6 @@ def with_streaming_split(fn: Evaluator) -> Evaluator:
 
     @functools.wraps(fn)
     def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        from workbench.schemes.common import memory_share
-
         result = fn(model, cluster, workload, *args, **kwargs)
         if result.memory_s > 0 or result.compute_s <= 0:
             return result
