@@ -71,6 +71,22 @@ def test_root_engines_prefill_has_no_single_layer_table():
     assert _run("dllama_root_tp", "nano-m x4", "decode").operators is not None
 
 
+SPLIT_CASES = [(name, "mixed x4", "decode") for name in EVEN] + \
+    [(name, "nano-m x4", "prefill") for name in EVEN if name != "dllama_root_tp"] + [("tpi_star_tp", "m1 x2", "prefill")]
+
+
+@pytest.mark.parametrize("name,cluster_name,phase", SPLIT_CASES)
+def test_tp_split_is_the_busiest_devices_rows_share(name, cluster_name, phase):
+    """memory_s / (memory_s + compute_s) is the busiest device's rows' memory-bound busy share (exact), not the
+    whole step's `common.memory_share` (which differs on these cases)."""
+    c = cluster(cluster_name)
+    result = _run(name, cluster_name, phase)
+    share = result.memory_s / (result.memory_s + result.compute_s)
+    assert share == pytest.approx(result.operators.memory_share, rel=1e-9)
+    whole = common.memory_share(LLAMA, c.devices, Workload(phase, 128, 128, 4.5))
+    assert share != pytest.approx(whole, rel=1e-3)
+
+
 def test_breakdown_sums_its_rows_over_its_layers():
     """part(side) is layers x the rows' busy seconds on that side; memory_share their ratio."""
     c = cluster("nano-m x1")

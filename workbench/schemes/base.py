@@ -143,8 +143,9 @@ def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluat
 
 
 def with_streaming_split(fn: Evaluator) -> Evaluator:
-    """`fn` whose result shows the memory-bound share of its roofline time (`common.memory_share` of the model,
-    the cluster's devices and the workload) as memory_s: the one place every roofline scheme splits; a result
+    """`fn` whose result shows the memory-bound share of its roofline time as memory_s (its busiest device's
+    operator rows' share when it carries them, `SchemeResult.operators`, exact; else `common.memory_share` of the
+    model, the cluster's devices and the workload, the whole step's): the one place every roofline scheme splits; a result
     that already shows memory time (an evaluator calling another registered one, or one that split its own
     devices' operator rows exactly: `common.streaming_share`) is left as it is."""
     import functools
@@ -154,6 +155,8 @@ def with_streaming_split(fn: Evaluator) -> Evaluator:
         result = fn(model, cluster, workload, *args, **kwargs)
         if result.memory_s > 0 or result.compute_s <= 0:
             return result
+        if result.operators is not None:  # exact: the busiest device's own rows
+            return result.split_streaming(result.operators.memory_share)
         return result.split_streaming(memory_share(model, cluster.devices, workload))
     return evaluator
 
