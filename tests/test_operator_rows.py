@@ -46,7 +46,7 @@ def test_even_tp_schemes_carry_the_busiest_devices_rows(name):
     tables = [common.cost(d, common.layer_operators(LLAMA, w, LLAMA.n_heads / 4, LLAMA.d_ff / 4, 1))
               for d in c.devices]
     times = [_layer_time(d, rows) for d, rows in zip(c.devices, tables)]
-    assert bd.device == times.index(max(times)) != 0  # the Jetson GPU here, not the first Pi
+    assert bd.device == times.index(max(times)) != 0  # the Nano-L CPU here, not the first Pi
     for got, want in zip(bd.rows, tables[bd.device]):
         assert float(got.memory_s) == float(want.memory_s) and float(got.compute_s) == float(want.compute_s)
 
@@ -71,8 +71,27 @@ def test_root_engines_prefill_has_no_single_layer_table():
     assert _run("dllama_root_tp", "nano-m x4", "decode").operators is not None
 
 
-SPLIT_CASES = [(name, "mixed x4", "decode") for name in EVEN] + \
-    [(name, "nano-m x4", "prefill") for name in EVEN if name != "dllama_root_tp"] + [("tpi_star_tp", "m1 x2", "prefill")]
+def test_galaxy_rows_take_each_devices_partition():
+    """Galaxy's HMP: the busiest device's GEMMs on its planned heads / columns over the whole sequence, its
+    connective blocks on its sequence shard only; SP: the whole weights on its token shard."""
+    c = cluster("mixed x4")
+    w = Workload("prefill", 128, 128, 4.5)
+    hmp = _run("galaxy_hmp", "mixed x4", "prefill")
+    part, bd = hmp.extra["partition"], hmp.operators
+    i = bd.device
+    want = common.cost(c.devices[i], common.layer_operators(LLAMA, w, part.heads[i], part.mlp_cols[i], 128)[:-1]
+                       + common.layer_operators(LLAMA, w, tokens=part.seq[i])[-1:])
+    assert part.seq[i] != 128
+    assert [float(r.time_s) for r in bd.rows] == [float(r.time_s) for r in want]
+    sp = _run("sp", "mixed x4", "prefill")
+    j = sp.operators.device
+    qkv = sp.operators.rows[0].operator
+    assert float(qkv.flops) == float(common.qkv_flops(LLAMA, LLAMA.n_heads, sp.extra["partition"].seq[j]))
+
+
+SPLIT_CASES = [(name, "mixed x4", "decode") for name in EVEN + ("galaxy_hmp", "sp")] + \
+    [(name, "nano-m x4", "prefill") for name in EVEN if name != "dllama_root_tp"] + \
+    [("tpi_star_tp", "m1 x2", "prefill")]
 
 
 @pytest.mark.parametrize("name,cluster_name,phase", SPLIT_CASES)

@@ -334,14 +334,17 @@ class Breakdown:
 
 
 def busiest_breakdown(model: TransformerConfig, devices, workload: Workload, heads, cols, tokens,
-                      layers: int) -> Breakdown:
+                      layers: int, connective_tokens=None) -> Breakdown:
     """The `Breakdown` of the device whose slice (`heads`, `cols`, `tokens` per device: its fused operator
-    table, `layer_operators`) takes longest per layer, rows + layer overhead; the first of equals."""
+    table, `layer_operators`; its connective blocks on `connective_tokens` when given, Galaxy's sequence shard)
+    takes longest per layer, rows + layer overhead; the first of equals."""
     devices = tuple(devices)
-    if not (len(heads) == len(cols) == len(tokens) == len(devices)):
-        raise WorkbenchError(f"breakdown: heads, cols and tokens need one entry per device ({len(devices)})")
-    tables = [tuple(cost(d, layer_operators(model, workload, h, c, t)))
-              for d, h, c, t in zip(devices, heads, cols, tokens)]
+    con = tokens if connective_tokens is None else connective_tokens
+    if not (len(heads) == len(cols) == len(tokens) == len(con) == len(devices)):
+        raise WorkbenchError(f"breakdown: heads, cols, tokens and connective_tokens need one entry per device "
+                             f"({len(devices)})")
+    tables = [tuple(cost(d, layer_operators(model, workload, h, c, t)[:-1] + [_connective_row(model, workload, k, 2)]))
+              for d, h, c, t, k in zip(devices, heads, cols, tokens, con)]
     times = [float(sum(float(r.time_s) for r in rows)) + layer_overhead(d) for d, rows in zip(devices, tables)]
     i = times.index(max(times))
     return Breakdown(i, layers, tables[i])

@@ -470,8 +470,11 @@ def sp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
     notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
     fixed = L * float(np.max(fixed_layer_seconds("sp", model, cluster, workload, part)))
+    n = cluster.n
     return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, fixed=fixed,
-                   serial=head, partition=part)
+                   serial=head, partition=part,
+                   operators=common.busiest_breakdown(model, cluster.devices, workload, (model.n_heads,) * n,
+                                                      (model.d_ff,) * n, part.seq, L))
 
 
 def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
@@ -515,8 +518,10 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     memory = tp_memory_bytes(model, workload, part)
     fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp", model, cluster, workload, part))) \
         + _head_fixed(model, cluster, workload)
+    rows = common.busiest_breakdown(model, cluster.devices, workload, part.heads, part.mlp_cols,
+                                    (workload.new_tokens,) * cluster.n, L, connective_tokens=part.seq)
     return _result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   memory, cluster, notes, fixed=fixed, partition=part)
+                   memory, cluster, notes, fixed=fixed, partition=part, operators=rows)
 
 
 # ---- the tile-based overlap as a timeline ---------------------------------------------------------
