@@ -149,3 +149,14 @@ def test_extra_holds_no_cost_rows():
         for value in result.extra.values():
             items = value if isinstance(value, list | tuple) else (value,)
             assert not any(isinstance(v, common.OperatorCost | common.Breakdown) for v in items), name
+
+
+def test_arena_bound_follows_the_busiest_device():
+    """On the mixed cluster's decode the slowest board (the Nano-L CPU) is arithmetic-bound on its slice, so a TP
+    step is compute-bound, though the whole step spread over every board would read memory-bound."""
+    from workbench.arena import run_arena
+
+    table = run_arena(LLAMA, cluster("mixed x4"), weight_bits=4.5, phases=("decode",),
+                      schemes=["megatron_tp", "tp_ring_allreduce", "dllama_allgather_tp"]).table()
+    assert set(table["bound"]) == {"compute"}
+    assert common.memory_share(LLAMA, cluster("mixed x4").devices, Workload("decode", 128, 128, 4.5)) > 0.5
