@@ -9,6 +9,7 @@ from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Topology
+from workbench.schemes.common import Breakdown, memory_share
 from workbench.schemes.workload import PHASES, Workload  # noqa: F401 (PHASES: re-exported, the arena's contract)
 
 
@@ -59,7 +60,13 @@ class SchemeResult:
     memory_budget_bytes: tuple[float, ...] = ()
     oom: bool = False
     notes: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
+    extra: dict = field(default_factory=dict, compare=False)  # scheme-specific objects (plans, timelines), no costs
+    # the busiest device's operator rows for one layer (`common.busiest_breakdown`); None: not costed that way
+    operators: Breakdown | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.operators is not None and not isinstance(self.operators, Breakdown):
+            raise WorkbenchError(f"{self.scheme}: operators must be a common.Breakdown, got {self.operators!r}")
 
     @property
     def parts_s(self) -> float:
@@ -136,19 +143,20 @@ def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluat
 
 
 def with_streaming_split(fn: Evaluator) -> Evaluator:
-    """`fn` whose result shows the memory-bound share of its roofline time (`common.memory_share` of the model,
-    the cluster's devices and the workload) as memory_s: the one place every roofline scheme splits; a result
+    """`fn` whose result shows the memory-bound share of its roofline time as memory_s (its busiest device's
+    operator rows' share when it carries them, `SchemeResult.operators`, exact; else `common.memory_share` of the
+    model, the cluster's devices and the workload, the whole step's): the one place every roofline scheme splits; a result
     that already shows memory time (an evaluator calling another registered one, or one that split its own
     devices' operator rows exactly: `common.streaming_share`) is left as it is."""
     import functools
 
     @functools.wraps(fn)
     def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        from workbench.schemes.common import memory_share
-
         result = fn(model, cluster, workload, *args, **kwargs)
         if result.memory_s > 0 or result.compute_s <= 0:
             return result
+        if result.operators is not None:  # exact: the busiest device's own rows
+            return result.split_streaming(result.operators.memory_share)
         return result.split_streaming(memory_share(model, cluster.devices, workload))
     return evaluator
 

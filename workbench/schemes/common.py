@@ -305,6 +305,49 @@ def cost(device: DeviceSpec, rows, memory_level: str | None = None) -> list[Oper
     return [_operator_cost(device, op, memory_level) for op in rows]
 
 
+@dataclass(frozen=True, eq=False)
+class Breakdown:
+    """The busiest device's (largest layer time) operator rows for one layer, costed on its roofline, with the
+    index of that device and the number of layers it runs: what binds a scheme, row by row (`SchemeResult`)."""
+
+    device: int
+    layers: int
+    rows: tuple[OperatorCost, ...]
+
+    def __post_init__(self) -> None:
+        require_int("breakdown device", self.device, low=0)
+        require_int("breakdown layers", self.layers, low=0)
+        if not self.rows or not all(isinstance(r, OperatorCost) for r in self.rows):
+            raise WorkbenchError("a breakdown needs at least one OperatorCost row")
+
+    def part(self, side: str) -> float:
+        """Busy seconds of all its layers on the `side` ("memory" / "compute") of each row's roofline."""
+        require_choice("breakdown side", side, BOUNDS)
+        return self.layers * float(sum(float(r.part(side)) for r in self.rows))
+
+    @property
+    def memory_share(self) -> float:
+        """The fraction of its rows' busy time that memory streaming binds (`streaming_share`)."""
+        return streaming_share(self.part("memory"), self.part("compute"))
+
+
+def busiest_breakdown(model: TransformerConfig, devices, workload: Workload, heads, cols, tokens,
+                      layers: int, connective_tokens=None) -> Breakdown:
+    """The `Breakdown` of the device whose slice (`heads`, `cols`, `tokens` per device: its fused operator
+    table, `layer_operators`; its connective blocks on `connective_tokens` when given, Galaxy's sequence shard)
+    takes longest per layer, rows + layer overhead; the first of equals."""
+    devices = tuple(devices)
+    con = tokens if connective_tokens is None else connective_tokens
+    if not (len(heads) == len(cols) == len(tokens) == len(con) == len(devices)):
+        raise WorkbenchError(f"breakdown: heads, cols, tokens and connective_tokens need one entry per device "
+                             f"({len(devices)})")
+    tables = [tuple(cost(d, layer_operators(model, workload, h, c, t)[:-1] + [_connective_row(model, workload, k, 2)]))
+              for d, h, c, t, k in zip(devices, heads, cols, tokens, con)]
+    times = [float(sum(float(r.time_s) for r in rows)) + layer_overhead(d) for d, rows in zip(devices, tables)]
+    i = times.index(max(times))
+    return Breakdown(i, layers, tables[i])
+
+
 def _weight_gemm_rows(model: TransformerConfig, workload: Workload, heads, cols, tokens) -> list[Operator]:
     """The four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads and `cols`
     FFN columns; each streams its whole weight slice (an empty tile reads nothing) and is a GEMM of `tokens`

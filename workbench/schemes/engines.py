@@ -306,8 +306,19 @@ def _result(scheme: str, model: TransformerConfig, cluster: Cluster, workload: W
     res = SchemeResult(scheme, PAPER, workload.phase, f.compute + f.link + f.data, compute_s=f.compute,
                        comm_link_latency_s=f.link, comm_bytes_s=f.data, peak_memory_bytes=tuple(map(float, need)),
                        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
-                       oom=bool(message), notes="; ".join(x for x in (notes, message) if x))
+                       oom=bool(message), notes="; ".join(x for x in (notes, message) if x),
+                       operators=_operators(scheme, model, cluster, workload))
     return res.carve(f.fixed, f.serial)
+
+
+def _operators(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> common.Breakdown | None:
+    """The busiest node's fused rows of one layer (1/n of the heads and FFN columns on the forward's rows); None
+    for the root engine's prefill, S one-token forwards at growing positions (no one layer table)."""
+    if scheme == "dllama_root_tp" and workload.phase == "prefill":
+        return None
+    n = cluster.n
+    return common.busiest_breakdown(model, cluster.devices, workload, (model.n_heads / n,) * n,
+                                    (model.d_ff / n,) * n, (workload.new_tokens,) * n, model.n_layers)
 
 
 def evaluate_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

@@ -366,15 +366,17 @@ def _check(model: TransformerConfig, cluster: Cluster, workload: Workload, parti
 
 
 def _result(scheme, workload, compute, link, data, memory, cluster, notes="", fixed=0.0, serial=0.0,
-            **extra) -> SchemeResult:
-    """A SchemeResult with the fixed and serial seconds (counted in `compute`) carved out as components."""
+            operators: common.Breakdown | None = None, **extra) -> SchemeResult:
+    """A SchemeResult with the fixed and serial seconds (counted in `compute`) carved out as components and the
+    busiest device's operator rows (`operators`) when the scheme's layer is its devices' fused tables."""
     need = np.asarray(memory, dtype=float)
     message = first_overflow(need, cluster)
     result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
                           compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
                           peak_memory_bytes=tuple(float(m) for m in need),
                           memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
-                          notes="; ".join(x for x in (notes, message) if x), extra=extra)
+                          notes="; ".join(x for x in (notes, message) if x), extra=extra,
+                          operators=operators)
     serial = min(float(serial), compute)
     return result.carve(min(float(fixed), compute - serial), serial)
 
@@ -441,7 +443,9 @@ def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workloa
     fixed = L * float(np.max(fixed_layer_seconds("megatron_tp", model, cluster, workload, part))) \
         + _head_fixed(model, cluster, workload)
     return _result("megatron_tp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   tp_memory_bytes(model, workload, full), cluster, fixed=fixed, partition=part)
+                   tp_memory_bytes(model, workload, full), cluster, fixed=fixed, partition=part,
+                   operators=common.busiest_breakdown(model, cluster.devices, workload, full.heads, full.mlp_cols,
+                                                      full.seq, L))
 
 
 @register("sp", PAPER)
@@ -466,8 +470,11 @@ def sp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
     memory = full_memory_bytes(model, workload, np.asarray(part.seq))
     notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
     fixed = L * float(np.max(fixed_layer_seconds("sp", model, cluster, workload, part)))
+    n = cluster.n
     return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, fixed=fixed,
-                   serial=head, partition=part)
+                   serial=head, partition=part,
+                   operators=common.busiest_breakdown(model, cluster.devices, workload, (model.n_heads,) * n,
+                                                      (model.d_ff,) * n, part.seq, L))
 
 
 def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
@@ -511,8 +518,10 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     memory = tp_memory_bytes(model, workload, part)
     fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp", model, cluster, workload, part))) \
         + _head_fixed(model, cluster, workload)
+    rows = common.busiest_breakdown(model, cluster.devices, workload, part.heads, part.mlp_cols,
+                                    (workload.new_tokens,) * cluster.n, L, connective_tokens=part.seq)
     return _result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   memory, cluster, notes, fixed=fixed, partition=part)
+                   memory, cluster, notes, fixed=fixed, partition=part, operators=rows)
 
 
 # ---- the tile-based overlap as a timeline ---------------------------------------------------------

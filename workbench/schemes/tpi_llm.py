@@ -611,7 +611,8 @@ def _steady_block_times(frame, last_token: int) -> dict[str, float]:
 
 
 def scheme_result(scheme: str, paper: str, workload: Workload, latency: float, breakdown: dict, peaks, limits,
-                  oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None) -> SchemeResult:
+                  oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None,
+                  operators: common.Breakdown | None = None) -> SchemeResult:
     """A SchemeResult from a breakdown dict (wait_s is IO stall, or other time when `io_is_wait` is False)."""
     wait = breakdown.get("wait_s", 0.0)
     return SchemeResult(scheme, paper, workload.phase, float(latency), compute_s=breakdown.get("compute_s", 0.0),
@@ -620,7 +621,7 @@ def scheme_result(scheme: str, paper: str, workload: Workload, latency: float, b
                         io_stall_s=wait if io_is_wait else breakdown.get("io_s", 0.0),
                         other_s=0.0 if io_is_wait else wait,
                         peak_memory_bytes=tuple(peaks), memory_budget_bytes=tuple(limits), oom=bool(oom),
-                        notes=notes, extra=extra or {}).carve(breakdown.get("fixed_s", 0.0),
+                        notes=notes, extra=extra or {}, operators=operators).carve(breakdown.get("fixed_s", 0.0),
                                                               breakdown.get("serial_s", 0.0))
 
 
@@ -635,7 +636,17 @@ def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload,
     return scheme_result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
                    run.memory_limit_bytes, run.oom, note,
                    io_is_wait=options.scheduler or (options.first_token_loads and key == "ttft"),
-                   extra={"run": run, "block_times": run.block_times})
+                   extra={"run": run, "block_times": run.block_times},
+                   operators=_operators(model, cluster, workload, options))
+
+
+def _operators(model: TransformerConfig, cluster: Cluster, workload: Workload,
+               options: TPIOptions) -> common.Breakdown:
+    """The busiest device's fused rows of one layer: its share p_i of the heads and FFN columns."""
+    shares = device_shares(cluster, options.split)
+    n = cluster.n
+    return common.busiest_breakdown(model, cluster.devices, workload, shares * model.n_heads, shares * model.d_ff,
+                                    (workload.new_tokens,) * n, model.n_layers)
 
 
 @register("tpi_star_tp", PAPER)
