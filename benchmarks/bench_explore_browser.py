@@ -15,11 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_browser import (  # noqa: E402
-    CHROMIUM,
-    CHROMIUM_ARGS,
     MOVES,
-    PAGE_READY_MS,
     SliderMoves,
+    explorer_page,
     record_redraws,
     voila_url,  # noqa: F401 (the fixture)
 )
@@ -28,18 +26,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_explorer_redraw_in_the_browser(benchmark, voila_url):  # noqa: F811
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1500})
-            page.goto(voila_url, timeout=PAGE_READY_MS)
-            moves = SliderMoves(page)
-            benchmark.pedantic(moves.move, rounds=MOVES, iterations=1)
-            assert moves.in_place()
-        finally:
-            browser.close()
+    with explorer_page(voila_url) as page:
+        moves = SliderMoves(page)
+        benchmark.pedantic(moves.move, rounds=MOVES, iterations=1)
+        assert moves.in_place()
     benchmark.extra_info["page_median_ms"] = statistics.median(moves.times)
     benchmark.extra_info["page_moves_ms"] = [round(t, 1) for t in moves.times]
     record_redraws(moves.times)

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -333,6 +334,21 @@ class SliderMoves:
         return self.page.evaluate(SAME_SVGS_JS, list(CHARTS))
 
 
+@contextmanager
+def explorer_page(url: str, height: int = 1500):
+    """A headless Chromium page on the explorer served at `url` (closed on exit)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": height})
+            page.goto(url, timeout=PAGE_READY_MS)
+            yield page
+        finally:
+            browser.close()
+
+
 def record_redraws(times: list[float]) -> float:
     """Write the moves' times and their median to figures/explorer/redraw.json; return the median (ms)."""
     import json
@@ -353,19 +369,11 @@ def test_a_slider_move_redraws_the_charts_in_place_and_records_the_time(voila_ur
     data and titles swapped, no re-embed), and the title follows. The key-press-to-last-chart median goes to
     figures/explorer/redraw.json (the 300 ms target is a benchmark figure, benchmarks/bench_explore_browser.py:
     on the shared 2-core machine the cost model's share varies with the load)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1500})
-            page.goto(voila_url, timeout=PAGE_READY_MS)
-            moves = SliderMoves(page)
-            for _ in range(MOVES):
-                moves.move()
-            assert moves.in_place(), "a chart was re-embedded, not redrawn in place"
-            assert len(set(moves.titles)) == MOVES, moves.titles  # the title is a signal, set on every move
-            assert page.locator(".wb-message").inner_text().strip() == ""
-        finally:
-            browser.close()
+    with explorer_page(voila_url) as page:
+        moves = SliderMoves(page)
+        for _ in range(MOVES):
+            moves.move()
+        assert moves.in_place(), "a chart was re-embedded, not redrawn in place"
+        assert len(set(moves.titles)) == MOVES, moves.titles  # the title is a signal, set on every move
+        assert page.locator(".wb-message").inner_text().strip() == ""
     record_redraws(moves.times)
