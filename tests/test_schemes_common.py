@@ -292,6 +292,11 @@ def test_slice_flops_at_full_width_are_the_models_block_flops(name):
 
     m = MODELS[name]
     for s, t in ((1, 1), (7, 7), (1, 33)):
+        table = sum(float(np.sum(op.flops)) for op in common.layer_operators(
+            m, Workload("prefill" if s == t else "decode", s, t)))
+        assert table == pytest.approx(m.block_flops(s, t), rel=1e-12)  # the table's rows, every model
+        if m.is_moe or m.is_mla:
+            continue  # the per-slice helpers are a dense, multi-head layer's
         sliced = (qkv_flops(m, m.n_heads, s) + score_flops(m, m.n_heads, s, t) + out_proj_flops(m, m.n_heads, s)
                   + ffn_up_flops(m, m.d_ff, s) + ffn_down_flops(m, m.d_ff, s))
         assert float(sliced) == pytest.approx(m.block_flops(s, t), rel=1e-12)

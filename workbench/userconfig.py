@@ -43,7 +43,7 @@ from workbench.hardware import (
     load_device,
     typical_memory_efficiency,
 )
-from workbench.models import FAMILIES, MODELS, TransformerConfig, find_model
+from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
 from workbench.schemes.base import Cluster, Workload
 from workbench.units import GIB, MIB
@@ -113,7 +113,8 @@ KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
               "count": TomlField(ENTRY_FIELDS["count"], ENTRY_FIELDS["count"].toml[0])}
 
 MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
-              "max_positions", "tie_embeddings")
+              "max_positions", "tie_embeddings", "n_experts", "n_active_experts", "n_shared_experts",
+              "n_dense_layers", "d_dense_ff", "router", "kv_lora_rank", "qk_rope_dim", "v_head_dim")
 MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
               "sources") + MODEL_DIMS
 
@@ -242,6 +243,8 @@ def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, floa
     for key, value in dims.items():
         if key in MODEL_FIELDS:
             _integer(where, f"model.{key}", value)
+    if "router" in dims and not isinstance(dims["router"], str):
+        raise WorkbenchError(f"{where}: model.router must be one of {', '.join(ROUTERS)}, got {dims['router']!r}")
     if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
         raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
     name = _text(where, "model.name", table.get("name", "custom"))
@@ -260,6 +263,8 @@ def _changed_model(where: str, base: TransformerConfig, dims: dict) -> Transform
     for key, value in dims.items():
         if key in MODEL_FIELDS:
             _integer(where, f"model.{key}", value)
+    if "router" in dims and not isinstance(dims["router"], str):
+        raise WorkbenchError(f"{where}: model.router must be one of {', '.join(ROUTERS)}, got {dims['router']!r}")
     if "tie_embeddings" in dims and not isinstance(dims["tie_embeddings"], bool):
         raise WorkbenchError(f"{where}: model.tie_embeddings must be true or false")
     changes = {k: v for k, v in dims.items() if k != "family"}
@@ -389,7 +394,7 @@ def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> li
 
 
 def config_keys_table() -> str:
-    """The [[devices]], [[devices.memory]], [network] and [workload] keys as a Markdown table, derived from
+    """The [[devices]], [[devices.memory]], [network], [workload] and [model] keys as a Markdown table, derived from
     the field declarations (docs/keys.md carries a copy; tests/test_fields.py checks they agree)."""
     tunable = {"name", "count", "preset", *PRESET_OVERRIDES}
     rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
@@ -398,6 +403,8 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
     rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
+    rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
+    rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")

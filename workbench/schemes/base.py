@@ -122,14 +122,18 @@ Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]
 SCHEMES: dict[str, tuple[str, Evaluator]] = {}
 
 
-def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluator], Evaluator]:
+def register(name: str, paper: str, streaming: bool = True, moe: bool = False) -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
     evaluator already holds is an error (re-importing the same module is not).
 
     With `streaming` (the schemes costed on the shared roofline, `schemes.common`) the registered evaluator
     splits its result's compute_s into arithmetic and memory streaming (`with_streaming_split`); a scheme
     whose compute has no roofline (STI's per-layer profile) or that times its memory traffic itself (the
-    MCU's L2 transfers) registers with streaming=False."""
+    MCU's L2 transfers) registers with streaming=False.
+
+    With `moe` the scheme costs a mixture of experts' FFN through the operator table's expert rows
+    (`common.layer_operators`); without, it costs a dense FFN by its own formulas, and a MoE model is n/a
+    for it (one line saying so), never silently costed as a dense model of the expert width."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
         if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
@@ -137,9 +141,24 @@ def register(name: str, paper: str, streaming: bool = True) -> Callable[[Evaluat
             raise WorkbenchError(f"scheme {name!r} is already registered by {known[1].__module__}."
                                  f"{known[1].__qualname__}; pick another name")
         evaluator = with_streaming_split(fn) if streaming else fn
+        if not moe:
+            evaluator = dense_only(name, evaluator)
         SCHEMES[name] = (paper, evaluator)
         return evaluator
     return wrap
+
+
+def dense_only(name: str, fn: Evaluator) -> Evaluator:
+    """`fn`, refusing a mixture-of-experts model in one line (its FFN cost is a dense FFN's)."""
+    import functools
+
+    @functools.wraps(fn)
+    def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        if model.is_moe:
+            raise WorkbenchError(f"{name} costs a dense FFN: a mixture of experts ({model.name}, {model.n_experts} "
+                                 f"experts) needs an expert-aware scheme")
+        return fn(model, cluster, workload, *args, **kwargs)
+    return evaluator
 
 
 def with_streaming_split(fn: Evaluator) -> Evaluator:

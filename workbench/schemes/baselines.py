@@ -32,7 +32,7 @@ from workbench.schemes.tpi_llm import (
 )
 
 
-@register("single_device_resident", "baseline")
+@register("single_device_resident", "baseline", moe=True)
 def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Standalone / Transformers on device 0: all weights resident, swapped when they exceed DRAM.
 
@@ -54,7 +54,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
                    "swaps every weight each pass" if swapping else "fits in DRAM")
 
 
-@register("disk_offload_blocking", "baseline")
+@register("disk_offload_blocking", "baseline", moe=True)
 def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Accelerate-style disk offload on device 0: every block is read (blocking) before it is computed.
 
@@ -80,7 +80,7 @@ def mp_layer_ranges(n_layers: int, n_devices: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
-@register("layerwise_mp", "baseline")
+@register("layerwise_mp", "baseline", moe=True)
 def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Model parallelism (pipeline degraded to one request): devices run their layers one after another."""
     opts = default_options()

@@ -49,6 +49,20 @@ JAX-free and cheap to import. The conventions (each scheme module builds on thes
   `studies.cluster.gpu_kernel_samples`) plus what is left of the layer's fixed time defined under 7
   (`accelerator.block_overhead`: max(0, 7 launches + layer_overhead - its own launches)), so no costing charges
   a layer more fixed time than was measured for it (the CPU preset's 16 unfused launches already exceed it: 0).
+* **Mixtures of experts** (`TransformerConfig.is_moe`): the FFN rows are the experts a token computes. A slice
+  of `cols` of `d_ff` columns is that slice of *every* expert (tensor parallelism inside each expert, as
+  distributed-llama v0.16 and exo's tensor mode split them); FFN up / down compute the token's k routed and its
+  shared experts (`experts_per_token`) and stream the slices of the experts the step's `tokens` touch: the
+  expected distinct experts of the routing model (`routing.expected_distinct`, `Workload.routing`: k for one
+  token, nearly all for a long prompt) plus the shared ones, from the outermost memory (misses from storage are a
+  scheme's: `schemes.moe`). A `router` row (the d_model x n_experts gate, stored in f32 by both llama.cpp's GGUF
+  files and distributed-llama: `ROUTER_BITS`) runs whole on every device that holds FFN columns, one more kernel
+  (`kernels_per_layer`: 8). A model with dense first layers (DeepSeek-V2-Lite) costs the mean layer: its FFN rows
+  blend the dense and MoE layers' FLOPs and bytes by their counts. Schemes whose FFN cost does not come from this
+  table register with `moe=False` and are n/a for a MoE model (`schemes.base.register`).
+* **Latent attention** (`is_mla`): Q/K/V and output rows stream a slice of `qkv_weight_params` /
+  `out_weight_params` in proportion to their heads; decode attention reads the whole latent cache
+  (`kv_elements_per_token` per token) on every device that holds a head.
 * **Output head** (`lm_head_time`): a decoder's next-token logits (one token's d_model x vocab GEMV, the
   tied or untied output matrix); an encoder has none. Every scheme costs it in a generation step
   (`Workload.output_head`, the arena's default) where its paper places it: on the master / primary
@@ -72,6 +86,7 @@ import numpy as np
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
+from workbench.routing import expected_distinct
 from workbench.schemes.workload import Workload
 
 # Passes of (tokens, E) activations through memory in one connective block: residual add (read two,
@@ -81,6 +96,9 @@ CONNECTIVE_PASSES = 6
 # connective blocks (each residual add + norm fused into one): the fused operator table's count, the one every
 # scheme charges and the measured `layer_overhead` is calibrated under (see the module docstring).
 KERNELS_PER_LAYER = 7
+# Bits per router weight: llama.cpp keeps `ffn_gate_inp.weight` unquantised (src/llama-quant.cpp, "do not
+# quantize expert gating tensors") and distributed-llama stores the gate in F32 (src/llm.cpp:163).
+ROUTER_BITS = 32.0
 # Arithmetic classes from the narrowest up: (widest operand bits the class holds, dtype).
 _DTYPE_CLASSES = ((4, "int4"), (8, "int8"), (16, "fp16"), (32, "fp32"))
 # The two sides of a kernel's roofline: the part of a step's busy time that streaming binds, and the part the
@@ -187,7 +205,11 @@ def qkv_flops(model: TransformerConfig, heads, tokens):
 
 
 def score_flops(model: TransformerConfig, heads, queries, keys):
-    """FLOPs of QK^T and softmax(QK^T)V for `heads` heads, `queries` x `keys`."""
+    """FLOPs of QK^T and softmax(QK^T)V for `heads` heads, `queries` x `keys` (MLA: QK^T over the key head
+    size, PV over the value head size)."""
+    if model.is_mla:
+        return 2.0 * np.asarray(queries, dtype=float) * np.asarray(keys, dtype=float) * \
+            np.asarray(heads, dtype=float) * (model.d_head + model.v_head_dim)
     return 4.0 * np.asarray(queries, dtype=float) * np.asarray(keys, dtype=float) * \
         np.asarray(heads, dtype=float) * model.d_head
 
@@ -214,6 +236,17 @@ OPERATOR_KINDS = ("gemm", "gemv", "elementwise")
 # GEMMs, attention and the two connective blocks (one row of 2 kernels).
 FUSED_OPERATORS = ("qkv", "attn", "out", "ffn1", "ffn2", "con")
 WEIGHT_GEMMS = ("qkv", "out", "ffn1", "ffn2")
+MOE_OPERATORS = ("qkv", "attn", "out", "router", "ffn1", "ffn2", "con")  # a MoE layer's rows
+
+
+def kernels_per_layer(model: TransformerConfig) -> int:
+    """Kernels one device launches per layer: `KERNELS_PER_LAYER`, one more (the router) for a MoE model."""
+    return KERNELS_PER_LAYER + (1 if model.is_moe else 0)
+
+
+def layer_operator_names(model: TransformerConfig) -> tuple[str, ...]:
+    """The fused table's row names for `model` (`FUSED_OPERATORS`; `MOE_OPERATORS` for a mixture of experts)."""
+    return MOE_OPERATORS if model.is_moe else FUSED_OPERATORS
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,18 +384,60 @@ def busiest_breakdown(model: TransformerConfig, devices, workload: Workload, hea
 def _weight_gemm_rows(model: TransformerConfig, workload: Workload, heads, cols, tokens) -> list[Operator]:
     """The four weight GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` query heads and `cols`
     FFN columns; each streams its whole weight slice (an empty tile reads nothing) and is a GEMM of `tokens`
-    rows for its efficiency (`DeviceSpec.gemm_half_rows`)."""
+    rows for its efficiency (`DeviceSpec.gemm_half_rows`). A MoE model's FFN rows: `_expert_rows`."""
     dtype, kind = operand_dtype(workload.weight_bits, workload.activation_bits), kernel_kind(workload.new_tokens)
     wb = (workload.weight_bits / 8) * (np.asarray(tokens, dtype=float) > 0)
-    kv_per_q = model.n_kv_heads / model.n_heads
-    head_w = heads * model.d_head * model.d_model * wb
+    if model.is_mla:
+        share = np.asarray(heads, dtype=float) / model.n_heads
+        attention = [Operator("qkv", 2.0 * np.asarray(tokens, dtype=float) * share * model.qkv_weight_params(),
+                              share * model.qkv_weight_params() * wb, 1, dtype, kind, tokens),
+                     Operator("out", 2.0 * np.asarray(tokens, dtype=float) * share * model.out_weight_params(),
+                              share * model.out_weight_params() * wb, 1, dtype, kind, tokens)]
+    else:
+        kv_per_q = model.n_kv_heads / model.n_heads
+        head_w = heads * model.d_head * model.d_model * wb
+        attention = [Operator("qkv", qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), 1, dtype, kind,
+                              tokens),
+                     Operator("out", out_proj_flops(model, heads, tokens), head_w, 1, dtype, kind, tokens)]
+    if model.is_moe:
+        return attention + _expert_rows(model, workload, cols, tokens, wb)
     col_w = cols * model.d_model * wb
-    return [
-        Operator("qkv", qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), 1, dtype, kind, tokens),
-        Operator("out", out_proj_flops(model, heads, tokens), head_w, 1, dtype, kind, tokens),
+    return attention + [
         Operator("ffn1", ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1), 1, dtype, kind,
                  tokens),
         Operator("ffn2", ffn_down_flops(model, cols, tokens), col_w, 1, dtype, kind, tokens),
+    ]
+
+
+def experts_touched(model: TransformerConfig, workload: Workload, tokens):
+    """Expected experts one MoE layer streams for `tokens` tokens: the distinct routed experts they touch under
+    the workload's routing model, plus the shared experts (vectorised; 0 tokens touch none)."""
+    t = np.asarray(tokens, dtype=float)
+    routed = expected_distinct(workload.routing, model.n_experts, model.n_active_experts, t)
+    return routed + model.n_shared_experts * (t > 0)
+
+
+def _expert_rows(model: TransformerConfig, workload: Workload, cols, tokens, wb) -> list[Operator]:
+    """A MoE model's FFN rows for a slice of `cols` of every expert's `d_ff` columns: each token computes its
+    `experts_per_token` experts; the rows stream the slices of `experts_touched`; each expert's GEMM has the
+    rows routed to it. Dense first layers blend in by their share of the layers (the mean layer)."""
+    dtype, kind = operand_dtype(workload.weight_bits, workload.activation_bits), kernel_kind(workload.new_tokens)
+    t = np.asarray(tokens, dtype=float)
+    dense, sparse = model.n_dense_layers / model.n_layers, model.moe_layers / model.n_layers
+    dense_cols = np.asarray(cols, dtype=float) * (model.d_dense_ff / model.d_ff)
+    touched = experts_touched(model, workload, t)
+    rows = np.where(touched > 0, t * model.experts_per_token / np.maximum(touched, 1e-300), 0.0)
+    up_mats = 2 if model.gated_ffn else 1
+    read = (dense * dense_cols + sparse * touched * np.asarray(cols, dtype=float)) * model.d_model * wb
+    router_flops = sparse * 2.0 * t * model.router_params() * (np.asarray(cols, dtype=float) > 0)
+    router_bytes = sparse * model.router_params() * (ROUTER_BITS / 8) * (t > 0) * (np.asarray(cols, dtype=float) > 0)
+    return [
+        Operator("router", router_flops, router_bytes, 1, operand_dtype(ROUTER_BITS, workload.activation_bits), kind,
+                 tokens),
+        Operator("ffn1", dense * ffn_up_flops(model, dense_cols, t) + sparse * model.experts_per_token *
+                 ffn_up_flops(model, cols, t), read * up_mats, 1, dtype, kind, rows),
+        Operator("ffn2", dense * ffn_down_flops(model, dense_cols, t) + sparse * model.experts_per_token *
+                 ffn_down_flops(model, cols, t), read, 1, dtype, kind, rows),
     ]
 
 
@@ -397,8 +472,9 @@ def layer_operators(model: TransformerConfig, workload: Workload, heads=None, co
             raise WorkbenchError("fused=False costs the whole layer: leave heads, cols and tokens at their defaults")
         return unfused_operators(model, workload)
     gemms = {op.name: op for op in _weight_gemm_rows(model, workload, heads, cols, tokens)}
-    return [gemms["qkv"], _attention_row(model, workload, heads, tokens), gemms["out"], gemms["ffn1"],
-            gemms["ffn2"], _connective_row(model, workload, tokens, blocks=2)]
+    gemms["attn"] = _attention_row(model, workload, heads, tokens)
+    gemms["con"] = _connective_row(model, workload, tokens, blocks=2)
+    return [gemms[name] for name in layer_operator_names(model)]
 
 
 def unfused_operators(model: TransformerConfig, workload: Workload) -> list[Operator]:
@@ -457,6 +533,9 @@ def kv_read_bytes(model: TransformerConfig, workload: Workload, heads) -> np.nda
     decode (at the cache's width, `Workload.cache_bits`); none in prefill, where K/V come straight from the Q/K/V GEMM."""
     if workload.phase == "prefill":
         return np.zeros_like(np.asarray(heads, dtype=float))
+    if model.is_mla:  # every head reads the whole latent cache
+        return workload.attended * model.kv_elements_per_token * (workload.cache_bits / 8) * \
+            (np.asarray(heads, dtype=float) > 0)
     kv_heads = np.asarray(heads, dtype=float) * model.n_kv_heads / model.n_heads
     return 2.0 * workload.attended * kv_heads * model.d_head * (workload.cache_bits / 8)
 
@@ -541,7 +620,8 @@ def layer_time(model: TransformerConfig, device: DeviceSpec, workload: Workload,
     """Seconds of one whole layer on one device: the sum of its fused operator table's rows (GEMMs, attention,
     two connective blocks) + overhead (with `bound`, the busy seconds that side binds: `layer_parts`)."""
     t = layer_parts(model, device, workload, bound)
-    return float(sum(2 * t[name] if name == "con" else t[name] for name in FUSED_OPERATORS) + t["overhead"])
+    return float(sum(2 * t[name] if name == "con" else t[name] for name in layer_operator_names(model))
+                 + t["overhead"])
 
 
 # ---- the output head and a whole step -----------------------------------------------------------------
@@ -578,7 +658,7 @@ def step_fixed_time(model: TransformerConfig, device: DeviceSpec, workload: Work
     layers = model.n_layers if n_layers is None else n_layers
     head = device.kernel_launch_s + device.step_overhead_s if lm_head and workload.output_head and model.is_decoder \
         else 0.0
-    return layers * fixed_layer_time(device) + head
+    return layers * fixed_layer_time(device, kernels_per_layer(model)) + head
 
 
 def step_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, n_layers: int | None = None,

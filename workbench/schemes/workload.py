@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.fields import FieldSpec, TomlKey, declared
+from workbench.routing import UNIFORM, Routing
 
 PHASES = ("prefill", "decode")
 
@@ -39,8 +40,13 @@ class Workload:
     kv_bits: float | None = declared(_bits(  # the KV cache's width (None: the activations'; llama.cpp keeps f16)
         "bits per KV-cache element (or kv_format; default: the activations')", "kv_bits"), None)
 
+    # which experts a MoE layer's tokens touch (`workbench.routing`); a dense model ignores it
+    routing: Routing = UNIFORM
+
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
+        if not isinstance(self.routing, Routing):
+            raise WorkbenchError(f"routing must be a workbench.routing.Routing, got {self.routing!r}")
         if not isinstance(self.output_head, bool):
             raise WorkbenchError(f"output_head must be True or False, got {self.output_head!r}")
         require_int("seq_len", self.seq_len, low=1)
