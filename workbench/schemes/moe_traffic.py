@@ -1,0 +1,36 @@
+"""Bytes a mixture-of-experts layer's partitions move between devices: the closed forms the MoE schemes
+(`schemes.moe`) cost and the compiled shard_map kernels (`kernels.moe`) are checked against, one per partition
+(JAX-free). Every function gives the bytes of the result buffer each device holds after the collective
+(what `kernels.traffic.compiled_collectives` reads from the HLO), per MoE layer and step of `tokens` tokens.
+"""
+
+from __future__ import annotations
+
+from workbench.errors import require_int, require_positive
+
+
+def _check(n: int, tokens: int, bits: float) -> None:
+    """One line unless n >= 1 devices, tokens >= 1 and bits > 0."""
+    require_int("devices", n, low=1)
+    require_int("tokens", tokens, low=1)
+    require_positive("bits", bits)
+
+
+def tp_partials_allgather_bytes(d_model: int, n: int, tokens: int, bits: float) -> float:
+    """TP inside every expert, distributed-llama's sync: each device's full-width partial sum of the block's
+    output, all-gathered (n partials of tokens x d_model) and added locally; one sync per block."""
+    _check(n, tokens, bits)
+    return float(n * tokens * d_model * bits / 8) if n > 1 else 0.0
+
+
+def tp_psum_bytes(d_model: int, n: int, tokens: int, bits: float) -> float:
+    """TP inside every expert, exo's `all_sum`: the block's output partials summed in place (one all-reduce
+    of tokens x d_model); one per block."""
+    _check(n, tokens, bits)
+    return float(tokens * d_model * bits / 8) if n > 1 else 0.0
+
+
+def pipeline_handoff_bytes(d_model: int, tokens: int, bits: float) -> float:
+    """A whole-layer pipeline: the activations (tokens x d_model) handed to the next device at a stage edge."""
+    _check(1, tokens, bits)
+    return float(tokens * d_model * bits / 8)
