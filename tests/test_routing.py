@@ -166,6 +166,14 @@ def test_a_bad_trace_file_is_one_line(tmp_path):
     gap.write_text("layer,expert,count,kind,source\n0,0,3,assumed,x\n0,2,3,assumed,x\n")
     with pytest.raises(WorkbenchError, match="exactly once"):
         load_trace(str(gap))
+    negative = tmp_path / "negative.csv"
+    negative.write_text("layer,expert,count,kind,source\n0,0,3,assumed,x\n-1,1,3,assumed,x\n")
+    with pytest.raises(WorkbenchError, match="column layer must hold integers >= 0"):
+        load_trace(str(negative))
+    unsourced = tmp_path / "unsourced.csv"
+    unsourced.write_text("layer,expert,count,kind,source\n0,0,3,guessed,x\n")
+    with pytest.raises(WorkbenchError, match="a kind in quoted"):
+        load_trace(str(unsourced))
     with pytest.raises(WorkbenchError, match="has 8 experts per layer; the model has n_experts = 16"):
         popularity(Routing("trace", trace="synthetic_8x2_4layers.csv"), 16, 2)
 

@@ -32,10 +32,12 @@ was read within those T tokens (a cache smaller than k holds a random C of the p
 uniform routing without locality both policies give C / n exactly. tests/test_routing.py checks every analytic
 value against `simulate_routing` within 2 % absolute over 10^5 tokens.
 
-**The cache** holds `cache_experts` = C experts per layer in fast memory: `pinned` keeps the C most popular
-(llama.cpp's `--n-cpu-moe` / `--override-tensor` placement: a fixed set resident), `lru` the C most recently
-read, updated once per token (a token's reads are served from the cache as it was when the token started; its
-k experts then become the most recent, ties among them broken at random).
+**The cache** holds `cache_experts` = C experts per layer in fast memory: `pinned` keeps the C most popular (a
+static placement, as llama.cpp's `--override-tensor` / `--n-cpu-moe` make one; llama.cpp places a layer's
+experts as one `ffn_*_exps` tensor, so there C is n on the layers left on the GPU and 0 on the first N layers
+`--n-cpu-moe N` keeps "in the CPU": common/arg.cpp, ggml-org/llama.cpp), `lru` the C most recently read, updated
+once per token (a token's reads are served from the cache as it was when the token started; its k experts then
+become the most recent, ties among them broken at random).
 """
 
 from __future__ import annotations
@@ -174,11 +176,14 @@ def _read_counts(path: str) -> np.ndarray:
     bad_kind = sorted(set(frame["kind"]) - set(DATA_KINDS))
     if bad_kind or frame["source"].isna().any():
         raise WorkbenchError(f"routing trace {p.name}: every row needs a source and a kind in {', '.join(DATA_KINDS)}")
+    for column in ("layer", "expert", "count"):
+        if not pd.api.types.is_integer_dtype(frame[column]) or (frame[column] < 0).any():
+            raise WorkbenchError(f"routing trace {p.name}: column {column} must hold integers >= 0")
     layers, experts = int(frame["layer"].max()) + 1, int(frame["expert"].max()) + 1
     counts = np.full((layers, experts), -1.0)
     counts[frame["layer"].to_numpy(), frame["expert"].to_numpy()] = frame["count"].to_numpy(dtype=float)
     if len(frame) != layers * experts or (counts < 0).any():
-        raise WorkbenchError(f"routing trace {p.name} must give a count >= 0 for every layer 0..{layers - 1} "
+        raise WorkbenchError(f"routing trace {p.name} must give a count for every layer 0..{layers - 1} "
                              f"and expert 0..{experts - 1} exactly once")
     counts.flags.writeable = False
     return counts
@@ -191,8 +196,21 @@ def load_trace(name: str) -> np.ndarray:
 
 def popularity(routing: Routing, n_experts: int, k: int) -> np.ndarray:
     """(layers, n) inclusion probabilities pi (each row sums to k, none above 1): one row unless the routing
-    differs per layer (a skew tuple, a trace)."""
+    differs per layer (a skew tuple, a trace). Read-only (cached: the operator table asks often)."""
     check_experts(n_experts, k)
+    return _popularity(routing, n_experts, k)
+
+
+@lru_cache(maxsize=256)
+def _popularity(routing: Routing, n_experts: int, k: int) -> np.ndarray:
+    """`popularity` of checked arguments, computed once per (routing, n, k)."""
+    pi = _popularity_rows(routing, n_experts, k)
+    pi.flags.writeable = False
+    return pi
+
+
+def _popularity_rows(routing: Routing, n_experts: int, k: int) -> np.ndarray:
+    """The popularity rows of one routing kind."""
     if routing.kind == "uniform":
         return np.full((1, n_experts), k / n_experts)
     if routing.kind == "skewed":
@@ -229,14 +247,24 @@ def _absent(pi: np.ndarray, locality: float, tokens: np.ndarray) -> np.ndarray:
     return first * (1.0 - _enter(pi, locality)) ** np.maximum(t - 1.0, 0.0)
 
 
+@lru_cache(maxsize=256)
+def _grouped(routing: Routing, n_experts: int, k: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Each layer's distinct popularities and how many experts share each (uniform routing: one of each)."""
+    return tuple(np.unique(pi, return_counts=True) for pi in _popularity(routing, n_experts, k))
+
+
 def expected_distinct(routing: Routing, n_experts: int, k: int, tokens, layer: int | None = None):
     """Expected distinct experts of one layer that `tokens` consecutive tokens touch (vectorised over `tokens`;
     0 -> 0; the mean over layers unless `layer` is given)."""
-    rows = _layer_rows(routing, n_experts, k, layer)
+    check_experts(n_experts, k)
+    groups = _grouped(routing, n_experts, k)
+    if layer is not None:
+        require_int("layer", layer, low=0, high=len(groups) - 1)
+        groups = groups[layer:layer + 1]
     t = np.asarray(tokens, dtype=float)
     if np.any(~np.isfinite(t)) or np.any(t < 0):
         raise WorkbenchError(f"tokens must be finite and >= 0, got {tokens!r}")
-    distinct = np.mean([np.sum(1.0 - _absent(pi, routing.locality, t), axis=-1) for pi in rows], axis=0)
+    distinct = sum((1.0 - _absent(values, routing.locality, t)) @ experts for values, experts in groups) / len(groups)
     return float(distinct) if np.ndim(distinct) == 0 else distinct
 
 
