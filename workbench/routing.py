@@ -17,8 +17,9 @@ users: `schemes.workload`, `schemes.common` and `schemes.moe` call it).
   previous token's k experts again (a forced repeat, on top of repeats by chance), else makes its own fresh
   draw as above. So each of a token's k experts repeats one of the previous token's with probability
   rho + (1 - rho) x chance; the repeat is drawn once per token, for all k together, which keeps every expert's
-  popularity exactly pi_i (independent per-slot repeats of k *distinct* experts pull it towards uniform: on
-  128 experts / 8 active, skew 0.8, rho 0.5, an 8-expert pinned cache then hits 0.40 instead of 0.45). Mixtral's
+  popularity exactly pi_i (keeping each previous expert independently and filling the other slots with a fresh
+  draw's experts that are not kept pulls it towards uniform: simulated on 64 experts / 8 active, skew 0.8,
+  rho 0.5, an 8-expert pinned cache then hits 0.40, not the 0.45 its popularity promises). Mixtral's
   routing analysis (arXiv 2401.04088, Sec. 5, Table 5) measures consecutive tokens repeating their expert well
   above chance, which is what lets a small LRU cache hit more than its share.
 
