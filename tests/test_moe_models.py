@@ -186,3 +186,33 @@ def test_expected_distinct_is_k_for_one_token_and_tends_to_all_experts():
     assert expected_distinct(Workload().routing, 128, 8, 1) == pytest.approx(8)
     assert expected_distinct(Workload().routing, 128, 8, 10_000) == pytest.approx(128)
     assert np.all(np.diff(expected_distinct(Workload().routing, 64, 6, np.arange(1, 50))) > 0)
+
+
+def test_the_workload_routing_keys_reach_the_operator_table(tmp_path):
+    from workbench.userconfig import load_config
+    base = '''
+[model]
+name = "OLMoE-1B-7B"
+weight_bits = 4.5
+[workload]
+seq_len = 64
+{extra}
+[network]
+topology = "switch"
+bandwidth_mbps = 1000
+[[devices]]
+preset = "tpi_dell_i7_1165g7"
+'''
+    path = tmp_path / "olmoe.toml"
+    path.write_text(base.format(extra=""))
+    uniform = load_config(path)
+    path.write_text(base.format(extra='routing = "skewed"\nrouting_skew = 1.2\nrouting_locality = 0.3'))
+    skewed = load_config(path)
+    assert skewed.routing.kind == "skewed" and skewed.workload("prefill").routing.skew == 1.2
+    m = uniform.model
+    touched = [float(common.experts_touched(m, c.workload("prefill"), 64)) for c in (uniform, skewed)]
+    assert touched[1] < touched[0] < m.n_experts  # popular experts shared: a skewed prompt touches fewer
+    path.write_text(base.format(extra='routing = "skewed"\nrouting_locality = 1.0'))
+    with pytest.raises(WorkbenchError, match="workload.routing_locality must be a number in \\[0, 1\\)") as info:
+        load_config(path)
+    assert "\n" not in str(info.value)

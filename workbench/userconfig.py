@@ -45,6 +45,7 @@ from workbench.hardware import (
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
+from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, Workload
 from workbench.units import GIB, MIB
 
@@ -134,7 +135,8 @@ def tunable_keys() -> dict[str, tuple[str, float]]:
 DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
 MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
 NETWORK_KEYS = (*NETWORK_FIELDS, "sources")
-WORKLOAD_KEYS = (*WORKLOAD_FIELDS, "sources")
+ROUTING_FIELDS = section_fields(Routing)  # [workload] routing, routing_skew, routing_locality, routing_trace
+WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, "sources")
 META_KEYS = ("name", "description", "sources")
 # [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
 # path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
@@ -161,11 +163,12 @@ class UserConfig:
     weight_format: str = ""
     activation_format: str = ""
     kv_format: str = ""
+    routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
         return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
-                        activation_bits=self.activation_bits, kv_bits=self.kv_bits)
+                        activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -403,6 +406,7 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
     rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
+    rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
@@ -471,12 +475,31 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
         if value > model.max_positions:
             raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
                                  f"({model.max_positions}), got {value}")
+    routing = parse_routing(where, workload, base_dir)
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where, kv_bits, **formats)
+                      kv_len, where, kv_bits, **formats, routing=routing)
+
+
+def parse_routing(where: str, workload: dict, base_dir: Path | None) -> Routing:
+    """The [workload] routing keys (a MoE model's routing model; uniform when none is given), one line when bad;
+    a trace path is read relative to the deployment file."""
+    kind = workload.get("routing", "uniform")
+    skew = workload.get("routing_skew", 0.0)
+    if isinstance(skew, list):
+        skew = tuple(skew)
+    trace = workload.get("routing_trace", "")
+    if not isinstance(trace, str):
+        raise WorkbenchError(f"{where}: workload.routing_trace must be a CSV name or path, got {trace!r}")
+    if trace and base_dir is not None and (Path(base_dir) / trace).exists():
+        trace = str(Path(base_dir) / trace)
+    try:
+        return Routing(kind, skew, workload.get("routing_locality", 0.0), trace)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: workload.{exc}") from None
 
 
 def load_config(path: str | Path) -> UserConfig:
