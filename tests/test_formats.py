@@ -126,7 +126,11 @@ def test_fallback_when_rows_do_not_divide_into_blocks():
     assert chosen["output.weight"] == "q8_0"  # rows not divisible by q4_k's 256 (:462-463)
     assert chosen["blk.1.ffn_down.weight"] == "q8_0"  # the last layer wants q6_k, which falls back to q8_0
     assert chosen["blk.0.ffn_down.weight"] == "q5_0"
-    assert tensor_formats(tiny_config(d_model=72, n_heads=4, n_kv_heads=4, d_ff=144), "Q4_K_M")["blk.0.attn_q.weight"].name == "f16"
+    odd32 = tiny_config(d_model=72, n_heads=4, n_kv_heads=4, d_ff=144)  # rows of 72: not even a multiple of 32
+    attn_q = next(t for t in model_tensors(odd32) if t.name == "blk.0.attn_q.weight")
+    assert Recipe("Q4_K_M").format_for(attn_q, ModelFacts.of(odd32)).name == "f16"  # q5_0 does not fit either
+    with pytest.raises(WorkbenchError, match="infeasible: output.weight rows of 72"):  # q8_0 has no fallback
+        tensor_formats(odd32, "Q4_K_M")
 
 
 def test_mxfp4_moe_stores_experts_in_mxfp4_and_the_rest_in_q8_0():
