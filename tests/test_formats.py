@@ -204,3 +204,45 @@ def test_bad_input_is_one_line(call, fragment):
 
 def test_every_recipe_default_is_a_block_format():
     assert all(default in BLOCK_FORMATS for default in RECIPE_DEFAULTS.values())
+
+
+def deployment(weight: dict) -> dict:
+    """The sbc_gigabit example with its [model] weight keys replaced by `weight`."""
+    import tomllib
+
+    with open(REPO_ROOT / "examples" / "sbc_gigabit.toml", "rb") as f:
+        table = tomllib.load(f)
+    model = {k: v for k, v in table["model"].items() if not k.startswith("weight_")}
+    table["model"] = {**model, **weight}
+    return table
+
+
+@pytest.mark.parametrize("name, bits", [("q4_k", 4.5), ("q6_k", 6.5625), ("mxfp4", 4.25), ("q4_0", 4.5)])
+def test_a_toml_names_a_block_format(name, bits):
+    from workbench.userconfig import parse_config
+
+    config = parse_config(deployment({"weight_format": name}), "x.toml")
+    assert config.weight_bits == bits and config.weight_format == name
+
+
+def test_a_toml_names_a_recipe_and_gets_its_models_average_bits():
+    from workbench.userconfig import parse_config
+
+    config = parse_config(deployment({"weight_format": "Q4_K_M"}), "x.toml")
+    assert config.weight_bits == recipe_bits(config.model, "Q4_K_M") and config.weight_format == "Q4_K_M"
+    assert config.weight_bits != format_bits("q4_k")  # the q6_k layers and f32 norms move the average
+
+
+@pytest.mark.parametrize("weight, fragment", [
+    ({"weight_format": "q4_z"}, "model.weight_format must be one of"),
+    ({"weight_format": "Q4_K_M", "weight_bits": 4.8}, "not both"),
+])
+def test_a_toml_with_a_bad_weight_format_gets_one_line(weight, fragment):
+    from workbench.userconfig import parse_config
+
+    with pytest.raises(WorkbenchError) as info:
+        parse_config(deployment(weight), "x.toml")
+    message = str(info.value)
+    assert "\n" not in message and fragment in message
+    if "must be one of" in message:
+        assert "q6_k" in message and "Q4_K_M" in message and "mxfp4" in message
