@@ -17,6 +17,7 @@ from workbench.formats import (
     block_format,
     format_bits,
     gguf_file_bytes,
+    layer_bytes,
     model_tensors,
     recipe_bits,
     tensor_formats,
@@ -246,3 +247,23 @@ def test_a_toml_with_a_bad_weight_format_gets_one_line(weight, fragment):
     assert "\n" not in message and fragment in message
     if "must be one of" in message:
         assert "q6_k" in message and "Q4_K_M" in message and "mxfp4" in message
+
+
+def test_a_recipe_maps_a_tensor_class_and_layer_to_a_format():
+    llama = MODELS["Llama 3.1-8B"]
+    recipe = Recipe("Q4_K_M")
+    assert recipe.for_class(llama, "attn_v", 0).name == "q6_k" and recipe.for_class(llama, "attn_v", 4).name == "q4_k"
+    assert recipe.for_class(llama, "output").name == "q6_k" and recipe.for_class(llama, "norm", 3).name == "f32"
+    with pytest.raises(WorkbenchError, match="no ffn_down_exps tensor in layer 0; allowed classes"):
+        recipe.for_class(llama, "ffn_down_exps", 0)
+
+
+def test_layer_bytes_follow_the_layers_formats():
+    llama = MODELS["Llama 3.1-8B"]
+    per_layer = layer_bytes(llama, "Q4_K_M")
+    assert len(per_layer) == 32 and per_layer[0] > per_layer[4]  # layer 0: q6_k attn_v and ffn_down; 4: q4_k
+    assert per_layer[0] == per_layer[6] and per_layer[4] == per_layer[5]
+    assert len(set(layer_bytes(llama, "Q8_0"))) == 1
+    outside = sum(BLOCK_FORMATS[f.name].tensor_bytes(t.params) for t in model_tensors(llama) if t.layer is None
+                  for f in [Recipe("Q4_K_M").format_for(t, ModelFacts.of(llama))])
+    assert sum(per_layer) + outside == pytest.approx(recipe_bits(llama, "Q4_K_M") * llama.total_params() / 8, rel=1e-12)

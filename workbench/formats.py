@@ -328,6 +328,16 @@ class Recipe:
         return _fallback(chosen, tensor)
 
 
+    def for_class(self, model, kind: str, layer: int | None = None) -> BlockFormat:
+        """The block format of `model`'s tensor of class `kind` in block `layer` (None: outside the blocks)."""
+        facts = ModelFacts.of(model)
+        for tensor in model_tensors(model):
+            if tensor.kind == kind and tensor.layer == layer:
+                return self.format_for(tensor, facts)
+        raise WorkbenchError(f"model {model.name!r} has no {kind} tensor in layer {layer!r}; allowed classes: "
+                             f"{', '.join(sorted({t.kind for t in model_tensors(model)}))}, layers 0..{model.n_layers - 1}")
+
+
 def _fallback(chosen: BlockFormat, tensor: Tensor) -> BlockFormat:
     """tensor_type_fallback (llama-quant.cpp:374-421): a row the blocks do not divide takes a 32-weight format,
     f16 where even that does not divide it."""
@@ -489,3 +499,14 @@ def weight_format_bits(name: str, model=None) -> float:
         return format_bits(name)
     recipes = f" or a file type {', '.join(RECIPE_DEFAULTS)}" if model is not None else ""
     raise WorkbenchError(f"weight format must be one of {', '.join(weight_formats())}{recipes}, got {name!r}")
+
+
+def layer_bytes(model, recipe: Recipe | str) -> tuple[int, ...]:
+    """Bytes of each block's tensors under `recipe`, layer by layer: Q4_K_M's layers differ (q6_k attn_v and
+    ffn_down in a layer use_more_bits picks), so a pipeline stage's share is not n_layers-proportional."""
+    recipe, facts = as_recipe(recipe), ModelFacts.of(model)
+    out = [0] * model.n_layers
+    for t in model_tensors(model):
+        if t.layer is not None:
+            out[t.layer] += recipe.format_for(t, facts).tensor_bytes(t.params)
+    return tuple(out)
