@@ -35,6 +35,7 @@ from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
+from workbench.formats import RECIPE_DEFAULTS, recipe_bits, weight_formats
 from workbench.hardware import (
     DTYPES,
     DeviceSpec,
@@ -49,12 +50,11 @@ from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, Workload
 from workbench.units import GIB, MIB
 
-# Bits per weight of common formats. Block formats store a scale (and a minimum) per block of 32:
-# q4_0 = 32 x 4 bit + fp16 scale = 18 B / 32 weights = 4.5 bit; q4_1 adds an fp16 minimum (5.0);
-# q8_0 = 32 x 8 bit + fp16 scale (8.5); q4_k packs 256 weights in 144 B (4.5). Source: llama.cpp
-# ggml-common.h block definitions (block_q4_0, block_q4_1, block_q8_0, block_q4_K).
-WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0": 8.5, "int4": 4.0,
-                  "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
+# Bits per weight of every named format, one table (`workbench.formats`, quoted from ggml's block layouts:
+# q4_0 = 18 B per 32 weights = 4.5 bit, q4_k = 144 B per 256 = 4.5, q6_k = 6.5625, mxfp4 = 4.25, plus the
+# plain fp32/fp16/int8/int4). A weight_format may instead name a llama.cpp file type (Q4_K_M, ...): the bits
+# are then that model's file's average (`formats.recipe_bits`).
+WEIGHT_FORMATS = weight_formats()
 
 TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
@@ -214,7 +214,9 @@ def _bits(where: str, table: dict, name: str, default: float | None) -> float | 
     if fmt_key in table:
         fmt = table[fmt_key]
         if not isinstance(fmt, str) or fmt not in WEIGHT_FORMATS:
-            raise WorkbenchError(f"{where}: model.{fmt_key} must be one of {', '.join(WEIGHT_FORMATS)}, got {fmt!r}")
+            recipes = f" or a llama.cpp file type {', '.join(RECIPE_DEFAULTS)}" if name == "weight" else ""
+            raise WorkbenchError(f"{where}: model.{fmt_key} must be one of {', '.join(WEIGHT_FORMATS)}{recipes}, "
+                                 f"got {fmt!r}")
         return WEIGHT_FORMATS[fmt]
     if bits_key in table:
         return _number(where, f"model.{bits_key}", table[bits_key], "weight_bits")
@@ -222,6 +224,21 @@ def _bits(where: str, table: dict, name: str, default: float | None) -> float | 
 
 
 def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
+    """The [model] table; a weight_format naming a llama.cpp file type (Q4_K_M) gives that model's file's
+    average bits per weight (`formats.recipe_bits`)."""
+    recipe = table.get("weight_format") if isinstance(table, dict) else None
+    if not (isinstance(recipe, str) and recipe in RECIPE_DEFAULTS):
+        return _model_and_bits(where, table)
+    if "weight_bits" in table:
+        raise WorkbenchError(f"{where}: give model.weight_bits or model.weight_format, not both")
+    model, _, activation_bits = _model_and_bits(where, {k: v for k, v in table.items() if k != "weight_format"})
+    try:
+        return model, recipe_bits(model, recipe), activation_bits
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: model.weight_format: {exc}") from None
+
+
+def _model_and_bits(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
     """The [model] table: a registered name or dimensions, plus weight/activation bits (formats or numbers)."""
     table = _table(where, "model", table, MODEL_KEYS)
     weight_bits = _bits(where, table, "weight", 16.0)
