@@ -34,3 +34,20 @@ def pipeline_handoff_bytes(d_model: int, tokens: int, bits: float) -> float:
     """A whole-layer pipeline: the activations (tokens x d_model) handed to the next device at a stage edge."""
     _check(1, tokens, bits)
     return float(tokens * d_model * bits / 8)
+
+
+def ep_no_drop_capacity(tokens: int, n: int) -> int:
+    """Expert parallelism's slots per expert per source device that no routing can overflow: the tokens one
+    device holds (tokens / n, rounded up), since a token picks an expert at most once."""
+    _check(n, tokens, 1.0)
+    return -(-tokens // n)
+
+
+def ep_all_to_all_bytes(d_model: int, n_experts: int, n: int, capacity: int, bits: float) -> float:
+    """Expert parallelism: the dispatch and the combine all-to-all, each leaving every device a buffer of
+    n_experts x capacity x d_model (n sources x its n_experts/n experts x capacity slots, or back); `capacity`
+    is the slots each expert keeps per source device, so the bytes do not depend on the routing."""
+    _check(n, 1, bits)
+    require_int("n_experts", n_experts, low=1)
+    require_int("capacity", capacity, low=1)
+    return float(2 * n_experts * capacity * d_model * bits / 8) if n > 1 else 0.0
