@@ -28,10 +28,10 @@ BITS = 32.0  # the kernels run and move f32
 
 @pytest.fixture(scope="module")
 def moe():
-    """One MoE FFN's weights (spread 0.2 so outputs are O(1)) and 8 tokens of input."""
+    """One MoE FFN's weights (spread 0.2 so outputs are O(1)), 8 tokens of input and the reference's output."""
     params = M.init_moe_params(CFG, jax.random.PRNGKey(0), std=0.2)
     x_se = jax.random.normal(jax.random.PRNGKey(1), (TOKENS, CFG.d_model))
-    return params, x_se
+    return params, x_se, M.moe_ffn_reference(CFG, params, x_se)
 
 
 def collectives(jitted, *args) -> list[tuple[str, int]]:
@@ -75,14 +75,14 @@ def numpy_moe(cfg, p, x_se) -> np.ndarray:
 @pytest.mark.parametrize("router", ROUTERS)
 def test_reference_routes_as_each_family_does(router, moe):
     cfg = CFG.with_changes(router=router, n_active_experts=3)
-    params, x_se = moe
+    params, x_se, _ = moe
     close(M.moe_ffn_reference(cfg, params, x_se), numpy_moe(cfg, params, x_se))
 
 
 def test_only_the_unnormalised_rule_gives_other_weights(moe):
     """Renormalised top-k probabilities are the softmax of the top-k logits (Qwen3 == Mixtral == gpt-oss's rule,
     weights summing to 1); OLMoE / DeepSeek-V2 keep the full softmax's smaller share. All pick the same experts."""
-    params, x_se = moe
+    params, x_se, _ = moe
     routes = [M.route(CFG.with_changes(router=r), params["router"], x_se) for r in ROUTERS]
     weights = {r: np.asarray(w) for r, (w, _) in zip(ROUTERS, routes)}
     np.testing.assert_allclose(weights["softmax_topk_norm"], weights["topk_softmax"], rtol=1e-5)
@@ -102,18 +102,20 @@ def test_moe_block_with_identical_experts_is_the_dense_block():
         block["moe"][key] = jnp.broadcast_to(dense[key], block["moe"][key].shape)
     x_se = jax.random.normal(jax.random.PRNGKey(3), (TOKENS, cfg.d_model))
     positions = jnp.arange(TOKENS)
-    close(M.moe_block_forward(cfg, block, x_se, positions), ref.block_forward(cfg, dense, x_se, positions)[0])
+    moe_block = jax.jit(M.moe_block_forward, static_argnums=0)
+    dense_block = jax.jit(lambda p, x, pos: ref.block_forward(cfg, p, x, pos)[0])
+    close(moe_block(cfg, block, x_se, positions), dense_block(dense, x_se, positions))
 
 
 # ---- (a) TP inside every expert -----------------------------------------------------------------------------
 @pytest.mark.parametrize("n", (1, 2, 4, 8))
 @pytest.mark.parametrize("sync", M.TP_SYNCS)
 def test_tp_inside_experts_equals_reference_and_moves_the_closed_form(sync, n, moe, cpu_devices):
-    params, x_se = moe
+    params, x_se, want_se = moe
     mesh = make_mesh(n)
     placed = M.place(mesh, params, M.tp_specs("x"))
     kernel = M.make_tp_ffn(CFG, mesh, sync)
-    close(kernel(placed, x_se), M.moe_ffn_reference(CFG, params, x_se))
+    close(kernel(placed, x_se), want_se)
     if sync == "allgather":
         want = T.tp_partials_allgather_bytes(CFG.d_model, n, TOKENS, BITS)
         kind = "all-gather"
@@ -125,34 +127,41 @@ def test_tp_inside_experts_equals_reference_and_moves_the_closed_form(sync, n, m
 
 # ---- (b) whole-layer pipeline -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def blocks():
-    """Eight MoE blocks."""
+def layers(moe):
+    """Eight MoE blocks and the hidden states after them (the monolithic reference, run once)."""
     keys = jax.random.split(jax.random.PRNGKey(4), CFG.n_layers)
-    return [M.init_moe_block_params(CFG, k, std=0.2) for k in keys]
+    blocks = [M.init_moe_block_params(CFG, k, std=0.2) for k in keys]
+    return blocks, jax.jit(M.moe_layers_reference, static_argnums=0)(CFG, blocks, moe[1])
 
 
-@pytest.mark.parametrize("n, layers", [(1, None), (2, None), (4, None), (8, None), (4, (1, 0, 3, 4))])
-def test_pipeline_equals_reference_and_hands_off_the_closed_form(n, layers, blocks, moe, cpu_devices):
-    x_se = moe[1]
+@pytest.mark.parametrize("n, plan", [(1, None), (2, None), (4, None), (8, None), (4, (1, 0, 3, 4))])
+def test_pipeline_equals_reference_and_hands_off_the_closed_form(n, plan, layers, moe, cpu_devices):
+    blocks, want_se = layers
     mesh = make_mesh(n)
-    plan = PipelinePlan(layers) if layers else M.even_plan(CFG.n_layers, n)
-    close(M.pipeline_forward(CFG, blocks, mesh, x_se, plan), M.moe_layers_reference(CFG, blocks, x_se))
+    plan = PipelinePlan(plan) if plan else M.even_plan(CFG.n_layers, n)
     stacked, valid = M.stack_stages(CFG, blocks, mesh, plan)
-    x0 = jnp.zeros((n, TOKENS, CFG.d_model))
-    want = [("collective-permute", T.pipeline_handoff_bytes(CFG.d_model, TOKENS, BITS))] * plan.handoffs
-    assert collectives(M.make_pipeline(CFG, mesh, plan), stacked, valid, x0) == want
-    assert plan.handoffs == (3 if layers else (n if n > 1 else 0))  # the skipped empty device sends nothing
+    kernel, x0 = M.make_pipeline(CFG, mesh, plan), M.master_input(mesh, moe[1])
+    close(kernel(stacked, valid, x0)[0], want_se)
+    handoff = T.pipeline_handoff_bytes(CFG.d_model, TOKENS, BITS)
+    assert collectives(kernel, stacked, valid, x0) == [("collective-permute", handoff)] * plan.handoffs
+    assert plan.handoffs == ((n if n > 1 else 0) if plan.layers.count(0) == 0 else 3)  # an empty device is skipped
+
+
+def test_pipeline_forward_runs_an_even_plan_by_default(layers, moe, cpu_devices):
+    blocks, want_se = layers
+    close(M.pipeline_forward(CFG, blocks[:4], make_mesh(2), moe[1]),
+          jax.jit(M.moe_layers_reference, static_argnums=0)(CFG, blocks[:4], moe[1]))
 
 
 # ---- (c) expert parallelism ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("n", (1, 2, 4, 8))
 def test_expert_parallel_equals_reference_and_moves_the_closed_form(n, moe, cpu_devices):
-    params, x_se = moe
+    params, x_se, want_se = moe
     mesh = make_mesh(n)
     capacity = T.ep_no_drop_capacity(TOKENS, n)
     placed = M.place(mesh, params, M.ep_specs("x"))
     kernel = M.make_ep_ffn(CFG, mesh, capacity)
-    close(kernel(placed, x_se), M.moe_ffn_reference(CFG, params, x_se))
+    close(kernel(placed, x_se), want_se)
     each = T.ep_all_to_all_bytes(CFG.d_model, CFG.n_experts, n, capacity, BITS) / 2
     assert collectives(kernel, placed, x_se) == ([("all-to-all", each)] * 2 if n > 1 else [])
 
@@ -160,7 +169,7 @@ def test_expert_parallel_equals_reference_and_moves_the_closed_form(n, moe, cpu_
 def test_expert_parallel_drops_assignments_over_capacity_as_documented(moe, cpu_devices):
     """Capacity 1 on 2 devices of 4 tokens: the second (token, choice) a device sends one expert is dropped, and
     the output is the reference with exactly those weights zeroed."""
-    params, x_se = moe
+    params, x_se, want_se = moe
     n, capacity = 2, 1
     weights, experts = M.route(CFG, params["router"], x_se)
     kept = M.kept_assignments(experts, n, capacity)
@@ -168,7 +177,7 @@ def test_expert_parallel_drops_assignments_over_capacity_as_documented(moe, cpu_
     want = M.moe_ffn_from_routes(CFG, params, x_se, weights * kept, experts)
     got = M.make_ep_ffn(CFG, make_mesh(n), capacity)(params, x_se)
     close(got, want)
-    assert not np.allclose(np.asarray(got), np.asarray(M.moe_ffn_reference(CFG, params, x_se)), rtol=1e-3)
+    assert not np.allclose(np.asarray(got), np.asarray(want_se), rtol=1e-3)
 
 
 def test_kept_assignments_counts_per_device_in_token_then_choice_order():
@@ -190,7 +199,7 @@ def test_closed_forms_by_hand():
 
 
 def test_bad_input_is_one_line_naming_the_parameter(moe, cpu_devices):
-    params, x_se = moe
+    params, x_se, _ = moe
     cases = [(lambda: M.make_tp_ffn(CFG.with_changes(d_ff=36), make_mesh(8)), "d_ff"),
              (lambda: M.make_tp_ffn(CFG, make_mesh(2), "ring"), "sync"),
              (lambda: M.make_ep_ffn(CFG.with_changes(n_experts=6), make_mesh(4), 2), "n_experts"),

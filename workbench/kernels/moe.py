@@ -286,10 +286,13 @@ def pipeline_forward(cfg: TransformerConfig, blocks: list[Params], mesh: Mesh, x
     `moe_layers_reference`); `plan` defaults to equal contiguous ranges."""
     plan = plan or even_plan(len(blocks), check_line_mesh(mesh))
     stacked, valid = stack_stages(cfg, blocks, mesh, plan)
-    n = plan.n_devices
-    x0 = jax.device_put(jnp.zeros((n,) + x_se.shape, x_se.dtype).at[0].set(x_se),
-                        NamedSharding(mesh, P(mesh.axis_names[0])))
-    return make_pipeline(cfg, mesh, plan)(stacked, valid, x0)[0]
+    return make_pipeline(cfg, mesh, plan)(stacked, valid, master_input(mesh, x_se))[0]
+
+
+def master_input(mesh: Mesh, x_se):
+    """The pipeline's input (n, S, E): `x_se` in shard 0 (the master), zeros elsewhere."""
+    x0 = jnp.zeros((check_line_mesh(mesh),) + x_se.shape, x_se.dtype).at[0].set(x_se)
+    return jax.device_put(x0, NamedSharding(mesh, P(mesh.axis_names[0])))
 
 
 # ---- (c) expert parallelism ---------------------------------------------------------------------------
