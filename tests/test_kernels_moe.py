@@ -114,6 +114,9 @@ def test_tp_inside_experts_equals_reference_and_moves_the_closed_form(sync, n, m
     params, x_se, want_se = moe
     mesh = make_mesh(n)
     placed = M.place(mesh, params, M.tp_specs("x"))
+    x, e, f = CFG.n_experts, CFG.d_model, CFG.d_ff  # each device: d_ff/n columns of every expert, router whole
+    assert {k: placed[k].addressable_shards[-1].data.shape for k in ("router", "w_gate", "w_down", "shared_up")} == \
+        {"router": (e, x), "w_gate": (x, e, f // n), "w_down": (x, f // n, e), "shared_up": (e, f // n)}
     kernel = M.make_tp_ffn(CFG, mesh, sync)
     close(kernel(placed, x_se), want_se)
     if sync == "allgather":
@@ -160,6 +163,9 @@ def test_expert_parallel_equals_reference_and_moves_the_closed_form(n, moe, cpu_
     mesh = make_mesh(n)
     capacity = T.ep_no_drop_capacity(TOKENS, n)
     placed = M.place(mesh, params, M.ep_specs("x"))
+    x, e, f = CFG.n_experts, CFG.d_model, CFG.d_ff  # each device: n_experts/n whole experts, router and shared
+    assert {k: placed[k].addressable_shards[-1].data.shape for k in ("router", "w_up", "shared_down")} == \
+        {"router": (e, x), "w_up": (x // n, e, f), "shared_down": (f, e)}
     kernel = M.make_ep_ffn(CFG, mesh, capacity)
     close(kernel(placed, x_se), want_se)
     each = T.ep_all_to_all_bytes(CFG.d_model, CFG.n_experts, n, capacity, BITS) / 2
