@@ -10,8 +10,9 @@
 * ``softmax_topk``: softmax over all experts, top-k, not renormalised (`models/olmoe/modeling_olmoe.py`
   norm_topk_prob=False, `models/deepseek_v2` DeepseekV2MoE);
 * ``topk_softmax``: top-k of the logits, softmax over those k (`models/gpt_oss/modeling_gpt_oss.py`
-  GptOssTopKRouter). gpt-oss's experts also carry biases and a clamped SwiGLU; here every expert is the
-  plain bias-free SwiGLU of `reference.ffn`, so only its routing rule is modelled.
+  GptOssTopKRouter). These are the same weights as ``softmax_topk_norm`` up to rounding (renormalised top-k
+  probabilities are the softmax of the top-k logits); gpt-oss's router bias, its experts' biases and clamped
+  SwiGLU are not modelled - every expert here is the plain bias-free SwiGLU of `reference.ffn`.
 
 Each routed expert is a SwiGLU FFN of hidden size `d_ff`; the `n_shared_experts` always-on experts are held as
 one SwiGLU of hidden size n_shared x d_ff (DeepSeek-V2's DeepseekV2MLP(intermediate_size = moe_intermediate_size
