@@ -31,3 +31,12 @@ def test_parser_handles_async_and_iota_groups():
             "%ag = (f32[2]{0}, f32[8]{0}) all-gather-start(f32[2]{0} %q), replica_groups={{0,1,2,3}}\n")
     found = parse_collectives(text)
     assert [(c.kind, c.result_bytes, c.group_size) for c in found] == [("all-reduce", 32, 4), ("all-gather", 32, 4)]
+
+
+def test_parser_reads_a_tuple_shape_with_index_comments():
+    """A collective returning six or more arrays writes /*index=5*/ inside its tuple shape (an 8-way all-to-all):
+    it is still read, with every array's bytes."""
+    line = ("  %all-to-all = (f32[2,4]{1,0}, f32[2,4]{1,0}, f32[2,4]{1,0}, f32[2,4]{1,0}, f32[2,4]{1,0}, "
+            "/*index=5*/f32[2,4]{1,0}) all-to-all(%a, %b, %c, %d, %e, %f), replica_groups={{0,1,2,3,4,5}}")
+    (found,) = parse_collectives(line)
+    assert (found.kind, found.result_bytes) == ("all-to-all", 6 * 2 * 4 * 4)

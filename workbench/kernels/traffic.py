@@ -22,6 +22,7 @@ _OP = re.compile(
     r"(?P<suffix>-start)?\("
 )
 _ARRAY = re.compile(r"([a-z0-9]+)\[([0-9,]*)\]")
+_COMMENT = re.compile(r"/\*[^*]*\*/")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def parse_collectives(hlo_text: str) -> list[Collective]:
     """Every collective op in HLO text (async `-start` halves counted once, `-done` ignored)."""
     out = []
     for line in hlo_text.splitlines():
+        line = _COMMENT.sub("", line)  # a tuple of over five arrays carries /*index=5*/ inside its shape
         m = _OP.search(line)
         if not m:
             continue
