@@ -51,6 +51,13 @@ def test_the_library_holds_at_least_twelve_edge_devices():
 
 
 @pytest.mark.parametrize("device_id", EDGE)
+def test_each_preset_names_the_link_class_its_nic_runs(device_id):
+    meta, c = table(device_id)["meta"], constants(device_id)
+    assert meta["link_class"] in LINK_CLASSES
+    assert c["nic_bandwidth"].value >= link_class(meta["link_class"]).bandwidth_bytes_per_s  # the NIC carries the class
+
+
+@pytest.mark.parametrize("device_id", EDGE)
 def test_every_constant_has_a_kind_and_a_source(device_id):
     for name, constant in constants(device_id).items():
         assert constant.kind in KINDS, name
