@@ -31,11 +31,12 @@ import altair as alt
 import pandas as pd
 
 from workbench.arena import evaluate
+from workbench.constants import load_constants
 from workbench.display import setup_notebook
 from workbench.fields import declared_fields
 from workbench.hardware import DEVICES_DIR, DeviceSpec, load_device, preset_table
 from workbench.models import get_model
-from workbench.network import Link, Topology, link_class
+from workbench.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, link_class
 from workbench.prose import say, span
 from workbench.results import Recorder, result_rows
 from workbench.schemes import Cluster, Workload, load_all
@@ -228,7 +229,22 @@ say("The assumed constant that moves the prediction most is {c} on {dev}: from {
 # The `scheme` parameter's decode step of the first model on 1 to `max_devices` identical boards on a switch of
 # the board's own link class (the preset's `link_class`: the fastest library class its NIC runs). A count the
 # scheme cannot split the model over is left out. The count with the least latency is where adding boards stops
-# helping; the arena notebook and `whatif --devices` explain why it stops.
+# helping; the arena notebook and `whatif --devices` explain why it stops. The link classes first: a TCP
+# stream's bandwidth, the wire latency per hop and each endpoint's time per message, split from published round
+# trips (`quoted` / `derived`) or `assumed` where no measurement was found.
+
+# %%
+def link_table() -> pd.DataFrame:
+    """The library's link classes: bandwidth, per-hop latency and per-message endpoint time, each with its kind."""
+    cited = load_constants(LINK_CLASSES_PATH)
+    return pd.DataFrame([{"link_class": name, **{f"{part}": cited[f"{name}_{part}"].value for part in LINK_PARTS},
+                          **{f"{part}_kind": cited[f"{name}_{part}"].kind for part in LINK_PARTS}}
+                         for name in LINK_CLASSES])
+
+
+LINK_PARTS = ("bandwidth", "latency", "message_overhead")
+link_table()
+
 
 # %%
 def cluster_row(device_id: str, n: int, model_name: str) -> dict:
