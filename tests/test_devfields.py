@@ -19,7 +19,11 @@ from workbench.io import REPO_ROOT
 # flops_per_cycle_per_core x clock x cores, a GPU's from cuda_cores x gpu_frequency, the MCU's power per core),
 # and the micro-benchmarked host costs the cluster model does not use (jit_dispatch, numpy_op).
 DERIVATION_INPUTS = {"flops_per_cycle_per_core", "gpu_frequency", "cuda_cores", "power_per_core_w", "jit_dispatch",
-                     "numpy_op"}
+                     "numpy_op",
+                     # the edge library (data/devices/edge_*): the factors of its derived peaks and DRAM peak, the
+                     # quoted streaming rate memory_efficiency derives from, and the NIC rate its meta link_class names
+                     "fp16_flops_per_cycle_per_core", "int8_ops_per_cycle_per_core", "dram_transfer_rate",
+                     "dram_bus_width", "achieved_stream_bandwidth", "nic_bandwidth"}
 # The functions that may look a constant up in a device's provenance: the typical-efficiency notice reads the
 # constant's name and source (where the value comes from), never its value.
 PROVENANCE_READERS = {("workbench/hardware.py", "is_typical_efficiency"),

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from workbench.constants import load_constants
 from workbench.errors import (
     WorkbenchError,
     require_choice,
@@ -30,6 +31,7 @@ from workbench.errors import (
     require_positive,
 )
 from workbench.fields import FieldSpec, TomlKey, declared, number_field, rate_field
+from workbench.io import DATA_DIR
 from workbench.units import mbps_to_bytes_per_s
 
 ALGORITHMS = ("ring", "tree", "star", "hierarchical", "halving_doubling", "mesh", "gloo_ring",
@@ -69,6 +71,20 @@ class Link:
         require_positive("bandwidth (Mbps)", mbps)
         require_non_negative("latency (ms)", latency_ms)
         return cls(mbps_to_bytes_per_s(mbps), latency_ms * 1e-3, **kw)
+
+
+# Default link classes of edge deployments, each constant cited in data/constants/links.toml (`link_class`).
+LINK_CLASSES_PATH = DATA_DIR / "constants" / "links.toml"
+LINK_CLASSES = ("ethernet_1g", "ethernet_2_5g", "wifi5", "wifi6")
+
+
+def link_class(name: str) -> Link:
+    """The default `Link` of a link class (Ethernet 1G / 2.5G, Wi-Fi 5 / 6): its TCP bandwidth, wire latency per hop
+    and per-message endpoint time, each a cited constant of data/constants/links.toml."""
+    require_choice("link class", name, LINK_CLASSES)
+    c = load_constants(LINK_CLASSES_PATH)
+    return Link(float(c[f"{name}_bandwidth"].value), float(c[f"{name}_latency"].value), name=name,
+                message_overhead_s=float(c[f"{name}_message_overhead"].value))
 
 
 @dataclass(frozen=True)
