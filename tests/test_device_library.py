@@ -159,3 +159,40 @@ def test_link_constants_split_the_quoted_round_trips():
     assert 2 * (2 * c["ethernet_1g_latency"] + c["ethernet_1g_message_overhead"]) == pytest.approx(c["ethernet_1g_ping_rtt"])
     assert 2 * (c["wifi5_latency"] + c["wifi5_message_overhead"]) == pytest.approx(c["wifi5_median_rtt"])
     assert link_class("wifi5").latency_s > 10 * link_class("ethernet_1g").latency_s
+
+
+def test_a_deployment_names_a_link_class_and_overrides_one_of_its_numbers(tmp_path):
+    """`[network] link_class` gives the class's cited bandwidth, latency and per-message time; a key beside it wins;
+    an unknown class is one line listing the classes."""
+    from workbench.errors import WorkbenchError
+    from workbench.network import link_class
+    from workbench.userconfig import load_config
+
+    text = '''
+[model]
+name = "Llama 3.1-8B"
+weight_format = "q4_0"
+[network]
+topology = "switch"
+{network}
+[[devices]]
+preset = "edge_rpi5_8gb"
+count = 2
+'''
+    path = tmp_path / "pi5.toml"
+    path.write_text(text.format(network='link_class = "ethernet_1g"'))
+    link = load_config(path).cluster.topology.link
+    want = link_class("ethernet_1g")
+    assert (link.bandwidth_bytes_per_s, link.latency_s, link.message_overhead_s) == \
+        (want.bandwidth_bytes_per_s, want.latency_s, want.message_overhead_s)
+    path.write_text(text.format(network='link_class = "wifi5"\nlatency_ms = 2.0'))
+    link = load_config(path).cluster.topology.link
+    assert link.latency_s == pytest.approx(2e-3)
+    assert link.message_overhead_s == link_class("wifi5").message_overhead_s
+    path.write_text(text.format(network='link_class = "wifi7"'))
+    with pytest.raises(WorkbenchError, match="network.link_class must be one of ethernet_1g") as info:
+        load_config(path)
+    assert "\n" not in str(info.value)
+    path.write_text(text.format(network=""))
+    with pytest.raises(WorkbenchError, match="missing key network.bandwidth_mbps \\(or network.link_class"):
+        load_config(path)

@@ -45,7 +45,7 @@ from workbench.hardware import (
     typical_memory_efficiency,
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
-from workbench.network import TOPOLOGY_KINDS, Link, Topology
+from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
 from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, Workload
 from workbench.units import GIB, MIB
@@ -134,7 +134,7 @@ def tunable_keys() -> dict[str, tuple[str, float]]:
 
 DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
 MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
-NETWORK_KEYS = (*NETWORK_FIELDS, "sources")
+NETWORK_KEYS = (*NETWORK_FIELDS, "link_class", "sources")
 ROUTING_FIELDS = section_fields(Routing)  # [workload] routing, routing_skew, routing_locality, routing_trace
 WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, "sources")
 META_KEYS = ("name", "description", "sources")
@@ -422,6 +422,8 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
     rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
+    rows.append(f"| `[network]` | `link_class` |  | text |  | a link class whose cited bandwidth, latency and per-message "
+                f"time are the defaults (data/constants/links.toml): one of {', '.join(LINK_CLASSES)} |")
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
@@ -433,16 +435,30 @@ def config_keys_table() -> str:
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
-    """The [network] table: topology kind, one link class (bandwidth, per-hop latency)."""
-    table = _table(where, "network", table, NETWORK_KEYS, ("topology", "bandwidth_mbps"))
+    """The [network] table: topology kind, one link class (bandwidth, per-hop latency, per-message time); with
+    `link_class` (ethernet_1g ...) the class's cited defaults (data/constants/links.toml), each key overriding."""
+    table = _table(where, "network", table, NETWORK_KEYS, ("topology",))
     kind = table["topology"]
     if not isinstance(kind, str) or kind not in TOPOLOGY_KINDS:
         raise WorkbenchError(f"{where}: network.topology must be one of {', '.join(TOPOLOGY_KINDS)}, got {kind!r}")
-    bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"])  # each in SI
-    latency = _number(where, "network.latency_ms", table.get("latency_ms", 0.0))
+    base = None
+    if "link_class" in table:
+        if table["link_class"] not in LINK_CLASSES:
+            raise WorkbenchError(f"{where}: network.link_class must be one of {', '.join(LINK_CLASSES)}, "
+                                 f"got {table['link_class']!r}")
+        base = link_class(table["link_class"])
+    elif "bandwidth_mbps" not in table:
+        raise WorkbenchError(f"{where}: missing key network.bandwidth_mbps (or network.link_class: one of "
+                             f"{', '.join(LINK_CLASSES)})")
+    bandwidth = _number(where, "network.bandwidth_mbps", table["bandwidth_mbps"]) if "bandwidth_mbps" in table \
+        else base.bandwidth_bytes_per_s  # each in SI
+    latency = _number(where, "network.latency_ms", table["latency_ms"]) if "latency_ms" in table \
+        else (base.latency_s if base else 0.0)
     group = _integer(where, "network.group_size", table.get("group_size", 4))
-    overhead = _number(where, "network.message_overhead_us", table.get("message_overhead_us", 0.0))
-    link = Link(bandwidth, latency, name=f"{table['bandwidth_mbps']:g} Mbps", message_overhead_s=overhead)
+    overhead = _number(where, "network.message_overhead_us", table["message_overhead_us"]) \
+        if "message_overhead_us" in table else (base.message_overhead_s if base else 0.0)
+    name = f"{table['bandwidth_mbps']:g} Mbps" if "bandwidth_mbps" in table else base.name
+    link = Link(bandwidth, latency, name=name, message_overhead_s=overhead)
     return Topology(kind, n_devices, link, group_size=group)
 
 
