@@ -8,7 +8,7 @@ import pytest
 
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.io import REPO_ROOT
-from workbench.models import get_model
+from workbench.models import get_model, tiny_config
 from workbench.network import Link, Topology
 from workbench.planners import moe as planner
 from workbench.schemes import common, moe
@@ -232,3 +232,23 @@ def test_operator_rows_are_the_tables(pi5):
     union = float(common.experts_touched(m, step("prefill", 16), 16))
     assert m.n_active_experts < union < 16 * m.n_active_experts
     assert float(rows["ffn2"].bytes) == pytest.approx(union * m.d_model * m.d_ff * Q4 / 8)
+
+
+# ---- the arena's contract on a tiny mixture of experts (the arena's own contract test runs a dense model) -------
+TINY_MOE = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=64, vocab_size=512, max_positions=256,
+                       n_experts=8, n_active_experts=2)
+
+
+@pytest.mark.parametrize("name", [moe.DLLAMA_SCHEME, moe.PIPELINE_SCHEME, moe.EP_SCHEME])
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_each_scheme_honours_the_arena_contract_on_a_tiny_moe(pi5, name, phase):
+    paper, evaluate = load_all()[name]
+    cl = cluster_of([pi5] * 2)
+    workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=16)
+    r = evaluate(TINY_MOE, cl, workload)
+    parts = [r.compute_s, r.memory_s, r.fixed_s, r.serial_s, r.comm_link_latency_s, r.comm_bytes_s, r.io_stall_s,
+             r.other_s]
+    assert (r.scheme, r.paper, r.phase) == (name, paper, phase) and r.latency_s > 0
+    assert all(np.isfinite(parts)) and min(parts) >= 0 and sum(parts) == pytest.approx(r.latency_s, rel=1e-9)
+    assert len(r.peak_memory_bytes) == cl.n and not r.oom and r.memory_s > 0
+    assert set(r.extra["moe_breakdown"]) == {"attention_s", "router_s", "experts_s", "misses_s", "comm_s"}
