@@ -252,3 +252,16 @@ def test_each_scheme_honours_the_arena_contract_on_a_tiny_moe(pi5, name, phase):
     assert all(np.isfinite(parts)) and min(parts) >= 0 and sum(parts) == pytest.approx(r.latency_s, rel=1e-9)
     assert len(r.peak_memory_bytes) == cl.n and not r.oom and r.memory_s > 0
     assert set(r.extra["moe_breakdown"]) == {"attention_s", "router_s", "experts_s", "misses_s", "comm_s"}
+
+
+def test_planner_counts_shared_experts_and_dense_layers_as_always_on(pi5):
+    """DeepSeek-V2-Lite: every token computes the 2 shared experts and the dense first layer runs its wide FFN, so a
+    layer's always-on time exceeds its attention and router rows alone."""
+    m, cl = get_model("DeepSeek-V2-Lite"), cluster_of([pi5] * 2)
+    coef = planner.coefficients(m, cl, step("decode"))
+    table = {r.name: r for r in common.layer_operators(m, step("decode"))}
+    rows_only = sum(moe.row_seconds(pi5, [table[n] for n in moe.ATTENTION_ROWS + ("router",)]).values())
+    always_on = planner.resident_ffn_seconds(m, pi5, step("decode"))
+    assert always_on > 0 and coef.attention_s[0] == pytest.approx(rows_only + always_on + pi5.layer_overhead_s)
+    plan = planner.plan_placement(m, cl, step("decode"))
+    assert plan.fits and sum(plan.layers) == m.n_layers and plan.owner.shape == (m.moe_layers, m.n_experts)

@@ -7,7 +7,8 @@ runs, and which experts it holds. A device's expected time per decode token is
 
     T_j = a_j A_j + sum_e x_{e,j} pi_e X_j
 
-with A_j one layer's attention + router rows + layer overhead on device j and X_j one expert's rows for one token
+with A_j one (mean) layer's attention and router rows, its always-on FFN (shared experts, dense first layers) and
+the layer overhead on device j, and X_j one routed expert's rows for one token
 (streaming its weights: `schemes.moe.ep_expert_rows`), both from the operator table. The MILP minimises
 max_j T_j (the slowest device, an epigraph variable t) subject to
 
@@ -115,6 +116,16 @@ def expert_group_cuts(pi: np.ndarray, groups: int) -> tuple[np.ndarray, tuple[in
     return order, sizes, means
 
 
+def resident_ffn_seconds(model: TransformerConfig, device, step: Workload) -> float:
+    """Seconds of a mean layer's always-computed FFN for one token: the shared experts of the MoE layers and the
+    dense first layers' FFN, each weighted by its share of the layers."""
+    shared = schemes_moe.ep_expert_rows(model, step, model.n_shared_experts, model.n_shared_experts) \
+        if model.n_shared_experts else []
+    dense = schemes_moe.dense_ffn_rows(model, step, 1) if model.n_dense_layers else []
+    return (model.moe_layers * sum(schemes_moe.row_seconds(device, shared).values())
+            + model.n_dense_layers * sum(schemes_moe.row_seconds(device, dense).values())) / model.n_layers
+
+
 def coefficients(model: TransformerConfig, cluster: Cluster, workload: Workload, frequencies=None,
                  groups: int = MAX_GROUPS) -> PlacementCoefficients:
     """A_j, X_j, B, W, F_j, M_j and the expert groups for a decode step of `workload`'s attended length."""
@@ -123,12 +134,10 @@ def coefficients(model: TransformerConfig, cluster: Cluster, workload: Workload,
     step = Workload(phase="decode", seq_len=workload.seq_len, kv_len=workload.kv_len, weight_bits=workload.weight_bits,
                     activation_bits=workload.activation_bits, kv_bits=workload.kv_bits, routing=workload.routing)
     table = {r.name: r for r in common.layer_operators(model, step)}
-    sparse = model.moe_layers / model.n_layers
     attention, expert = [], []
     for device in cluster.devices:
-        sec = schemes_moe.row_seconds(device, [table[n] for n in schemes_moe.ATTENTION_ROWS] + [table["router"]])
-        attention.append(sum(sec[n] for n in schemes_moe.ATTENTION_ROWS) + sec["router"] / sparse
-                         + common.layer_overhead(device))
+        sec = schemes_moe.row_seconds(device, [table[n] for n in schemes_moe.ATTENTION_ROWS + ("router",)])
+        attention.append(sum(sec.values()) + resident_ffn_seconds(model, device, step) + common.layer_overhead(device))
         expert.append(sum(schemes_moe.row_seconds(device, schemes_moe.ep_expert_rows(model, step, 1.0, 1.0)).values()))
     order, sizes, means = expert_group_cuts(routing_frequencies(model, step, frequencies), groups)
     return PlacementCoefficients(

@@ -7,7 +7,7 @@ Each result's `extra["moe_breakdown"]` splits the step into attention, router, e
 (what `io_stall_s` holds) and communication seconds; prefill and decode differ because a prompt of S tokens
 touches the *union* of its tokens' experts (`routing.expected_distinct`), a decode token only its own k.
 
-**dllama_moe_tp** - distributed-llama v0.16 (tag v0.16.4 of b4rtaz/distributed-llama), tensor parallelism inside
+**dllama_moe_tp** - distributed-llama v0.16 (b4rtaz/distributed-llama tag v0.16.4, commit e819dc6), TP inside
 every expert. Each of N nodes holds the row slices of q, k, v and the column slice of wo (src/llm.cpp:168-171),
 the row slices of every expert's w1, w3 and the column slice of its w2 (`ffDim = moeHiddenDim`, :154-157,
 :173-175, loaded per expert :637-641), and the whole router gate in F32 (`moeGateSize = size2D(F_32, dim,
@@ -25,7 +25,7 @@ worker per forward (src/app.cpp:197-200, `LlmControlPacket`, src/app.hpp:46-49),
 (`SYNC_WITH_ROOT`, src/llm.cpp:256; src/nn/nn-network.cpp:541-566); after attention and after the MoE block
 every node writes its d-wide partial in the sync format to each of the N-1 others and reads theirs
 (`SYNC_NODE_SLICES`, src/llm.cpp:403, 554; nn-network.cpp:568-600: `sliceBytes = nBytes / nNodes` of the
-`ZQ` pipe, size2D(syncType, nBatches, dim nNodes), :195); workers send their F32 logits slice to the root
+`ZQ` pipe, size2D(syncType, nBatches, dim nNodes), src/llm.cpp:195); workers send their F32 logits slice to the root
 (`SYNC_NODE_SLICES_EXCEPT_ROOT`, src/llm.cpp:599). Each sync runs once per batch row (nn-network.cpp:618).
 With z = bytes of d values in the sync format (Q80: 34 d / 32, nn-core.cpp:21-23), per forward of S rows:
 
@@ -38,7 +38,9 @@ node counts it runs on: a power of two (README.md:48, "only on 1, 2, 4... 2^n no
 src/nn/nn-core.cpp:213, 222, 234, 280). v0.16 converts Qwen3-MoE only (`QWEN3_MOE`, src/llm.cpp:156, 425); its
 graph has no shared experts, dense layers or latent attention, so models with those are n/a; other routed-only
 MoEs (Mixtral, OLMoE, gpt-oss) are costed as that graph would run them (said in the notes). Compute, merge
-reads, root passes and the sync times are `engines`' (`merge_time`, `root_pass_time`, `comm_time`).
+reads, root passes and the sync times are `engines`' (`merge_time`, `root_pass_time`, `comm_time`). A prompt is
+one forward of S rows here; v0.16 evaluates it in chunks of `--nbatches` rows (32 by default, src/app.cpp:29),
+re-streaming attention and router per chunk (not modelled: a lower bound on its prefill, as in `engines`).
 
 **moe_layer_pipeline** - whole layers with all their experts per device (llama.cpp RPC `--split-mode layer`,
 prima.cpp): layers in proportion to each device's memory less what only the master holds. A device keeps its
@@ -517,47 +519,63 @@ def all_to_all_time(cluster: Cluster, busiest_bytes: float) -> tuple[float, floa
     return float(a), float(b)
 
 
-def ep_layer(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str,
-             pi: np.ndarray) -> dict[str, float]:
-    """Seconds of one MoE layer (and of a dense one) under expert parallelism: the slowest device's attention and
-    router, the dispatch and combine, the slowest device's experts."""
-    n, t, k = cluster.n, workload.new_tokens, model.n_active_experts
+def ep_loads(model: TransformerConfig, workload: Workload, n: int, attention: str,
+             pi: np.ndarray) -> dict[str, np.ndarray | float]:
+    """Each device's expected-maximum pairs (routed and its shared experts' share) and the experts they touch, the
+    mean pairs, and the busiest owner's remote pairs (those whose expert lives on another device)."""
+    t, k = workload.new_tokens, model.n_active_experts
     owned = math.ceil(t / n) if attention == "replicated" else t
-    heads = model.n_heads if attention == "replicated" else model.n_heads / n
-    table = {r.name: r for r in common.layer_operators(model, workload, heads, model.d_ff, owned)}
-    sparse = model.moe_layers / model.n_layers
-    router = replace(table["router"], flops=table["router"].flops / sparse, bytes=table["router"].bytes / sparse)
     groups = expert_groups(model.n_experts, n)
     shared = model.n_shared_experts * (owned if attention == "replicated" else t / n)
     mean = np.array([t * pi[g].sum() for g in groups])
-    pairs = expected_max_load(pi, groups, k, t)
+    routed = expected_max_load(pi, groups, k, t)
     sizes = np.array([len(g) for g in groups], dtype=float)  # a heavier load touches more of the device's experts
-    touched = np.minimum(touched_experts(pi, groups, t) * pairs / np.maximum(mean, 1e-300), sizes) \
-        + model.n_shared_experts
-    pairs = pairs + shared
+    touched = np.minimum(touched_experts(pi, groups, t) * routed / np.maximum(mean, 1e-300), sizes)
+    remote = owned * (k - float(np.min(mean)) / t)
+    return {"pairs": routed + shared, "touched": touched + model.n_shared_experts, "owned": owned,
+            "mean": float(t * k / n + shared), "exchanged": max(remote, float(np.max(routed)))}
+
+
+def ep_comm(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str,
+            exchanged: float) -> dict[str, tuple[float, float]]:
+    """(per-message, bytes) seconds of a layer's syncs: replicated attention - a dispatch and a combine all-to-all
+    of the busiest endpoint's `exchanged` pairs of d activations; TP attention - a mesh all-reduce of the T x d
+    partials after attention and one as the combine (dispatch local)."""
     act = workload.activation_bits / 8
-    if attention == "replicated":  # owners send each pair whose expert is elsewhere, and get the results back
-        remote = owned * (k - float(np.min([pi[g].sum() for g in groups])))
-        dispatch = combine = all_to_all_time(cluster, max(remote, float(np.max(pairs)) - shared) * model.d_model * act)
-        sync = (0.0, 0.0)
-    else:  # heads split: an all-reduce of partials, dispatch local, combine an all-reduce
-        partials = t * model.d_model * act
-        sync = tuple(float(x) for x in on_topology(cluster.topology, "mesh", "all_reduce", partials, breakdown=True)) \
-            if n > 1 else (0.0, 0.0)
-        dispatch, combine = (0.0, 0.0), sync
+    if attention == "replicated":
+        swap = all_to_all_time(cluster, exchanged * model.d_model * act)
+        return {"attention": (0.0, 0.0), "dispatch": swap, "combine": swap}
+    partials = workload.new_tokens * model.d_model * act
+    reduce = tuple(float(x) for x in on_topology(cluster.topology, "mesh", "all_reduce", partials, breakdown=True)) \
+        if cluster.n > 1 else (0.0, 0.0)
+    return {"attention": reduce, "dispatch": (0.0, 0.0), "combine": reduce}
+
+
+def ep_layer(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str,
+             pi: np.ndarray) -> dict[str, float]:
+    """Seconds of one MoE layer and of one dense layer under expert parallelism: the slowest device's attention
+    and router, the syncs, the slowest device's experts (or its dense FFN)."""
+    n = cluster.n
+    load = ep_loads(model, workload, n, attention, pi)
+    heads = model.n_heads if attention == "replicated" else model.n_heads / n
+    table = {r.name: r for r in common.layer_operators(model, workload, heads, model.d_ff, load["owned"])}
+    sparse = model.moe_layers / model.n_layers
+    router = replace(table["router"], flops=table["router"].flops / sparse, bytes=table["router"].bytes / sparse)
     att, rt, exp, dense = [], [], [], []
     for j, device in enumerate(cluster.devices):
         sec = row_seconds(device, [table[name] for name in ATTENTION_ROWS] + [router])
         att.append(sum(sec[name] for name in ATTENTION_ROWS) + common.layer_overhead(device))
         rt.append(sec["router"])
-        exp.append(sum(row_seconds(device, ep_expert_rows(model, workload, pairs[j], touched[j])).values()))
-        dense.append(sum(row_seconds(device, dense_ffn_rows(model, workload, owned)).values()))
-    link = sync[0] + dispatch[0] + combine[0]
-    data = sync[1] + dispatch[1] + combine[1]
+        exp.append(sum(row_seconds(device, ep_expert_rows(model, workload, load["pairs"][j], load["touched"][j]))
+                       .values()))
+        dense.append(sum(row_seconds(device, dense_ffn_rows(model, workload, load["owned"])).values()))
+    comm = ep_comm(model, cluster, workload, attention, load["exchanged"])
     slow = int(np.argmax(np.array(att) + np.array(rt) + np.array(exp)))
     return {"moe_s": max(a + r for a, r in zip(att, rt)) + max(exp), "dense_s": max(a + d for a, d in zip(att, dense)),
-            "link_s": link, "data_s": data, "attention_s": att[slow], "router_s": rt[slow], "experts_s": exp[slow],
-            "slowest_pairs": float(np.max(pairs)), "mean_pairs": float(t * k / n + shared)}
+            "link_s": sum(c[0] for c in comm.values()), "data_s": sum(c[1] for c in comm.values()),
+            "dense_link_s": comm["attention"][0], "dense_data_s": comm["attention"][1],
+            "attention_s": att[slow], "router_s": rt[slow], "experts_s": exp[slow],
+            "slowest_pairs": float(np.max(load["pairs"])), "mean_pairs": load["mean"]}
 
 
 def ep_memory_bytes(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str) -> np.ndarray:
@@ -593,7 +611,8 @@ def evaluate_expert_parallel(model: TransformerConfig, cluster: Cluster, workloa
     master = cluster.serial_device(cluster.devices[0])
     head = common.lm_head_time(model, master, workload) if workload.output_head else 0.0
     compute = moe_l * layer["moe_s"] + dense_l * layer["dense_s"] + head
-    link, data = moe_l * layer["link_s"], moe_l * layer["data_s"]
+    link = moe_l * layer["link_s"] + dense_l * layer["dense_link_s"]
+    data = moe_l * layer["data_s"] + dense_l * layer["dense_data_s"]
     need = ep_memory_bytes(model, cluster, workload, attention)
     oom = memory_note(need, cluster)
     fixed = L * max(common.fixed_layer_time(d, common.kernels_per_layer(model)) for d in cluster.devices)
