@@ -32,6 +32,8 @@ With z = bytes of d values in the sync format (Q80: 34 d / 32, nn-core.cpp:21-23
     root:   sent = (N-1) [ 8 + S (4 d + 2 L z) ]            received = (N-1) S [ 2 L z + 4 V / N ]
     worker: sent = S [ 2 L (N-1) z + 4 V / N ]              received = 8 + S [ 4 d + 2 L (N-1) z ]
 
+(the 4 V / N terms are the logits; a step without the output head has none).
+
 (`dllama_traffic`, from `engines.forward_syncs`; tests/test_moe_schemes.py holds both to these lines.) The
 node counts it runs on: a power of two (README.md:48, "only on 1, 2, 4... 2^n nodes"), at most the KV heads
 (src/app.cpp:236), dividing the heads, KV width, every expert's F and the vocabulary (the slicers' asserts,
@@ -60,17 +62,20 @@ once, the busiest endpoint's bytes serialised: `network`'s mesh all-gather row s
 `replicated` (every device holds it; the step's tokens are owned evenly, each owner attends for its tokens and
 dispatches each (token, expert) pair whose expert lives elsewhere: d activations per pair; the KV exchange a
 prompt split over owners needs is not costed) or `tp` (heads split, a mesh all-reduce of the T x d partials
-after attention, so dispatch is local and the combine is a mesh all-reduce). The slowest device sets each
-layer's expert time. Its load (token-expert pairs) is the **expected maximum over devices**: with pi_e the
-probability that a token picks expert e (sum k; uniform k/E; `popularity` of the routing model), device j's
-pairs over T independent tokens have mean T mu_j = T sum_{e in j} pi_e and variance T s_j^2, s_j^2 =
-sum_{e in j} pi_e (1 - pi_e) (E - k)/(E - 1) (the hypergeometric variance, exact for uniform routing), and
+after attention - in the dense first layers too - so dispatch is local and the combine is a mesh all-reduce).
+The slowest device sets each layer's expert time; shared experts and dense FFNs are on every device, computed for
+the tokens it owns (TP: 1/N of the tokens' shared experts). Its load (token-expert pairs) is the **expected
+maximum over devices**: with pi_e the probability that a token picks expert e (sum k; uniform k/E; `popularity`
+of the routing model), device j's pairs over T independent tokens have mean T mu_j = T sum_{e in j} pi_e and
+variance T s_j^2, s_j^2 = sum_{e in j} pi_e (1 - pi_e) (E - k)/(E - 1) (the hypergeometric variance, exact for
+uniform routing), and
 
     E[max_j load_j] ~= max_j min( T mu_j + sqrt(T) s_j sqrt(2 ln N),  T min(k, E_j) )
 
-(the Gaussian bound on the expected maximum of N loads; never below the largest mean: above a Monte-Carlo of
-uniform routing by at most 25 % for a decode token, 5 % for 16 tokens and more, tests/test_moe_schemes.py). A device streams the
-experts its pairs touch, sum_{e in j} 1 - (1 - pi_e)^T, from DRAM.
+(the Gaussian bound on the expected maximum of N loads; never below the largest mean; above a Monte-Carlo of
+uniform routing by at most 25 % for a decode token, 5 % for 16 tokens and more: tests/test_moe_schemes.py). A
+device streams the experts its pairs touch from DRAM: sum_{e in j} 1 - (1 - pi_e)^T at its mean load, scaled by
+its load bound over that mean (a decode token's pairs on one device are distinct experts), at most E_j.
 
 Below the three: the routing model's cache (FALLBACK marked below until `workbench.routing` adds it).
 """
