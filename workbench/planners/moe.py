@@ -93,8 +93,13 @@ def routing_frequencies(model: TransformerConfig, workload: Workload, frequencie
     """pi as (MoE layers, E): the given per-expert (E,) or per-layer (L_moe, E) frequencies, each row checked to
     sum to k, or the routing model's popularity for every layer."""
     if frequencies is None:
-        row = schemes_moe.popularity(workload.routing, model.n_experts, model.n_active_experts)
-        return np.tile(row, (model.moe_layers, 1))
+        rows = np.atleast_2d(schemes_moe.popularity(workload.routing, model.n_experts, model.n_active_experts))
+        if len(rows) == 1:
+            return np.tile(rows, (model.moe_layers, 1))
+        if len(rows) != model.moe_layers:
+            raise WorkbenchError(f"the routing model gives {len(rows)} layers' popularity; {model.name} has "
+                                 f"{model.moe_layers} MoE layers (allowed: 1 or {model.moe_layers})")
+        return np.array(rows, dtype=float)
     pi = np.asarray(frequencies, dtype=float)
     if pi.ndim == 1:
         return np.tile(schemes_moe.check_frequencies(pi, model), (model.moe_layers, 1))

@@ -123,9 +123,9 @@ def _uniform_expected_misses(routing: Routing, n_experts: int, k: int, cache_exp
 
 
 def _uniform_popularity(routing: Routing, n_experts: int, k: int) -> np.ndarray:
-    """FALLBACK: the probability a token picks each expert, k / E each under uniform routing (sums to k)."""
+    """FALLBACK: (layers, E) probabilities a token picks each expert: one row of k / E under uniform routing."""
     check_experts(n_experts, k)
-    return np.full(n_experts, k / n_experts)
+    return np.full((1, n_experts), k / n_experts)
 
 
 hit_rate, expected_misses, popularity = _uniform_hit_rate, _uniform_expected_misses, _uniform_popularity
@@ -583,6 +583,13 @@ def ep_layer(model: TransformerConfig, cluster: Cluster, workload: Workload, att
             "slowest_pairs": float(np.max(load["pairs"])), "mean_pairs": load["mean"]}
 
 
+def ep_mean_layer(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str,
+                  rows: np.ndarray) -> dict[str, float]:
+    """`ep_layer` averaged over the routing model's per-layer popularity rows (one row: that layer)."""
+    layers = [ep_layer(model, cluster, workload, attention, pi) for pi in rows]
+    return {key: float(np.mean([layer[key] for layer in layers])) for key in layers[0]}
+
+
 def ep_memory_bytes(model: TransformerConfig, cluster: Cluster, workload: Workload, attention: str) -> np.ndarray:
     """Per device: attention (whole or 1/N) and its KV, the f32 router, shared and dense FFNs, its experts of every
     MoE layer; the master also the embeddings and head."""
@@ -603,15 +610,16 @@ def ep_memory_bytes(model: TransformerConfig, cluster: Cluster, workload: Worklo
 def evaluate_expert_parallel(model: TransformerConfig, cluster: Cluster, workload: Workload,
                              attention: str = "replicated", frequencies=None) -> SchemeResult:
     """Expert parallelism: every MoE layer's experts split over the devices, all-to-all dispatch and combine, the
-    slowest device's expected load; `frequencies` (per expert, summing to k) overrides the routing model's."""
+    slowest device's expected load (the mean over the routing model's per-layer popularity rows); `frequencies`
+    (per expert, summing to k) overrides the routing model's."""
     require_moe(model, EP_SCHEME)
     require_choice("attention", attention, EP_ATTENTION)
     if cluster.n > model.n_experts:
         raise WorkbenchError(f"n_devices must be at most n_experts ({model.n_experts}) of {model.name} for "
                              f"{EP_SCHEME}, got {cluster.n}")
-    pi = popularity(workload.routing, model.n_experts, model.n_active_experts) if frequencies is None else \
-        check_frequencies(frequencies, model)
-    layer = ep_layer(model, cluster, workload, attention, pi)
+    rows = popularity(workload.routing, model.n_experts, model.n_active_experts) if frequencies is None else \
+        check_frequencies(frequencies, model)[None, :]
+    layer = ep_mean_layer(model, cluster, workload, attention, np.atleast_2d(rows))
     L, moe_l, dense_l = model.n_layers, model.moe_layers, model.n_dense_layers
     master = cluster.serial_device(cluster.devices[0])
     head = common.lm_head_time(model, master, workload) if workload.output_head else 0.0
