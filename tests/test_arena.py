@@ -34,7 +34,7 @@ from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.io import REPO_ROOT
 from workbench.models import get_model, tiny_config
 from workbench.network import Link, Topology, on_topology
-from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all
+from workbench.schemes.base import MOE_ONLY, Cluster, SchemeResult, Workload, load_all
 from workbench.whatif import add_arguments, format_table, main
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
@@ -184,6 +184,9 @@ def test_the_registry_holds_every_papers_schemes():
     papers = {paper for paper, _ in REAL.values()}
     assert {"galaxy", "tpi_llm", "sti", "hepti", "mcu_siracusa"} <= papers, papers
 SMALL_MODEL = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=256, vocab_size=512, max_positions=256)
+# the same with 8 experts of 128 (2 active): what a MoE-only scheme (`schemes.base.MOE_ONLY`) is held to
+SMALL_MOE = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=128, vocab_size=512, max_positions=256,
+                        n_experts=8, n_active_experts=2)
 
 
 def _check_result(name: str, paper: str, result: SchemeResult, cluster: Cluster, workload: Workload) -> None:
@@ -207,7 +210,8 @@ def test_every_registered_scheme_honours_the_contract(name, phase):
     paper, evaluate = REAL[name]
     cluster = make_cluster(n=2, memory_gib=8.0)
     workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=16)
-    _check_result(name, paper, evaluate(SMALL_MODEL, cluster, workload), cluster, workload)
+    model = SMALL_MOE if name in MOE_ONLY else SMALL_MODEL
+    _check_result(name, paper, evaluate(model, cluster, workload), cluster, workload)
 
 
 BAD_COMBOS = {
@@ -299,9 +303,13 @@ def test_every_scheme_costs_the_output_head_of_a_generation_step(phase):
     small, big = (run_arena(m, cluster, 16, 16, 16, phases=(phase,)).table().set_index("scheme")
                   for m in (model, big_vocab))
     ok = (small.status == "ok") & (big.status == "ok")
-    assert ok.sum() >= len(REAL) - 2
+    assert ok.sum() >= len(REAL) - len(MOE_ONLY) - 2
     slower = big.latency_s[ok] > small.latency_s[ok]
     assert slower.all(), f"schemes without the output head: {sorted(slower.index[~slower])}"
+    moe = replace(model, n_experts=8, n_active_experts=2, d_ff=128)
+    small_moe, big_moe = (run_arena(m, cluster, 16, 16, 16, phases=(phase,), schemes=sorted(MOE_ONLY)).table()
+                          .set_index("scheme") for m in (moe, replace(moe, vocab_size=64000)))
+    assert (small_moe.status == "ok").all() and (big_moe.latency_s > small_moe.latency_s).all()
     backbone = [run_arena(m, cluster, 16, 16, 16, phases=(phase,), schemes=["galaxy_hmp", "local", "mcu_headwise_tp"],
                           output_head=False).table().set_index("scheme").latency_s for m in (model, big_vocab)]
     assert (backbone[0] == backbone[1]).all()

@@ -49,7 +49,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import brentq
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.fields import FieldSpec, TomlKey, declared
@@ -291,6 +290,8 @@ def che_window(pi: np.ndarray, locality: float, cache_experts: int) -> float:
     high = 2.0
     while excess(high) < 0:
         high *= 2.0
+    from scipy.optimize import brentq  # imported here: `whatif` stays free of scipy unless an LRU cache is asked
+
     return brentq(excess, 1.0, high, xtol=1e-10) if excess(1.0) < 0 else 1.0
 
 

@@ -120,9 +120,11 @@ class SchemeResult:
 
 Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]
 SCHEMES: dict[str, tuple[str, Evaluator]] = {}
+MOE_ONLY: set[str] = set()  # schemes that cost mixtures of experts only (registered with dense=False)
 
 
-def register(name: str, paper: str, streaming: bool = True, moe: bool = False) -> Callable[[Evaluator], Evaluator]:
+def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
+             dense: bool = True) -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
     evaluator already holds is an error (re-importing the same module is not).
 
@@ -133,7 +135,8 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False) -
 
     With `moe` the scheme costs a mixture of experts' FFN through the operator table's expert rows
     (`common.layer_operators`); without, it costs a dense FFN by its own formulas, and a MoE model is n/a
-    for it (one line saying so), never silently costed as a dense model of the expert width."""
+    for it (one line saying so), never silently costed as a dense model of the expert width. A scheme with
+    `dense` False costs mixtures of experts only (`MOE_ONLY`: the MoE engines' partitions)."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
         if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
@@ -143,6 +146,8 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False) -
         evaluator = with_streaming_split(fn) if streaming else fn
         if not moe:
             evaluator = dense_only(name, evaluator)
+        if not dense:
+            MOE_ONLY.add(name)
         SCHEMES[name] = (paper, evaluator)
         return evaluator
     return wrap

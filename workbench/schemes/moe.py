@@ -77,7 +77,9 @@ uniform routing by at most 25 % for a decode token, 5 % for 16 tokens and more: 
 device streams the experts its pairs touch from DRAM: sum_{e in j} 1 - (1 - pi_e)^T at its mean load, scaled by
 its load bound over that mean (a decode token's pairs on one device are distinct experts), at most E_j.
 
-Below the three: the routing model's cache (FALLBACK marked below until `workbench.routing` adds it).
+The expert cache's hit rate and misses, and the experts' popularity, are the routing model's
+(`workbench.routing.hit_rate`, `expected_misses`, `popularity`: uniform, skewed or traced routing, temporal
+locality, pinned or LRU caches).
 """
 
 from __future__ import annotations
@@ -92,7 +94,12 @@ from workbench.errors import InfeasibleError, WorkbenchError, require_choice, re
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import on_topology
-from workbench.routing import Routing, check_experts, expected_distinct
+from workbench.routing import (
+    CACHE_POLICIES,
+    expected_misses,
+    hit_rate,
+    popularity,
+)
 from workbench.schemes import common, engines, moe_traffic
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.pipeline import handoff_time
@@ -100,35 +107,11 @@ from workbench.schemes.pipeline import handoff_time
 DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel"
 PAPER_DLLAMA, PAPER_PIPELINE, PAPER_EP = "distributed_llama", "prima.cpp", "baseline"
 READS = ("routed", "prefetch")  # llama.cpp mmap reads routed experts only; prima.cpp prefetches whole tensors
-CACHE_POLICIES = ("pinned", "lru")
 EP_ATTENTION = ("replicated", "tp")
 ATTENTION_ROWS, ROUTER_ROWS, EXPERT_ROWS = ("qkv", "attn", "out", "con"), ("router",), ("ffn1", "ffn2")
 CONTROL_PACKET_BYTES = engines.CONTROL_PACKET_BYTES  # LlmControlPacket (src/app.hpp:46-49), 8 B
 
 
-# ---- FALLBACK (uniform routing only) until workbench.routing's expert cache lands --------------------------------
-# At merge: `from workbench.routing import expected_misses, hit_rate, popularity` replaces these three names.
-def _uniform_hit_rate(routing: Routing, n_experts: int, k: int, cache_experts: int, policy: str = "pinned") -> float:
-    """FALLBACK: a decode token's hit rate under uniform routing, C / E for a pinned and an LRU cache alike."""
-    check_experts(n_experts, k)
-    require_choice("cache policy", policy, CACHE_POLICIES)
-    return cache_experts / n_experts
-
-
-def _uniform_expected_misses(routing: Routing, n_experts: int, k: int, cache_experts: int, tokens,
-                             policy: str = "pinned"):
-    """FALLBACK: non-resident experts a prompt's union touches, E (1 - (1 - k/E)^T) (1 - C/E) under uniform routing."""
-    miss = 1.0 - _uniform_hit_rate(routing, n_experts, k, cache_experts, policy)
-    return expected_distinct(routing, n_experts, k, tokens) * miss
-
-
-def _uniform_popularity(routing: Routing, n_experts: int, k: int) -> np.ndarray:
-    """FALLBACK: (layers, E) probabilities a token picks each expert: one row of k / E under uniform routing."""
-    check_experts(n_experts, k)
-    return np.full((1, n_experts), k / n_experts)
-
-
-hit_rate, expected_misses, popularity = _uniform_hit_rate, _uniform_expected_misses, _uniform_popularity
 
 
 # ---- shared pieces ------------------------------------------------------------------------------------------
@@ -305,7 +288,7 @@ def evaluate_dllama_moe(model: TransformerConfig, cluster: Cluster, workload: Wo
     return result.carve(f.fixed, f.serial)
 
 
-@register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True)
+@register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False)
 def evaluate_dllama_moe_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16: every node streams its slices of attention and of the active experts, the F32 router."""
     return evaluate_dllama_moe(model, cluster, workload)
@@ -464,7 +447,7 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True)
+@register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True, dense=False)
 def evaluate_moe_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp RPC / prima.cpp: whole layers per device, an expert cache in free memory, misses read from storage."""
     return evaluate_layer_pipeline(model, cluster, workload)
@@ -653,7 +636,7 @@ def check_frequencies(frequencies, model: TransformerConfig) -> np.ndarray:
     return pi
 
 
-@register(EP_SCHEME, PAPER_EP, moe=True)
+@register(EP_SCHEME, PAPER_EP, moe=True, dense=False)
 def evaluate_moe_expert_parallel(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """What-if: experts split over the devices, all-to-all per MoE layer, attention replicated on the token's owner."""
     return evaluate_expert_parallel(model, cluster, workload)
