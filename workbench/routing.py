@@ -290,7 +290,9 @@ def che_window(pi: np.ndarray, locality: float, cache_experts: int) -> float:
     high = 2.0
     while excess(high) < 0:
         high *= 2.0
-    from scipy.optimize import brentq  # imported here: `whatif` stays free of scipy unless an LRU cache is asked
+    from scipy.optimize import (
+        brentq,  # imported here: `whatif` stays free of scipy unless an LRU cache is asked
+    )
 
     return brentq(excess, 1.0, high, xtol=1e-10) if excess(1.0) < 0 else 1.0
 
