@@ -171,3 +171,30 @@ def test_a_draft_larger_than_the_target_or_its_device_is_one_line(registry):
     with pytest.raises(WorkbenchError, match="^infeasible: draft Llama 2-7B needs .* GiB, more than its device"):
         sp.speculative_cost(spec, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
     assert isinstance(small, DeviceSpec) and isinstance(small.memory[-1], MemoryLevel)
+
+
+# ---- quoted acceptance rates --------------------------------------------------------------------------------
+def test_every_quoted_acceptance_rate_has_a_kind_and_a_source():
+    table = sp.acceptance_table()
+    assert len(table) >= 10 and set(table.kind) == {"quoted"}
+    assert table.source.str.len().min() > 20
+    assert set(table.metric) <= {"draft_accept_fraction", "mean_tokens_per_step", "alpha"}
+    with_gamma = table.dropna(subset=["gamma"])
+    assert with_gamma.implied_alpha.between(0, 1).all() and len(with_gamma) >= 2
+
+
+def test_alpha_conversions_invert_the_acceptance_model():
+    for alpha, gamma in ((0.3, 2), (0.7, 5), (0.9, 16)):
+        tokens = sp.expected_tokens(gamma, alpha)
+        assert sp.alpha_from_tokens(tokens, gamma) == pytest.approx(alpha, abs=1e-9)
+        assert sp.alpha_from_accept_fraction((tokens - 1) / gamma, gamma) == pytest.approx(alpha, abs=1e-9)
+    with pytest.raises(WorkbenchError, match="tokens per step must lie in"):
+        sp.alpha_from_tokens(7.0, 4)  # more than gamma + 1
+
+
+def test_a_mean_accepted_length_bounds_alpha_from_below():
+    table = sp.acceptance_table()
+    rows = table[table.metric == "mean_tokens_per_step"]
+    for tau, least in zip(rows.value, rows.alpha_at_least):
+        assert sp.expected_tokens(16, least) < tau  # at alpha_at_least even gamma = 16 falls short of tau
+        assert sp.alpha_from_tokens(tau, 16) > least

@@ -26,14 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import pandas as pd
 
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import DeviceSpec
+from workbench.io import REPO_ROOT
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology, point_to_point
 from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload
 from workbench.units import GIB
 
+ACCEPTANCE_CSV = REPO_ROOT / "data" / "speculative" / "acceptance.csv"
 PLACEMENTS = ("root", "own", "ring")
 NGRAM = "ngram"  # prompt lookup: drafts by matching the prompt's n-grams, no model (~0 cost)
 MAX_GAMMA = 16  # best_gamma's search range, 1..16 (llama.cpp's common_speculative_params n_draft = 16)
@@ -121,6 +124,44 @@ def simulate_tokens(gamma: int, steps: int, seed: int, alpha: float | None = Non
         hits = rng.random((steps, gamma)) < alpha
         accepted = np.where(hits.all(axis=1), gamma, np.argmin(hits, axis=1))
     return float(np.mean(accepted + 1))
+
+
+def _solve_alpha(target: float, of_alpha, what: str) -> float:
+    """The alpha in [0, 1) where the increasing function `of_alpha` reaches `target` (bisection)."""
+    low, high = 0.0, 1.0 - 1e-12
+    if not of_alpha(low) <= target < of_alpha(high):
+        raise WorkbenchError(f"{what} must lie in [{of_alpha(low):g}, {of_alpha(high):g}), got {target!r}")
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if of_alpha(mid) < target else (low, mid)
+    return (low + high) / 2
+
+
+def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
+    """The i.i.d. alpha whose expected tokens per step at `gamma` is `tokens_per_step` (a derived conversion of
+    a quoted mean accepted length, EAGLE's tau or Spec-Bench's #Mean Accepted Tokens)."""
+    return _solve_alpha(tokens_per_step, lambda a: expected_tokens(gamma, a), "tokens per step")
+
+
+def alpha_from_accept_fraction(fraction: float, gamma: int) -> float:
+    """The i.i.d. alpha whose expected accepted share of `gamma` drafted tokens is `fraction` (llama.cpp's
+    'accept' = n_accept / n_drafted, with every step drafting gamma tokens)."""
+    return _solve_alpha(fraction, lambda a: (expected_tokens(gamma, a) - 1.0) / gamma, "accept fraction")
+
+
+def acceptance_table() -> pd.DataFrame:
+    """The quoted acceptance rates (data/speculative/acceptance.csv: draft, target, task, gamma, metric, value,
+    kind, source), each with the i.i.d. alpha it implies where its gamma is known, and for a mean tokens per
+    step tau the least alpha that yields it at any gamma, 1 - 1/tau (both derived)."""
+    table = pd.read_csv(ACCEPTANCE_CSV)
+    def implied(row) -> float:
+        if row.metric == "draft_accept_fraction" and not np.isnan(row.gamma):
+            return alpha_from_accept_fraction(float(row.value), int(row.gamma))
+        if row.metric == "mean_tokens_per_step" and not np.isnan(row.gamma):
+            return alpha_from_tokens(float(row.value), int(row.gamma))
+        return float("nan")
+    least = np.where(table.metric == "mean_tokens_per_step", 1.0 - 1.0 / table.value, np.nan)
+    return table.assign(implied_alpha=table.apply(implied, axis=1), alpha_at_least=least)
 
 
 def expected_verify_experts(n_experts: int, k: int, gamma: int, routing=None) -> float:
