@@ -198,3 +198,61 @@ def test_a_mean_accepted_length_bounds_alpha_from_below():
     for tau, least in zip(rows.value, rows.alpha_at_least):
         assert sp.expected_tokens(16, least) < tau  # at alpha_at_least even gamma = 16 falls short of tau
         assert sp.alpha_from_tokens(tau, 16) > least
+
+
+# ---- the user's side: [speculative] in a deployment TOML and whatif ------------------------------------------
+def deployment(speculative: str) -> str:
+    return (REPO_ROOT / "examples" / "laptops_wifi.toml").read_text() + "\n[speculative]\n" + speculative
+
+
+def test_a_speculative_table_reads_into_the_deployment():
+    from workbench.userconfig import config_from_text
+
+    config = config_from_text(deployment('draft = "Llama 2-3B"\ngamma = 5\nalpha = 0.7\n'))
+    assert config.speculation == sp.Speculation("Llama 2-3B", "root", 5, 0.7)
+    lengths = config_from_text(deployment('draft = "ngram"\naccepted_lengths = [0.5, 0.3, 0.2]\n')).speculation
+    assert lengths.accepted_lengths == (0.5, 0.3, 0.2) and lengths.gamma == 4
+    own = config_from_text(deployment('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "tpi_mac_pro_m1"\n'
+                                      'alpha = 0.5\n')).speculation
+    assert own.device.name and own.link == LAPTOPS.cluster.topology.link
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('draft = "Llama 2-3B"\ngamma = 0\nalpha = 0.7', r"speculative\.gamma must be an integer in \[1, 64\], got 0"),
+    ('draft = "Llama 2-3B"\nalpha = 1.0', r"speculative\.alpha must be a number >= 0 and < 1, got 1\.0"),
+    ('draft = "Llama 2-3B"\nalpha = -0.1', r"speculative\.alpha must be a number >= 0 and < 1, got -0\.1"),
+    ('draft = "Llama 2-70B"\nalpha = 0.5', r"\[speculative\] draft Llama 2-70B .* must be smaller than the target"),
+    ('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "hepti_rpi4"\nalpha = 0.5',
+     r"^infeasible: config: \[speculative\] draft Llama 2-3B needs .* GiB, more than its device"),
+    ('draft = "ngram"', r"needs exactly one of alpha and accepted_lengths"),
+    ('draft = "ngram"\nalpha = 0.5\nbeta = 1', r"unknown key speculative\.beta"),
+])
+def test_bad_speculative_keys_are_one_line_each(body, message):
+    from workbench.userconfig import config_from_text
+
+    with pytest.raises(WorkbenchError, match=message) as err:
+        config_from_text(deployment(body + "\n"))
+    assert "\n" not in str(err.value)
+
+
+def test_whatif_prints_rows_with_and_without_speculation_and_the_best_gamma(tmp_path, capsys):
+    import argparse
+
+    from workbench import whatif
+
+    path = tmp_path / "laptops_spec.toml"
+    path.write_text(deployment('draft = "Llama 2-3B"\ngamma = 4\nalpha = 0.7\n'))
+    parser = argparse.ArgumentParser()
+    whatif.add_arguments(parser)
+    assert whatif.main(parser.parse_args([str(path), "--no-charts"])) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("speculative decoding: draft Llama 2-3B (root), gamma 4, alpha 0.7"):]
+    assert "n/a: TPI-LLM's simulated decode steps carry one token each" in section
+    best = [line for line in section.splitlines() if line.startswith("best with speculation: ")]
+    assert len(best) == 1 and " at gamma " in best[0] and "x the fastest plain decode" in best[0]
+    pipeline = next(line for line in section.splitlines() if line.split() and line.split()[0] == "pipeline_offload")
+    assert pipeline.split()[-3].endswith("x")  # its speed-up at gamma 4
+    plain = tmp_path / "laptops.toml"
+    plain.write_text((REPO_ROOT / "examples" / "laptops_wifi.toml").read_text())
+    assert whatif.main(parser.parse_args([str(plain), "--no-charts"])) == 0
+    assert "speculative decoding" not in capsys.readouterr().out

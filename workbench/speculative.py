@@ -23,12 +23,14 @@ A draft named "ngram" is prompt lookup (llama.cpp's `lookup` example): no model,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.hardware import DeviceSpec
 from workbench.io import REPO_ROOT
 from workbench.models import TransformerConfig, get_model
@@ -63,10 +65,17 @@ class Speculation:
     tokens it drafts per step (`gamma`) and how many of them the target accepts: i.i.d. with probability
     `alpha`, or `accepted_lengths[k]` = P(exactly k drafted tokens accepted; the last entry: at least that many)."""
 
-    draft: str = NGRAM
-    placement: str = "root"
-    gamma: int = 4
-    alpha: float | None = None
+    draft: str = declared(FieldSpec('the draft: a registered model name, or "ngram" (prompt lookup, no model)',
+                                    kind="text", toml=(TomlKey("draft"),)), NGRAM)
+    placement: str = declared(FieldSpec(
+        "where the draft runs: root (the target's first device), own (a device of its own: draft_device, over "
+        "the [network] link), ring (prima.cpp's head device of its piped ring)", kind="text",
+        toml=(TomlKey("placement"),)), "root")
+    gamma: int = declared(FieldSpec("tokens the draft proposes per verify step", "tokens", 1, math.inf,
+                                    file_high=4 * MAX_GAMMA, kind="integer", toml=(TomlKey("gamma", 1.0, "tokens"),)), 4)
+    alpha: float | None = declared(FieldSpec("probability the target accepts each drafted token, i.i.d. "
+                                             "(below 1; or accepted_lengths)", "1", 0.0, 1.0,
+                                             toml=(TomlKey("alpha"),)), None)
     accepted_lengths: tuple[float, ...] | None = None
     device: DeviceSpec | None = None  # the draft's own device (placement "own")
     link: Link | None = None  # the link between the draft's device and the root (placement "own")
@@ -310,9 +319,10 @@ def speculative_cost(spec: Speculation, scheme: str, registry, target: Transform
 
 
 def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
-               workload: Workload, gammas=range(1, MAX_GAMMA + 1)) -> SpeculativeCost:
+               workload: Workload, gammas=range(1, MAX_GAMMA + 1), plain: SchemeResult | None = None) -> SpeculativeCost:
     """The gamma in 1..16 with the least expected time per token (the smallest of equals)."""
-    plain = registry[scheme][1](target, cluster, replace(workload, verify_tokens=1))
+    if plain is None:
+        plain = registry[scheme][1](target, cluster, replace(workload, verify_tokens=1))
     costs = [speculative_cost(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
              for g in gammas]
     return min(costs, key=lambda c: (c.per_token_s, c.gamma))
