@@ -300,22 +300,59 @@ class SpeculativeCost:
                 "losing_part": self.losing_part}
 
 
-def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
-                     workload: Workload, plain: SchemeResult | None = None) -> SpeculativeCost:
-    """Expected time per token of `scheme` (a name in `registry`) with speculation `spec`, and its parts."""
+@dataclass(frozen=True)
+class VerifyStep:
+    """The parts of one verify step that do not depend on the acceptance (seconds per step)."""
+
+    scheme: str
+    gamma: int
+    plain_s: float  # plain decode's time per token under the scheme
+    draft_s: float  # gamma draft forwards
+    verify_s: float  # the target's forward of gamma + 1 tokens
+    collectives_s: float  # of which its communication
+    experts_s: float  # of which its MoE expert rows
+    oom: bool = False
+
+
+def verify_step(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                workload: Workload, plain: SchemeResult | None = None) -> VerifyStep:
+    """One verify step of `scheme` (a name in `registry`) with `spec`'s draft and gamma: the costly part."""
     check_draft(spec, target, cluster, workload)
     if spec.placement == "ring" and registry[scheme][0] != "prima.cpp":
         raise WorkbenchError(f"n/a: placement 'ring' is prima.cpp's piped ring; {scheme} is not a prima.cpp scheme")
     evaluator = registry[scheme][1]
     plain = evaluator(target, cluster, replace(workload, verify_tokens=1)) if plain is None else plain
     verify = verify_result(scheme, evaluator, target, cluster, workload, spec.gamma)
-    tokens = expected_tokens(spec.gamma, spec.alpha, spec.accepted_lengths)
     draft = spec.gamma * draft_step_time(spec, cluster, workload, registry[DRAFT_SCHEME][1])
-    collectives = verify.comm_link_latency_s + verify.comm_bytes_s
-    comm = collectives + handoff_time(spec, cluster, tokens - 1.0)
-    return SpeculativeCost(scheme, spec.gamma, tokens, plain.latency_s, draft / tokens,
-                           (verify.latency_s - collectives) / tokens, expert_seconds(verify) / tokens, comm / tokens,
-                           extra={"verify_s": verify.latency_s, "oom": verify.oom or plain.oom})
+    return VerifyStep(scheme, spec.gamma, plain.latency_s, draft, verify.latency_s,
+                      verify.comm_link_latency_s + verify.comm_bytes_s, expert_seconds(verify), verify.oom or plain.oom)
+
+
+def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: float) -> SpeculativeCost:
+    """A verify step's cost per token when it yields `tokens` on average (the hand-off carries tokens - 1 ids)."""
+    comm = step.collectives_s + handoff_time(spec, cluster, tokens - 1.0)
+    return SpeculativeCost(step.scheme, step.gamma, tokens, step.plain_s, step.draft_s / tokens,
+                           (step.verify_s - step.collectives_s) / tokens, step.experts_s / tokens, comm / tokens,
+                           extra={"verify_s": step.verify_s, "oom": step.oom})
+
+
+def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                     workload: Workload, plain: SchemeResult | None = None) -> SpeculativeCost:
+    """Expected time per token of `scheme` (a name in `registry`) with speculation `spec`, and its parts."""
+    step = verify_step(spec, scheme, registry, target, cluster, workload, plain)
+    return per_token(step, spec, cluster, expected_tokens(spec.gamma, spec.alpha, spec.accepted_lengths))
+
+
+def alpha_sweep(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                workload: Workload, alphas, gammas=range(1, MAX_GAMMA + 1)) -> pd.DataFrame:
+    """`SpeculativeCost.row()` for every (alpha, gamma): one verify step per gamma, the acceptance applied after."""
+    plain = registry[scheme][1](target, cluster, replace(workload, verify_tokens=1))
+    rows = []
+    for g in gammas:
+        step = verify_step(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
+        rows += [{"alpha": a, **per_token(step, replace(spec, gamma=g), cluster, expected_tokens(g, a)).row()}
+                 for a in alphas]
+    return pd.DataFrame(rows)
 
 
 def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
@@ -326,3 +363,23 @@ def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConf
     costs = [speculative_cost(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
              for g in gammas]
     return min(costs, key=lambda c: (c.per_token_s, c.gamma))
+
+
+def best_over_gamma(sweep: pd.DataFrame, by=("alpha",)) -> pd.DataFrame:
+    """For each group of `by` in an `alpha_sweep` frame, the row of the gamma with the least time per token."""
+    ordered = sweep.sort_values([*by, "per_token_s", "gamma"])
+    return ordered.groupby(list(by), sort=True).head(1).reset_index(drop=True)
+
+
+def with_link_latency(cluster: Cluster, latency_s: float) -> Cluster:
+    """`cluster` with its link's per-hop latency set to `latency_s`."""
+    link = replace(cluster.topology.link, latency_s=latency_s)
+    return replace(cluster, topology=replace(cluster.topology, link=link))
+
+
+def regime_map(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+               workload: Workload, alphas, latencies_s, gammas=range(1, MAX_GAMMA + 1)) -> pd.DataFrame:
+    """Where speculation pays: for each link latency and alpha, the best gamma's speed-up over plain decode."""
+    frames = [best_over_gamma(alpha_sweep(spec, scheme, registry, target, with_link_latency(cluster, lat), workload,
+                                          alphas, gammas)).assign(latency_s=lat) for lat in latencies_s]
+    return pd.concat(frames, ignore_index=True)
