@@ -196,12 +196,24 @@ def verify_result(scheme: str, evaluator: Evaluator, model: TransformerConfig, c
     return evaluator(model, cluster, verify_workload(workload, gamma))
 
 
-def expert_seconds(result: SchemeResult) -> float:
-    """Seconds of a result's expert rows (operator rows named 'expert...', all its layers); 0 for a dense target."""
-    if result.operators is None:
+def expert_misses(result: SchemeResult, model: TransformerConfig, workload: Workload) -> float:
+    """Seconds a verify step spends streaming experts a one-token step would not touch: its busiest device's FFN
+    (expert) rows' memory time, all its layers, times the share of the experts streamed beyond one token's (the
+    routing union of the step's tokens, `routing.expected_distinct`, plus the shared experts). 0 for a dense
+    target or a scheme that does not carry its operator rows."""
+    if result.operators is None or not getattr(model, "is_moe", False):
         return 0.0
-    rows = [r for r in result.operators.rows if r.operator.name.startswith("expert")]
-    return result.operators.layers * float(sum(float(r.time_s) for r in rows))
+    from workbench.routing import UNIFORM, expected_distinct
+
+    routing = getattr(workload, "routing", UNIFORM)
+
+    def touched(tokens: int) -> float:
+        return float(expected_distinct(routing, model.n_experts, model.n_active_experts, tokens)) \
+            + model.n_shared_experts
+    many = touched(workload.new_tokens)
+    share = (many - touched(1)) / many if many > 0 else 0.0
+    rows = [r for r in result.operators.rows if r.operator.name in ("ffn1", "ffn2")]
+    return result.operators.layers * float(sum(float(r.part("memory")) for r in rows)) * share
 
 
 # ---- the draft ------------------------------------------------------------------------------------------------
@@ -325,7 +337,8 @@ def verify_step(spec: Speculation, scheme: str, registry, target: TransformerCon
     verify = verify_result(scheme, evaluator, target, cluster, workload, spec.gamma)
     draft = spec.gamma * draft_step_time(spec, cluster, workload, registry[DRAFT_SCHEME][1])
     return VerifyStep(scheme, spec.gamma, plain.latency_s, draft, verify.latency_s,
-                      verify.comm_link_latency_s + verify.comm_bytes_s, expert_seconds(verify), verify.oom or plain.oom)
+                      verify.comm_link_latency_s + verify.comm_bytes_s,
+                      expert_misses(verify, target, verify_workload(workload, spec.gamma)), verify.oom or plain.oom)
 
 
 def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: float) -> SpeculativeCost:
