@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, replace
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
@@ -48,6 +48,7 @@ from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_
 from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
 from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, Workload
+from workbench.speculative import Speculation, check_draft, check_lengths
 from workbench.units import GIB, MIB
 
 # Bits per weight of every named format, one table (`workbench.formats`, quoted from ggml's block layouts:
@@ -56,7 +57,7 @@ from workbench.units import GIB, MIB
 # are then that model's file's average (`formats.recipe_bits`).
 WEIGHT_FORMATS = weight_formats()
 
-TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster")
+TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "speculative")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
 ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
@@ -109,6 +110,15 @@ NETWORK_FIELDS = section_fields(Topology, Link, only=("topology", "bandwidth_mbp
 WORKLOAD_FIELDS = section_fields(Workload, only=("seq_len", "kv_len"))
 MODEL_FIELDS = {**section_fields(Workload, only=("weight_bits", "activation_bits", "kv_bits")),
                 **section_fields(TransformerConfig)}
+SPECULATIVE_FIELDS = section_fields(Speculation)
+# [speculative]'s keys beside the Speculation fields' (declared once, here)
+SPECULATIVE_EXTRA = {
+    "accepted_lengths": "in place of alpha: P(k drafted tokens accepted), k = 0, 1, ..., the last entry P(at least "
+                        "that many); probabilities that sum to 1",
+    "draft_device": "placement = \"own\": the draft's device, a preset id or a device-TOML path (reached over the "
+                    "[network] link)",
+}
+SPECULATIVE_KEYS = (*SPECULATIVE_FIELDS, *SPECULATIVE_EXTRA, "sources")
 # Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
 KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
               "count": TomlField(ENTRY_FIELDS["count"], ENTRY_FIELDS["count"].toml[0])}
@@ -164,6 +174,7 @@ class UserConfig:
     activation_format: str = ""
     kv_format: str = ""
     routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
+    speculation: Speculation | None = None  # a [speculative] table: decode with a draft (`workbench.speculative`)
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
@@ -428,6 +439,9 @@ def config_keys_table() -> str:
     rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
+    rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
+    rows += [f"| `[speculative]` | `{key}` |  | {'list of numbers' if key == 'accepted_lengths' else 'text'} |  | "
+             f"{meaning} |" for key, meaning in SPECULATIVE_EXTRA.items()]
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")
@@ -460,6 +474,44 @@ def parse_network(where: str, table: dict, n_devices: int) -> Topology:
     name = f"{table['bandwidth_mbps']:g} Mbps" if "bandwidth_mbps" in table else base.name
     link = Link(bandwidth, latency, name=name, message_overhead_s=overhead)
     return Topology(kind, n_devices, link, group_size=group)
+
+
+def parse_speculative(where: str, table: dict, cluster: Cluster, base_dir: Path | None) -> Speculation:
+    """The [speculative] table: draft, placement, gamma and alpha (or accepted_lengths), each checked in one line."""
+    table = _table(where, "speculative", table, SPECULATIVE_KEYS, ("draft",))
+    values = {"gamma": SPECULATIVE_FIELDS["gamma"].check(f"{where}: speculative.gamma", table["gamma"])} \
+        if "gamma" in table else {}
+    if "alpha" in table:
+        if not (SPECULATIVE_FIELDS["alpha"].spec.admits(table["alpha"], from_file=True) and table["alpha"] < 1):
+            raise WorkbenchError(f"{where}: speculative.alpha must be a number >= 0 and < 1, got {table['alpha']!r}")
+        values["alpha"] = float(table["alpha"])
+    if "accepted_lengths" in table:
+        lengths = table["accepted_lengths"]
+        if not isinstance(lengths, list) or not all(isinstance(p, int | float) for p in lengths):
+            raise WorkbenchError(f"{where}: speculative.accepted_lengths must be a list of probabilities, got {lengths!r}")
+        check_lengths(lengths)
+        values["accepted_lengths"] = tuple(lengths)
+    if ("alpha" in values) == ("accepted_lengths" in values):
+        raise WorkbenchError(f"{where}: [speculative] needs exactly one of alpha and accepted_lengths")
+    placement = _text(where, "speculative.placement", table.get("placement", "root"))
+    if placement == "own":
+        if "draft_device" not in table:
+            raise WorkbenchError(f"{where}: speculative.placement = \"own\" needs speculative.draft_device")
+        values["device"] = load_preset(where, "speculative", _text(where, "speculative.draft_device",
+                                                                    table["draft_device"]), base_dir, "draft_device")
+        values["link"] = cluster.topology.link
+    try:
+        return Speculation(_text(where, "speculative.draft", table["draft"]), placement, **values)
+    except WorkbenchError as exc:
+        raise _in_speculative(where, exc) from None
+
+
+def _in_speculative(where: str, exc: WorkbenchError) -> WorkbenchError:
+    """`exc` naming the file and the [speculative] table ('infeasible: ' kept first)."""
+    text = str(exc)
+    if text.startswith("infeasible: "):
+        return type(exc)(f"infeasible: {where}: [speculative] {text.removeprefix('infeasible: ')}")
+    return type(exc)(f"{where}: [speculative] {text}")
 
 
 def check_fits(model: TransformerConfig, cluster: Cluster, weight_bits: float, where: str = "config") -> None:
@@ -513,8 +565,16 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
-    return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where, kv_bits, **formats, routing=routing)
+    config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
+                        kv_len, where, kv_bits, **formats, routing=routing)
+    if "speculative" not in table:
+        return config
+    speculation = parse_speculative(where, table["speculative"], cluster, base_dir)
+    try:
+        check_draft(speculation, model, cluster, config.workload("decode"))
+    except WorkbenchError as exc:
+        raise _in_speculative(where, exc) from None
+    return replace(config, speculation=speculation)
 
 
 def parse_routing(where: str, workload: dict, base_dir: Path | None) -> Routing:

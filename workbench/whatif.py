@@ -281,6 +281,67 @@ def output_folder(args: argparse.Namespace, path: Path) -> Path | None:
     return _writable_dir(FIGURES_DIR / "whatif" / path.stem)
 
 
+def speculation_rows(arena: Arena, config) -> pd.DataFrame:
+    """Decode per scheme without and with the [speculative] table's draft at its gamma (`workbench.speculative`):
+    time per token, speed-up and the part that costs most; n/a with the reason where it cannot."""
+    from workbench.schemes.base import load_all
+    from workbench.speculative import speculative_cost
+
+    spec, registry, workload = config.speculation, load_all(), config.workload("decode")
+    rows = []
+    for entry in arena.entries:
+        if entry.phase != "decode" or entry.status != "ok":
+            continue
+        row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
+        try:
+            here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
+        except WorkbenchError as exc:
+            rows.append({**row, "notes": str(exc).splitlines()[0]})
+            continue
+        rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
+                     "notes": ""})
+    return pd.DataFrame(rows)
+
+
+def best_gamma_line(arena: Arena, config, rows: pd.DataFrame) -> str:
+    """The fastest scheme with speculation, at its best gamma in 1..16 (`speculative.best_gamma`), against the
+    fastest plain decode."""
+    from workbench.schemes.base import load_all
+    from workbench.speculative import best_gamma
+
+    ran = rows.dropna(subset=["speculative_s"]) if "speculative_s" in rows else rows.iloc[0:0]
+    if ran.empty:
+        return "best with speculation: no scheme can verify several tokens"
+    scheme = ran.sort_values(["speculative_s", "scheme"]).iloc[0].scheme
+    plain = next(e.result for e in arena.entries if e.phase == "decode" and e.scheme == scheme)
+    best = best_gamma(config.speculation, scheme, load_all(), config.model, config.cluster,
+                      config.workload("decode"), plain=plain)
+    fastest_plain = float(rows.plain_s.min())
+    return (f"best with speculation: {scheme} at gamma {best.gamma} ({_seconds(best.per_token_s)}/token, "
+            f"{best.tokens_per_step:.2f} tokens per verify step), {fastest_plain / best.per_token_s:.2f}x the fastest "
+            f"plain decode ({_seconds(fastest_plain)}/token)")
+
+
+def speculation_text(arena: Arena, config) -> str:
+    """The rows of `speculation_rows` as text, headed by the draft, placement, gamma and acceptance, and the
+    best gamma of the fastest scheme."""
+    spec = config.speculation
+    accept = f"alpha {spec.alpha:g}" if spec.alpha is not None else f"accepted lengths {list(spec.accepted_lengths)}"
+    head = f"speculative decoding: draft {spec.draft} ({spec.placement}), gamma {spec.gamma}, {accept}"
+    frame = speculation_rows(arena, config)
+    if frame.empty:
+        return f"{head}\nno scheme's decode runs within memory"
+
+    def line(r) -> dict:
+        if r.notes:
+            return {"scheme": r.scheme, "time/token": _seconds(r.plain_s), "with draft": "n/a", "speed-up": "",
+                    "costliest part": r.notes}
+        return {"scheme": r.scheme, "time/token": _seconds(r.plain_s), "with draft": _seconds(r.speculative_s),
+                "speed-up": f"{r.speedup:.2f}x", "costliest part": r.costliest}
+    table = pd.DataFrame([line(r) for r in frame.fillna({"notes": ""}).itertuples()]).to_string(index=False)
+    return f"{head}\n{table}\n{best_gamma_line(arena, config, frame)}"
+
+
 def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -> int:
     """One deployment: the arena table and the best schemes on stdout, the CSVs and charts into the output folder."""
     from workbench.userconfig import parse_config
@@ -296,6 +357,8 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
         print(line)
     print(format_table(arena))
     print(f"\n{best_line(arena)}")
+    if config.speculation is not None:
+        print(f"\n{speculation_text(arena, config)}")
     out = output_folder(args, path)
     if out is not None:
         from workbench.arena_charts import write_figures, write_tables

@@ -39,6 +39,9 @@ class Workload:
     output_head: bool = True
     kv_bits: float | None = declared(_bits(  # the KV cache's width (None: the activations'; llama.cpp keeps f16)
         "bits per KV-cache element (or kv_format; default: the activations')", "kv_bits"), None)
+    # a decode step's new tokens: 1 for plain decode; gamma + 1 for a speculative verify step (the drafted tokens
+    # and the one after them, `workbench.speculative`), attending kv_len keys. Not a TOML key: [speculative] sets it.
+    verify_tokens: int = 1
 
     # which experts a MoE layer's tokens touch (`workbench.routing`); a dense model ignores it
     routing: Routing = UNIFORM
@@ -55,11 +58,15 @@ class Workload:
         require_positive("activation_bits", self.activation_bits)
         if self.kv_bits is not None:
             require_positive("kv_bits", self.kv_bits)
+        require_int("verify_tokens", self.verify_tokens, low=1)
+        if self.phase == "prefill" and self.verify_tokens != 1:
+            raise WorkbenchError(f"verify_tokens applies to decode only (prefill processes seq_len tokens), "
+                                 f"got {self.verify_tokens!r} with phase='prefill'")
 
     @property
     def new_tokens(self) -> int:
-        """Tokens processed in this step (S in prefill, 1 in decode)."""
-        return self.seq_len if self.phase == "prefill" else 1
+        """Tokens processed in this step (S in prefill; in decode 1, or a verify step's gamma + 1)."""
+        return self.seq_len if self.phase == "prefill" else self.verify_tokens
 
     @property
     def cache_bits(self) -> float:

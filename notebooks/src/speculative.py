@@ -1,0 +1,233 @@
+# %% [markdown]
+# # Speculative decoding across edge devices: when a draft pays, and when it cannot
+# A draft model proposes `gamma` tokens; the target verifies them in one forward of `gamma + 1` tokens under a
+# registered scheme and keeps, on average, (1 - alpha^(gamma+1)) / (1 - alpha) of them (`workbench.speculative`).
+# On a cluster of small devices a decode step is bound by streaming weights and by per-token syncs: a verify
+# step streams the weights once for several tokens, but every scheme whose syncs grow with the rows it carries
+# pays them for every drafted token, accepted or not.
+#
+# The setting: a dense 70B target (Llama 3.1-70B, q4_0) on TPI-LLM's four laptops on a home Wi-Fi router
+# (`examples/laptops_wifi.toml`), drafted by Llama 3.1-8B (same tokenizer) on the first laptop. The acceptance
+# rate is an input: the quoted rates are in `data/speculative/acceptance.csv` (kind and source per row); the
+# charts sweep alpha over its whole range, and no rate is fitted to a token rate.
+
+# %% tags=["parameters"]
+figures_dir = None  # None -> the repository's figures/
+interactive = True  # False in batch runs
+quick = False  # True: small sweeps (the test suite)
+target = "Llama 3.1-70B"
+weight_format = "q4_0"
+draft = "Llama 3.1-8B"
+placement = "root"  # root | own | ring (prima.cpp's, for pipeline_offload)
+schemes = ["pipeline_offload", "layerwise_mp", "local", "megatron_tp", "dllama_allgather_tp"]
+moe_target = "Qwen3-30B-A3B"  # the MoE target of section 7 (runs where the registry has it)
+moe_board = "edge_rpi5_8gb"  # its four boards (a data/devices preset), on a Gigabit switch
+
+# %%
+from dataclasses import replace
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from workbench import speculative as sp
+from workbench.display import setup_notebook
+from workbench.errors import WorkbenchError
+from workbench.io import REPO_ROOT
+from workbench.prose import say
+from workbench.results import Recorder, result_rows
+from workbench.schemes.base import load_all
+from workbench.userconfig import config_from_text
+
+rec = Recorder("speculative", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
+registry = load_all()
+text = (REPO_ROOT / "examples" / "laptops_wifi.toml").read_text()
+text = text.replace('name = "Llama 2-13B"\nweight_format = "fp16"', f'name = "{target}"\nweight_format = "{weight_format}"')
+config = config_from_text(text, "laptops_wifi.toml")
+workload = config.workload("decode")
+spec = sp.Speculation(draft, placement, 4, 0.5)
+alphas = np.round(np.linspace(0.0, 0.95, 6 if quick else 20), 4)
+gammas = range(1, 5 if quick else sp.MAX_GAMMA + 1)
+print(f"{config.model.name} at {config.weight_bits:g} bit on {config.cluster.n} laptops; draft {draft} ({placement})")
+
+# %% [markdown]
+# ## 1. The quoted acceptance rates
+# Each row as its source states it; `implied_alpha` is the i.i.d. alpha that gives the quoted share at the
+# quoted gamma, and `alpha_at_least` the least alpha that yields a quoted mean accepted length at any gamma
+# (both derived). The Llama 2-70B / 7B row is the closest pair to this setting.
+
+# %%
+quoted = sp.acceptance_table()
+pair = quoted[quoted.target.str.startswith("Llama 2-70B")].iloc[0]
+alpha_quoted = float(pair.implied_alpha)
+quoted[["draft", "target", "gamma", "metric", "value", "implied_alpha", "alpha_at_least", "source"]]
+
+# %%
+say("The Llama 2-70B target with a Llama 2-7B draft accepted {share:.1%} of the drafted tokens at gamma "
+    "{gamma:.0f}, an i.i.d. alpha of {alpha:.2f}: the marked alpha in the charts below.",
+    share=pair.value, gamma=pair.gamma, alpha=alpha_quoted)
+
+# %% [markdown]
+# ## 2. Every scheme, with and without the draft
+# Plain decode's time per token beside speculation's at the quoted alpha and each scheme's best gamma (1-16).
+# A scheme whose decode carries one token only says n/a with the reason; OOM marks a scheme whose plan does not
+# fit the laptops' memory (only the pipeline streams what does not fit, as prima.cpp does).
+
+# %%
+def scheme_row(name: str) -> dict:
+    """One scheme: plain and speculative time per token at the quoted alpha and the best gamma."""
+    plain = registry[name][1](config.model, config.cluster, workload)
+    try:
+        best = sp.best_gamma(sp.Speculation(draft, placement, 1, alpha_quoted), name, registry, config.model,
+                             config.cluster, workload, gammas, plain=plain)
+    except WorkbenchError as exc:  # the scheme cannot verify several tokens: its n/a reason
+        return {"scheme": name, "plain_s": plain.latency_s, "oom": plain.oom, "notes": str(exc)}
+    return {**best.row(), "oom": plain.oom, "notes": ""}
+
+
+table = pd.DataFrame([scheme_row(name) for name in registry])
+table[["scheme", "plain_s", "per_token_s", "speedup", "gamma", "tokens_per_step", "losing_part", "oom", "notes"]]
+
+# %%
+ran = table.dropna(subset=["speedup"])
+fits = ran[~ran.oom.astype(bool)]
+winners, losers = ran[ran.speedup > 1], ran[ran.speedup <= 1]
+say("At alpha {alpha:.2f}, {n_win} of {n} schemes that can verify several tokens gain and {n_lose} lose; "
+    "the fastest that fits memory, {best}, goes from {plain:.2f} s to {spec:.2f} s per token ({x:.2f}x at "
+    "gamma {g:.0f}).", alpha=alpha_quoted, n_win=len(winners), n=len(ran), n_lose=len(losers),
+    best=fits.sort_values("per_token_s").iloc[0].scheme, plain=fits.sort_values("per_token_s").iloc[0].plain_s,
+    spec=fits.sort_values("per_token_s").iloc[0].per_token_s, x=fits.sort_values("per_token_s").iloc[0].speedup,
+    g=fits.sort_values("per_token_s").iloc[0].gamma)
+
+# %% [markdown]
+# ## 3. Speed-up over alpha and gamma (the scheme that fits)
+
+# %%
+fit_scheme = fits.sort_values("per_token_s").iloc[0].scheme
+grid = sp.alpha_sweep(spec, fit_scheme, registry, config.model, config.cluster, workload, alphas, gammas)
+heat = alt.Chart(grid).mark_rect().encode(
+    x=alt.X("gamma:O", title="gamma (drafted tokens per step)"), y=alt.Y("alpha:O", sort="descending"),
+    color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
+    tooltip=["alpha", "gamma", "speedup", "losing_part"],
+).properties(title=f"{fit_scheme}: speed-up of speculation over plain decode", width=380, height=300)
+rec.chart(heat, "speedup_alpha_gamma", data=grid)
+
+# %% [markdown]
+# ## 4. Sensitivity to alpha, each scheme at its best gamma
+# The dashed rule is plain decode (speed-up 1); the vertical rule the quoted alpha.
+
+# %%
+sweeps = pd.concat([sp.best_over_gamma(sp.alpha_sweep(spec, name, registry, config.model, config.cluster,
+                                                      workload, alphas, gammas)) for name in schemes],
+                   ignore_index=True)
+lines = alt.Chart(sweeps).mark_line(point=True).encode(
+    x=alt.X("alpha:Q", title="alpha (per-token acceptance)"), y=alt.Y("speedup:Q", title="speed-up at best gamma"),
+    color="scheme:N", tooltip=["scheme", "alpha", "gamma", "speedup", "losing_part"])
+one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+marker = alt.Chart(pd.DataFrame({"alpha": [alpha_quoted]})).mark_rule(color="gray").encode(x="alpha:Q")
+rec.chart((lines + one + marker).properties(title="Speed-up against alpha", width=420), "sensitivity_alpha",
+          data=sweeps)
+
+# %%
+at_quoted = sweeps.loc[(sweeps.alpha - alpha_quoted).abs().groupby(sweeps.scheme).idxmin()]
+breakeven = sweeps[sweeps.speedup > 1].groupby("scheme").alpha.min().reindex(schemes)
+say("Speculation pays from alpha {lo} ({lo_scheme}) up; no gain anywhere in the sweep: {never}.",
+    lo=f"{breakeven.min():.2f}" if breakeven.notna().any() else "-",
+    lo_scheme=breakeven.idxmin() if breakeven.notna().any() else "none",
+    never=", ".join(breakeven[breakeven.isna()].index) or "none")
+
+# %% [markdown]
+# ## 5. Where it loses, and which part makes it lose
+# Each scheme's time per token at the quoted alpha (best gamma) split into the draft, the verify step's device
+# time, its expert misses (none for a dense target) and communication, beside plain decode.
+
+# %%
+PART_NAMES = {"draft_s": "draft", "verify_compute_s": "verify compute", "verify_experts_s": "verify expert misses",
+              "communication_s": "communication"}
+parts = at_quoted.melt(id_vars=["scheme", "gamma", "speedup"], value_vars=list(PART_NAMES), var_name="part",
+                       value_name="seconds").replace({"part": PART_NAMES})
+bars = alt.Chart(parts).mark_bar().encode(
+    y=alt.Y("scheme:N", sort=schemes), x=alt.X("seconds:Q", title="seconds per token (speculative)"),
+    color=alt.Color("part:N"), tooltip=["scheme", "part", "seconds", "gamma"])
+plain_ticks = alt.Chart(at_quoted).mark_tick(color="black", thickness=3, size=18).encode(
+    y=alt.Y("scheme:N", sort=schemes), x="plain_s:Q", tooltip=["scheme", "plain_s"])
+rec.chart((bars + plain_ticks).properties(title="Per-token parts at the quoted alpha (tick: plain decode)",
+                                           width=420), "parts_at_quoted_alpha", data=parts)
+at_quoted[["scheme", "gamma", "plain_s", "per_token_s", "speedup", "losing_part"]]
+
+# %%
+lose = at_quoted[at_quoted.speedup <= 1]
+say("Losing at the quoted alpha, with the costliest part of each: {losing}.",
+    losing=", ".join(f"{s} ({p})" for s, p in zip(lose.scheme, lose.losing_part)) or "none")
+
+# %% [markdown]
+# ## 6. The regime map: alpha against link latency
+# The best gamma's speed-up of the pipeline (prima.cpp's scheme, which fits) and of Megatron TP (two syncs per
+# layer) as the Wi-Fi link's per-hop latency varies; blue: speculation pays.
+
+# %%
+latencies = np.array([0.5, 5.0, 20.0] if quick else [0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0]) * 1e-3
+regime = pd.concat([sp.regime_map(spec, name, registry, config.model, config.cluster, workload, alphas, latencies,
+                                  gammas).assign(scheme=name) for name in ("pipeline_offload", "megatron_tp")],
+                   ignore_index=True).assign(latency_ms=lambda f: f.latency_s * 1e3)
+regime_chart = alt.Chart(regime).mark_rect().encode(
+    x=alt.X("latency_ms:O", title="link latency per hop (ms)"), y=alt.Y("alpha:O", sort="descending"),
+    color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
+    column=alt.Column("scheme:N"), tooltip=["scheme", "latency_ms", "alpha", "gamma", "speedup", "losing_part"],
+).properties(title="Where speculation pays", width=260, height=260)
+rec.chart(regime_chart, "regime_alpha_latency", data=regime)
+
+# %%
+pays = regime[regime.speedup > 1].groupby(["scheme", "latency_ms"]).alpha.min().unstack(0)
+say("The least alpha at which speculation pays moves from {p_lo} to {p_hi} for the pipeline and from {m_lo} to "
+    "{m_hi} for Megatron TP across the latencies swept.",
+    p_lo=f"{pays['pipeline_offload'].min():.2f}", p_hi=f"{pays['pipeline_offload'].max():.2f}",
+    m_lo=f"{pays['megatron_tp'].min():.2f}", m_hi=f"{pays['megatron_tp'].max():.2f}")
+pays
+
+# %% [markdown]
+# ## 7. A mixture-of-experts target on four boards
+# A MoE target streams only its active experts for one token, but a verify step of `gamma + 1` tokens streams
+# the union of their experts (the operator table's routing model): the weights a verify step saves on dense
+# layers it spends again on experts. The draft is prompt lookup (no model), so the draft costs nothing and
+# any loss is the verify step's. The section runs where the registry holds the MoE target.
+
+# %%
+from workbench.hardware import load_device
+from workbench.models import find_model
+from workbench.network import Link, Topology
+from workbench.schemes.base import Cluster
+
+moe = find_model(moe_target)
+moe_sweeps = pd.DataFrame()
+if moe is not None and getattr(moe, "is_moe", False):
+    boards = Cluster((load_device(moe_board),) * 4, Topology("switch", 4, Link.from_mbps(1000, 0.1)))
+    moe_workload = replace(workload, weight_bits=config.weight_bits)
+    ngram = sp.Speculation(sp.NGRAM, "root", 4, 0.5)
+    moe_sweeps = pd.concat([sp.alpha_sweep(ngram, name, registry, moe, boards, moe_workload, alphas, gammas)
+                            .assign(scheme=name) for name in ("pipeline_offload", "layerwise_mp")], ignore_index=True)
+    moe_best = sp.best_over_gamma(moe_sweeps, by=("scheme", "alpha"))
+    moe_lines = alt.Chart(moe_best).mark_line(point=True).encode(
+        x=alt.X("alpha:Q"), y=alt.Y("speedup:Q", title="speed-up at best gamma"), color="scheme:N",
+        tooltip=["scheme", "alpha", "gamma", "speedup", "losing_part"])
+    rec.chart((moe_lines + one + marker).properties(title=f"{moe.name} on four boards (prompt lookup)", width=420),
+              "moe_sensitivity_alpha", data=moe_best)
+    at = moe_best.loc[(moe_best.alpha - alpha_quoted).abs().groupby(moe_best.scheme).idxmin()]
+    say("At alpha {alpha:.2f} the {name} target's best speed-up is {xs}; each verify step of gamma tokens reads "
+        "the union of gamma + 1 tokens' experts, so the verify compute grows with gamma and bounds the gain.",
+        alpha=alpha_quoted, name=moe.name, xs=", ".join(f"{s} {x:.2f}x (gamma {g:.0f})" for s, x, g in
+                                                        zip(at.scheme, at.speedup, at.gamma)))
+else:
+    say("The registry holds no mixture-of-experts model named {name}: this section waits for it.", name=moe_target)
+
+# %%
+setting = lambda f: f.apply(lambda r: f"alpha={r.alpha:g},gamma={int(r.gamma)},scheme={r.scheme}", axis=1)  # noqa: E731
+rec.add(result_rows("speculative", "sensitivity_alpha", sweeps, {"speedup": "x", "per_token_s": "s"},
+                    config.model.name, setting(sweeps)))
+rec.add(result_rows("speculative", "regime_alpha_latency", regime, {"speedup": "x"}, config.model.name,
+                    regime.apply(lambda r: f"alpha={r.alpha:g},latency_ms={r.latency_ms:g},scheme={r.scheme}", axis=1)))
+if not moe_sweeps.empty:
+    rec.add(result_rows("speculative", "moe_sensitivity_alpha", moe_sweeps, {"speedup": "x"}, moe_target,
+                        setting(moe_sweeps)))
+results_csv = rec.write()

@@ -1,0 +1,258 @@
+"""Speculative decoding's cost (`workbench.speculative`): the acceptance model against a Monte-Carlo, a verify
+step as the registered scheme's decode of gamma + 1 tokens, the parts of a step, best gamma and bad input."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from workbench import speculative as sp
+from workbench.errors import WorkbenchError
+from workbench.hardware import DeviceSpec, MemoryLevel
+from workbench.io import REPO_ROOT
+from workbench.network import Link, point_to_point
+from workbench.routing import UNIFORM
+from workbench.schemes.base import Workload, load_all
+from workbench.userconfig import load_config
+
+LAPTOPS = load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")  # 4 laptops on Wi-Fi, Llama 2-13B fp16
+DECODE = Workload("decode", seq_len=128, kv_len=128, weight_bits=16, activation_bits=16)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_all()
+
+
+# ---- the acceptance model -------------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.8, 0.95])
+@pytest.mark.parametrize("gamma", [1, 4, 8])
+def test_expected_tokens_match_a_monte_carlo_of_iid_acceptance_within_1_percent(alpha, gamma):
+    exact = sp.expected_tokens(gamma, alpha)
+    assert sp.simulate_tokens(gamma, 200_000, seed=gamma, alpha=alpha) == pytest.approx(exact, rel=0.01)
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 3, 5])
+def test_expected_tokens_match_a_monte_carlo_of_a_given_accepted_length_distribution(gamma):
+    lengths = [0.2, 0.1, 0.3, 0.15, 0.25]  # P(0..3 accepted), P(>= 4)
+    exact = sp.expected_tokens(gamma, accepted_lengths=lengths)
+    assert sp.simulate_tokens(gamma, 200_000, seed=7, accepted_lengths=lengths) == pytest.approx(exact, rel=0.01)
+    assert exact == pytest.approx(sum(p * (min(k, gamma) + 1) for k, p in enumerate(lengths)))
+
+
+def test_the_iid_formula_is_the_geometric_distribution_of_accepted_lengths():
+    alpha, gamma = 0.7, 5
+    geometric = [alpha ** k * (1 - alpha) for k in range(gamma)] + [alpha ** gamma]
+    assert sp.expected_tokens(gamma, alpha) == pytest.approx(sp.expected_tokens(gamma, accepted_lengths=geometric))
+    assert sp.expected_tokens(gamma, 0.0) == 1.0
+    assert sp.expected_tokens(3, 0.5) == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+
+
+def test_the_routing_union_of_a_verify_step_matches_a_simulated_routing_trace():
+    """A MoE verify step streams the distinct experts of gamma + 1 tokens: n (1 - (1 - k/n)^(gamma+1))."""
+    rng = np.random.default_rng(3)
+    n, k = 128, 8  # Qwen3-30B-A3B's router: 128 experts, 8 active (its config.json)
+    previous = 0.0
+    for gamma in (1, 2, 4, 8, 16):
+        trace = [len({e for _ in range(gamma + 1) for e in rng.choice(n, size=k, replace=False)}) for _ in range(4000)]
+        expected = sp.expected_verify_experts(n, k, gamma, UNIFORM)
+        assert np.mean(trace) == pytest.approx(expected, rel=0.01)
+        assert expected > previous
+        previous = expected
+
+
+# ---- a verify step under a scheme -------------------------------------------------------------------------
+def test_a_verify_workload_is_a_decode_of_gamma_plus_one_tokens_attending_kv_len_plus_gamma():
+    verify = sp.verify_workload(DECODE, 4)
+    assert (verify.new_tokens, verify.attended, verify.phase) == (5, 132, "decode")
+    assert DECODE.new_tokens == 1
+    with pytest.raises(WorkbenchError, match="decode only"):
+        Workload("prefill", verify_tokens=2)
+    with pytest.raises(WorkbenchError, match="verify_tokens must be an integer >= 1"):
+        Workload("decode", verify_tokens=0)
+
+
+def test_every_scheme_either_costs_a_multi_token_verify_or_says_n_a(registry):
+    """A scheme not in SINGLE_TOKEN_DECODE must cost 5 tokens above 1; one in it ignores the count, says n/a."""
+    for name, (_, fn) in registry.items():
+        one = fn(LAPTOPS.model, LAPTOPS.cluster, DECODE).latency_s
+        five = fn(LAPTOPS.model, LAPTOPS.cluster, replace(DECODE, verify_tokens=5)).latency_s
+        if name in sp.SINGLE_TOKEN_DECODE:
+            assert five == one, f"{name} now costs multi-token decode: take it off SINGLE_TOKEN_DECODE"
+            with pytest.raises(WorkbenchError, match="^n/a: "):
+                sp.verify_result(name, fn, LAPTOPS.model, LAPTOPS.cluster, DECODE, 4)
+        else:
+            assert five > one, f"{name} ignores Workload.verify_tokens: list it in SINGLE_TOKEN_DECODE"
+
+
+def test_a_step_is_gamma_draft_forwards_plus_one_verify_over_the_expected_tokens(registry):
+    spec = sp.Speculation("Llama 2-3B", "root", 4, 0.8)
+    cost = sp.speculative_cost(spec, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    local = registry["local"][1]
+    verify = local(LAPTOPS.model, LAPTOPS.cluster, replace(DECODE, kv_len=132, verify_tokens=5)).latency_s
+    draft = sp.draft_step_time(spec, LAPTOPS.cluster, DECODE, registry["single_device_resident"][1])
+    tokens = (1 - 0.8 ** 5) / 0.2
+    assert cost.tokens_per_step == pytest.approx(tokens)
+    assert cost.per_token_s == pytest.approx((4 * draft + verify) / tokens)
+    assert cost.plain_s == local(LAPTOPS.model, LAPTOPS.cluster, DECODE).latency_s
+    assert cost.speedup == pytest.approx(cost.plain_s / cost.per_token_s)
+    assert draft > 0 and cost.verify_experts_s == 0.0 and cost.communication_s == 0.0
+
+
+def test_with_no_acceptance_speculation_only_loses(registry):
+    spec = sp.Speculation(sp.NGRAM, "root", 3, 0.0)
+    for scheme in ("local", "megatron_tp", "pipeline_offload"):
+        cost = sp.speculative_cost(spec, scheme, registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+        assert cost.draft_s == 0.0 and cost.tokens_per_step == 1.0 and cost.speedup < 1.0
+
+
+def test_a_draft_on_its_own_device_waits_for_two_messages_a_step(registry):
+    link = Link.from_mbps(100, 20.0)
+    device = LAPTOPS.cluster.devices[0]
+    spec = sp.Speculation("Llama 2-3B", "own", 4, 0.6, device=device, link=link)
+    root = sp.speculative_cost(replace(spec, placement="root", device=None, link=None), "local", registry,
+                               LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    own = sp.speculative_cost(spec, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    accepted = own.tokens_per_step - 1
+    wire = (point_to_point(16, link.bandwidth_bytes_per_s, link.latency_s)
+            + point_to_point(accepted * 4, link.bandwidth_bytes_per_s, link.latency_s))
+    assert own.communication_s == pytest.approx(wire / own.tokens_per_step)
+    assert own.per_token_s == pytest.approx(root.per_token_s + own.communication_s)
+
+
+def test_the_ring_placement_is_prima_cpps_and_relays_its_kv_cache_commands(registry):
+    spec = sp.Speculation("Llama 2-3B", "ring", 4, 0.7)
+    with pytest.raises(WorkbenchError, match="^n/a: placement 'ring'"):
+        sp.speculative_cost(spec, "megatron_tp", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    slow = replace(LAPTOPS.cluster.topology, link=replace(LAPTOPS.cluster.topology.link, message_overhead_s=1e-3))
+    cluster = replace(LAPTOPS.cluster, topology=slow)
+    ring = sp.speculative_cost(spec, "pipeline_offload", registry, LAPTOPS.model, cluster, DECODE)
+    root = sp.speculative_cost(replace(spec, placement="root"), "pipeline_offload", registry, LAPTOPS.model,
+                               cluster, DECODE)
+    link = slow.link  # five commands relayed over three hops, each a message of 25 bytes (its wire latency overlapped)
+    relays = 5 * 3 * point_to_point(25, link.bandwidth_bytes_per_s, 0.0, message_overhead=1e-3)
+    assert relays > 5 * 3 * 1e-3
+    assert (ring.communication_s - root.communication_s) * ring.tokens_per_step == pytest.approx(relays, rel=0.01)
+
+
+def test_best_gamma_is_the_least_time_per_token_of_1_to_16(registry):
+    spec = sp.Speculation("Llama 2-3B", "root", 1, 0.8)
+    best = sp.best_gamma(spec, "megatron_tp", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    every = [sp.speculative_cost(replace(spec, gamma=g), "megatron_tp", registry, LAPTOPS.model, LAPTOPS.cluster,
+                                 DECODE).per_token_s for g in range(1, 17)]
+    assert best.per_token_s == min(every) and best.gamma == 1 + every.index(min(every))
+    assert 1 < best.gamma < 16  # a trade-off, not an edge of the range
+
+
+# ---- bad input ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"gamma": 0}, "gamma must be an integer >= 1"),
+    ({"alpha": 1.0}, r"alpha must be a number in \[0, 1\)"),
+    ({"alpha": -0.1}, r"alpha must be a number in \[0, 1\)"),
+    ({"placement": "cloud"}, "placement"),
+    ({"alpha": None, "accepted_lengths": [0.5, 0.6]}, "sum to 1"),
+    ({"draft": "GPT-5"}, "unknown model"),
+])
+def test_bad_speculation_input_is_one_line(kwargs, message):
+    with pytest.raises(WorkbenchError, match=message) as err:
+        sp.Speculation(**{"draft": "Llama 2-7B", "alpha": 0.7, **kwargs})
+    assert "\n" not in str(err.value)
+
+
+def test_a_draft_larger_than_the_target_or_its_device_is_one_line(registry):
+    larger = sp.Speculation("Llama 2-70B", "root", 4, 0.7)
+    with pytest.raises(WorkbenchError, match="must be smaller than the target"):
+        sp.speculative_cost(larger, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    board = LAPTOPS.cluster.devices[0]
+    small = replace(board, memory=(replace(board.memory[-1], capacity_bytes=2 * 2**30),))
+    spec = sp.Speculation("Llama 2-7B", "own", 4, 0.7, device=small, link=LAPTOPS.cluster.topology.link)
+    with pytest.raises(WorkbenchError, match="^infeasible: draft Llama 2-7B needs .* GiB, more than its device"):
+        sp.speculative_cost(spec, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
+    assert isinstance(small, DeviceSpec) and isinstance(small.memory[-1], MemoryLevel)
+
+
+# ---- quoted acceptance rates --------------------------------------------------------------------------------
+def test_every_quoted_acceptance_rate_has_a_kind_and_a_source():
+    table = sp.acceptance_table()
+    assert len(table) >= 10 and set(table.kind) == {"quoted"}
+    assert table.source.str.len().min() > 20
+    assert set(table.metric) <= {"draft_accept_fraction", "mean_tokens_per_step", "alpha"}
+    with_gamma = table.dropna(subset=["gamma"])
+    assert with_gamma.implied_alpha.between(0, 1).all() and len(with_gamma) >= 2
+
+
+def test_alpha_conversions_invert_the_acceptance_model():
+    for alpha, gamma in ((0.3, 2), (0.7, 5), (0.9, 16)):
+        tokens = sp.expected_tokens(gamma, alpha)
+        assert sp.alpha_from_tokens(tokens, gamma) == pytest.approx(alpha, abs=1e-9)
+        assert sp.alpha_from_accept_fraction((tokens - 1) / gamma, gamma) == pytest.approx(alpha, abs=1e-9)
+    with pytest.raises(WorkbenchError, match="tokens per step must lie in"):
+        sp.alpha_from_tokens(7.0, 4)  # more than gamma + 1
+
+
+def test_a_mean_accepted_length_bounds_alpha_from_below():
+    table = sp.acceptance_table()
+    rows = table[table.metric == "mean_tokens_per_step"]
+    for tau, least in zip(rows.value, rows.alpha_at_least):
+        assert sp.expected_tokens(16, least) < tau  # at alpha_at_least even gamma = 16 falls short of tau
+        assert sp.alpha_from_tokens(tau, 16) > least
+
+
+# ---- the user's side: [speculative] in a deployment TOML and whatif ------------------------------------------
+def deployment(speculative: str) -> str:
+    return (REPO_ROOT / "examples" / "laptops_wifi.toml").read_text() + "\n[speculative]\n" + speculative
+
+
+def test_a_speculative_table_reads_into_the_deployment():
+    from workbench.userconfig import config_from_text
+
+    config = config_from_text(deployment('draft = "Llama 2-3B"\ngamma = 5\nalpha = 0.7\n'))
+    assert config.speculation == sp.Speculation("Llama 2-3B", "root", 5, 0.7)
+    lengths = config_from_text(deployment('draft = "ngram"\naccepted_lengths = [0.5, 0.3, 0.2]\n')).speculation
+    assert lengths.accepted_lengths == (0.5, 0.3, 0.2) and lengths.gamma == 4
+    own = config_from_text(deployment('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "tpi_mac_pro_m1"\n'
+                                      'alpha = 0.5\n')).speculation
+    assert own.device.name and own.link == LAPTOPS.cluster.topology.link
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('draft = "Llama 2-3B"\ngamma = 0\nalpha = 0.7', r"speculative\.gamma must be an integer in \[1, 64\], got 0"),
+    ('draft = "Llama 2-3B"\nalpha = 1.0', r"speculative\.alpha must be a number >= 0 and < 1, got 1\.0"),
+    ('draft = "Llama 2-3B"\nalpha = -0.1', r"speculative\.alpha must be a number >= 0 and < 1, got -0\.1"),
+    ('draft = "Llama 2-70B"\nalpha = 0.5', r"\[speculative\] draft Llama 2-70B .* must be smaller than the target"),
+    ('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "hepti_rpi4"\nalpha = 0.5',
+     r"^infeasible: config: \[speculative\] draft Llama 2-3B needs .* GiB, more than its device"),
+    ('draft = "ngram"', r"needs exactly one of alpha and accepted_lengths"),
+    ('draft = "ngram"\nalpha = 0.5\nbeta = 1', r"unknown key speculative\.beta"),
+])
+def test_bad_speculative_keys_are_one_line_each(body, message):
+    from workbench.userconfig import config_from_text
+
+    with pytest.raises(WorkbenchError, match=message) as err:
+        config_from_text(deployment(body + "\n"))
+    assert "\n" not in str(err.value)
+
+
+def test_whatif_prints_rows_with_and_without_speculation_and_the_best_gamma(tmp_path, capsys):
+    import argparse
+
+    from workbench import whatif
+
+    path = tmp_path / "laptops_spec.toml"
+    path.write_text(deployment('draft = "Llama 2-3B"\ngamma = 4\nalpha = 0.7\n'))
+    parser = argparse.ArgumentParser()
+    whatif.add_arguments(parser)
+    assert whatif.main(parser.parse_args([str(path), "--no-charts"])) == 0
+    out = capsys.readouterr().out
+    section = out[out.index("speculative decoding: draft Llama 2-3B (root), gamma 4, alpha 0.7"):]
+    assert "n/a: TPI-LLM's simulated decode steps carry one token each" in section
+    best = [line for line in section.splitlines() if line.startswith("best with speculation: ")]
+    assert len(best) == 1 and " at gamma " in best[0] and "x the fastest plain decode" in best[0]
+    pipeline = next(line for line in section.splitlines() if line.split() and line.split()[0] == "pipeline_offload")
+    assert pipeline.split()[-3].endswith("x")  # its speed-up at gamma 4
+    plain = tmp_path / "laptops.toml"
+    plain.write_text((REPO_ROOT / "examples" / "laptops_wifi.toml").read_text())
+    assert whatif.main(parser.parse_args([str(plain), "--no-charts"])) == 0
+    assert "speculative decoding" not in capsys.readouterr().out

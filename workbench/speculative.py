@@ -1,0 +1,398 @@
+"""Speculative decoding's cost: a draft proposes `gamma` tokens, the target verifies them in one forward of
+gamma + 1 tokens under a registered scheme, and on average `expected_tokens` of them are kept per step
+(JAX-free; above `schemes`, below the arena).
+
+A verify step is a decode step of gamma + 1 new tokens attending kv_len + gamma keys
+(`Workload.verify_tokens`), costed by the registered scheme itself: the operator table turns its GEMVs into
+GEMMs of gamma + 1 rows, and for a mixture-of-experts target the experts of gamma + 1 tokens come from the
+table's routing union (`workbench.routing.expected_distinct`). Where the draft runs (`PLACEMENTS`):
+
+* **root**: on the target's first device, serially before the verify (llama.cpp's `--model-draft`);
+* **own**: on a device of its own; each step it hands its gamma token ids to the root and gets the accepted
+  ones back over one link (two messages);
+* **ring**: prima.cpp's speculative mode on its piped ring: the draft is not split, it is loaded whole and
+  locked in memory on the head device (Lizonghang/prima.cpp@bdf9d8e examples/speculative/speculative.cpp:73-75),
+  drafts serially (:576), then one `llama_decode` of the drafted batch goes once round the ring (:594); the
+  head tells the other devices how to trim their KV caches with one command before the verify (:588) and four
+  after it (:427-430), small messages on the ring's sockets.
+
+The acceptance model: i.i.d. with per-token probability alpha (Leviathan et al. 2023, Sec. 3.1), where a
+step keeps (1 - alpha^(gamma+1)) / (1 - alpha) tokens on average, or a distribution of accepted lengths.
+A draft named "ngram" is prompt lookup (llama.cpp's `lookup` example): no model, no draft time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.fields import FieldSpec, TomlKey, declared
+from workbench.hardware import DeviceSpec
+from workbench.io import REPO_ROOT
+from workbench.models import TransformerConfig, get_model
+from workbench.network import Link, Topology, point_to_point
+from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload
+from workbench.units import GIB
+
+ACCEPTANCE_CSV = REPO_ROOT / "data" / "speculative" / "acceptance.csv"
+PLACEMENTS = ("root", "own", "ring")
+NGRAM = "ngram"  # prompt lookup: drafts by matching the prompt's n-grams, no model (~0 cost)
+MAX_GAMMA = 16  # best_gamma's search range, 1..16 (llama.cpp's common_speculative_params n_draft = 16)
+TOKEN_ID_BYTES = 4  # a token id on the wire: llama.cpp's llama_token is int32_t (include/llama.h)
+# prima.cpp's KV-cache commands per verify step (speculative.cpp:588 before, :427-430 after): a name and up to
+# four int32 arguments each (src/llama.cpp llama_send_kv_cache_seq_*), at most 9 + 16 bytes
+RING_COMMANDS_PER_STEP = 5
+RING_COMMAND_BYTES = 25
+DRAFT_SCHEME = "single_device_resident"  # how a draft forward is costed: the baseline on its one device
+
+# Registered schemes whose decode step cannot carry several new tokens: they say n/a for a verify step
+SINGLE_TOKEN_DECODE = {
+    "tpi_star_tp": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py:480)",
+    "tpi_star_tp_resident": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py:480)",
+    "tp_ring_allreduce": "costed on TPI-LLM's simulator, whose decode steps carry one token (schemes/tpi_llm.py:480)",
+    "single_device_streamed": "STI's profile times a decode step of one token (schemes/sti.py:227)",
+    "sti_pipeline": "STI's profile times a decode step of one token (schemes/sti.py:227)",
+}
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A speculative decoding setting: the draft (a registered model name or "ngram"), where it runs, how many
+    tokens it drafts per step (`gamma`) and how many of them the target accepts: i.i.d. with probability
+    `alpha`, or `accepted_lengths[k]` = P(exactly k drafted tokens accepted; the last entry: at least that many)."""
+
+    draft: str = declared(FieldSpec('the draft: a registered model name, or "ngram" (prompt lookup, no model)',
+                                    kind="text", toml=(TomlKey("draft"),)), NGRAM)
+    placement: str = declared(FieldSpec(
+        "where the draft runs: root (the target's first device), own (a device of its own: draft_device, over "
+        "the [network] link), ring (prima.cpp's head device of its piped ring)", kind="text",
+        toml=(TomlKey("placement"),)), "root")
+    gamma: int = declared(FieldSpec("tokens the draft proposes per verify step", "tokens", 1, math.inf,
+                                    file_high=4 * MAX_GAMMA, kind="integer", toml=(TomlKey("gamma", 1.0, "tokens"),)), 4)
+    alpha: float | None = declared(FieldSpec("probability the target accepts each drafted token, i.i.d. "
+                                             "(below 1; or accepted_lengths)", "1", 0.0, 1.0,
+                                             toml=(TomlKey("alpha"),)), None)
+    accepted_lengths: tuple[float, ...] | None = None
+    device: DeviceSpec | None = None  # the draft's own device (placement "own")
+    link: Link | None = None  # the link between the draft's device and the root (placement "own")
+
+    def __post_init__(self) -> None:
+        require_choice("placement", self.placement, PLACEMENTS)
+        require_int("gamma", self.gamma, low=1)
+        if (self.alpha is None) == (self.accepted_lengths is None):
+            raise WorkbenchError("speculation needs exactly one acceptance model: alpha or accepted_lengths")
+        if self.alpha is not None and not (isinstance(self.alpha, int | float) and 0.0 <= self.alpha < 1.0):
+            raise WorkbenchError(f"alpha must be a number in [0, 1), got {self.alpha!r}")
+        if self.accepted_lengths is not None:
+            check_lengths(self.accepted_lengths)
+            object.__setattr__(self, "accepted_lengths", tuple(float(p) for p in self.accepted_lengths))
+        if self.placement == "own" and (self.device is None or self.link is None):
+            raise WorkbenchError("placement 'own' needs the draft's device and its link to the root")
+        if self.draft != NGRAM:
+            get_model(self.draft)
+
+    @property
+    def draft_model(self) -> TransformerConfig | None:
+        """The draft's registered model (None for n-gram prompt lookup)."""
+        return None if self.draft == NGRAM else get_model(self.draft)
+
+
+def check_lengths(probabilities) -> None:
+    """One line unless `probabilities` is a non-empty list of numbers in [0, 1] summing to 1."""
+    p = np.asarray(probabilities, dtype=float) if len(probabilities) else np.zeros(0)
+    if p.size == 0 or np.any(~np.isfinite(p)) or np.any(p < 0) or abs(p.sum() - 1.0) > 1e-6:
+        raise WorkbenchError(f"accepted_lengths must be probabilities >= 0 that sum to 1, got {list(probabilities)!r}")
+
+
+# ---- the acceptance model -----------------------------------------------------------------------------------
+def expected_tokens(gamma: int, alpha: float | None = None, accepted_lengths=None) -> float:
+    """Expected tokens a verify step yields: the accepted drafted tokens plus the target's own next one;
+    i.i.d. (1 - alpha^(gamma+1)) / (1 - alpha), or sum_k P(k) (min(k, gamma) + 1) for a distribution."""
+    require_int("gamma", gamma, low=1)
+    if accepted_lengths is not None:
+        check_lengths(accepted_lengths)
+        p = np.asarray(accepted_lengths, dtype=float)
+        return float(np.sum(p * (np.minimum(np.arange(p.size), gamma) + 1)))
+    if alpha is None or not 0.0 <= alpha < 1.0:
+        raise WorkbenchError(f"alpha must be a number in [0, 1), got {alpha!r}")
+    return float((1.0 - alpha ** (gamma + 1)) / (1.0 - alpha))
+
+
+def simulate_tokens(gamma: int, steps: int, seed: int, alpha: float | None = None, accepted_lengths=None) -> float:
+    """Monte-Carlo of the acceptance model: mean tokens per verify step over `steps` steps (i.i.d.: each drafted
+    token accepted with probability alpha until the first rejection; else accepted lengths drawn from the list)."""
+    rng = np.random.default_rng(seed)
+    if accepted_lengths is not None:
+        p = np.asarray(accepted_lengths, dtype=float)
+        accepted = np.minimum(rng.choice(p.size, size=steps, p=p / p.sum()), gamma)
+    else:
+        hits = rng.random((steps, gamma)) < alpha
+        accepted = np.where(hits.all(axis=1), gamma, np.argmin(hits, axis=1))
+    return float(np.mean(accepted + 1))
+
+
+def _solve_alpha(target: float, of_alpha, what: str) -> float:
+    """The alpha in [0, 1) where the increasing function `of_alpha` reaches `target` (bisection)."""
+    low, high = 0.0, 1.0 - 1e-12
+    if not of_alpha(low) <= target < of_alpha(high):
+        raise WorkbenchError(f"{what} must lie in [{of_alpha(low):g}, {of_alpha(high):g}), got {target!r}")
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if of_alpha(mid) < target else (low, mid)
+    return (low + high) / 2
+
+
+def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
+    """The i.i.d. alpha whose expected tokens per step at `gamma` is `tokens_per_step` (a derived conversion of
+    a quoted mean accepted length, EAGLE's tau or Spec-Bench's #Mean Accepted Tokens)."""
+    return _solve_alpha(tokens_per_step, lambda a: expected_tokens(gamma, a), "tokens per step")
+
+
+def alpha_from_accept_fraction(fraction: float, gamma: int) -> float:
+    """The i.i.d. alpha whose expected accepted share of `gamma` drafted tokens is `fraction` (llama.cpp's
+    'accept' = n_accept / n_drafted, with every step drafting gamma tokens)."""
+    return _solve_alpha(fraction, lambda a: (expected_tokens(gamma, a) - 1.0) / gamma, "accept fraction")
+
+
+def acceptance_table() -> pd.DataFrame:
+    """The quoted acceptance rates (data/speculative/acceptance.csv: draft, target, task, gamma, metric, value,
+    kind, source), each with the i.i.d. alpha it implies where its gamma is known, and for a mean tokens per
+    step tau the least alpha that yields it at any gamma, 1 - 1/tau (both derived)."""
+    table = pd.read_csv(ACCEPTANCE_CSV)
+    def implied(row) -> float:
+        if row.metric == "draft_accept_fraction" and not np.isnan(row.gamma):
+            return alpha_from_accept_fraction(float(row.value), int(row.gamma))
+        if row.metric == "mean_tokens_per_step" and not np.isnan(row.gamma):
+            return alpha_from_tokens(float(row.value), int(row.gamma))
+        return float("nan")
+    least = np.where(table.metric == "mean_tokens_per_step", 1.0 - 1.0 / table.value, np.nan)
+    return table.assign(implied_alpha=table.apply(implied, axis=1), alpha_at_least=least)
+
+
+def expected_verify_experts(n_experts: int, k: int, gamma: int, routing=None) -> float:
+    """Expected distinct experts one MoE layer streams in a verify step of gamma + 1 tokens (the routing union)."""
+    from workbench.routing import UNIFORM, expected_distinct
+
+    return float(expected_distinct(UNIFORM if routing is None else routing, n_experts, k, gamma + 1))
+
+
+# ---- one verify step under a scheme --------------------------------------------------------------------------
+def verify_workload(workload: Workload, gamma: int) -> Workload:
+    """The verify step of a decode `workload`: gamma + 1 new tokens attending kv_len + gamma keys."""
+    if workload.phase != "decode":
+        raise WorkbenchError(f"speculation applies to decode, got phase {workload.phase!r}")
+    return replace(workload, kv_len=workload.kv_len + gamma, verify_tokens=gamma + 1)
+
+
+def verify_result(scheme: str, evaluator: Evaluator, model: TransformerConfig, cluster: Cluster,
+                  workload: Workload, gamma: int) -> SchemeResult:
+    """The registered scheme's cost of one verify step; n/a for a scheme whose decode carries one token."""
+    if scheme in SINGLE_TOKEN_DECODE:
+        raise WorkbenchError(f"n/a: {SINGLE_TOKEN_DECODE[scheme]}")
+    return evaluator(model, cluster, verify_workload(workload, gamma))
+
+
+def expert_misses(result: SchemeResult, model: TransformerConfig, workload: Workload) -> float:
+    """Seconds a verify step spends streaming experts a one-token step would not touch: its busiest device's FFN
+    (expert) rows' memory time, all its layers, times the share of the experts streamed beyond one token's (the
+    routing union of the step's tokens, `routing.expected_distinct`, plus the shared experts). 0 for a dense
+    target or a scheme that does not carry its operator rows."""
+    if result.operators is None or not getattr(model, "is_moe", False):
+        return 0.0
+    from workbench.routing import UNIFORM, expected_distinct
+
+    routing = getattr(workload, "routing", UNIFORM)
+
+    def touched(tokens: int) -> float:
+        return float(expected_distinct(routing, model.n_experts, model.n_active_experts, tokens)) \
+            + model.n_shared_experts
+    many = touched(workload.new_tokens)
+    share = (many - touched(1)) / many if many > 0 else 0.0
+    rows = [r for r in result.operators.rows if r.operator.name in ("ffn1", "ffn2")]
+    return result.operators.layers * float(sum(float(r.part("memory")) for r in rows)) * share
+
+
+# ---- the draft ------------------------------------------------------------------------------------------------
+def draft_device(spec: Speculation, cluster: Cluster) -> DeviceSpec:
+    """The device the draft runs on: its own, else the target's first (root / the ring's head device)."""
+    return spec.device if spec.placement == "own" else cluster.devices[0]
+
+
+def draft_bytes(draft: TransformerConfig, workload: Workload) -> float:
+    """Bytes the draft holds: its weights at the workload's width and its KV cache at kv_len + gamma."""
+    return draft.weight_bytes(workload.weight_bits) + draft.kv_cache_bytes(workload.kv_len, workload.cache_bits)
+
+
+def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, workload: Workload) -> None:
+    """One line for a draft larger than the target or one that does not fit its device's memory."""
+    draft = spec.draft_model
+    if draft is None:
+        return
+    if draft.total_params() >= target.total_params():
+        raise WorkbenchError(f"draft {draft.name} ({draft.total_params() / 1e9:.3g}B parameters) must be smaller than "
+                             f"the target {target.name} ({target.total_params() / 1e9:.3g}B)")
+    device, need = draft_device(spec, cluster), draft_bytes(draft, workload)
+    if need > device.memory_bytes:
+        raise WorkbenchError(f"infeasible: draft {draft.name} needs {need / GIB:.3g} GiB, more than its device "
+                             f"{device.name} holds ({device.memory_bytes / GIB:.3g} GiB)")
+
+
+def draft_step_time(spec: Speculation, cluster: Cluster, workload: Workload, evaluator: Evaluator) -> float:
+    """Seconds of one draft forward (one token at kv_len) on its device, costed by the single-device baseline."""
+    draft = spec.draft_model
+    if draft is None:
+        return 0.0
+    device = draft_device(spec, cluster)
+    alone = Cluster((device,), Topology("direct", 1, cluster.topology.link))
+    return float(evaluator(draft, alone, replace(workload, verify_tokens=1)).latency_s)
+
+
+def handoff_time(spec: Speculation, cluster: Cluster, accepted: float) -> float:
+    """Communication a step adds: own device: the gamma drafted ids to the root and the accepted ids back (each
+    waited for); ring: prima.cpp's five KV-cache commands relayed along the ring's n - 1 hops; root: none."""
+    if spec.placement == "own":
+        link = spec.link
+        out = point_to_point(spec.gamma * TOKEN_ID_BYTES, link.bandwidth_bytes_per_s, link.latency_s,
+                             message_overhead=link.message_overhead_s)
+        back = point_to_point(accepted * TOKEN_ID_BYTES, link.bandwidth_bytes_per_s, link.latency_s,
+                              message_overhead=link.message_overhead_s)
+        return float(out + back)
+    if spec.placement == "ring" and cluster.n > 1:
+        # each device applies a command and relays it before the batch behind it on the same socket
+        # (src/llama.cpp:18336-18358): the wire latency overlaps the batch's, the relays' endpoint time and bytes add
+        link = cluster.topology.link
+        relay = point_to_point(RING_COMMAND_BYTES, link.bandwidth_bytes_per_s, 0.0,
+                               message_overhead=link.message_overhead_s)
+        return float(RING_COMMANDS_PER_STEP * (cluster.n - 1) * relay)
+    return 0.0
+
+
+# ---- the whole estimate ----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeculativeCost:
+    """Expected time per token with speculation and its parts (each per token: step seconds / tokens per step)."""
+
+    scheme: str
+    gamma: int
+    tokens_per_step: float
+    plain_s: float  # time per token of plain decode under the same scheme
+    draft_s: float
+    verify_compute_s: float  # the verify's device time (arithmetic, memory streaming, fixed, serial, IO)
+    verify_experts_s: float  # of which its MoE expert rows (0 for a dense target)
+    communication_s: float  # the verify's collectives + the draft's hand-off
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def per_token_s(self) -> float:
+        """Expected seconds per generated token."""
+        return self.draft_s + self.verify_compute_s + self.communication_s
+
+    @property
+    def speedup(self) -> float:
+        """Plain decode's time per token over speculation's (> 1: speculation pays)."""
+        return self.plain_s / self.per_token_s
+
+    @property
+    def losing_part(self) -> str:
+        """The largest per-token part: what to shrink when speculation loses."""
+        parts = {"draft": self.draft_s, "verify compute": self.verify_compute_s - self.verify_experts_s,
+                 "verify expert misses": self.verify_experts_s, "communication": self.communication_s}
+        return max(parts.items(), key=lambda kv: kv[1])[0]
+
+    def row(self) -> dict:
+        """A flat dict for a DataFrame row."""
+        return {"scheme": self.scheme, "gamma": self.gamma, "tokens_per_step": self.tokens_per_step,
+                "plain_s": self.plain_s, "per_token_s": self.per_token_s, "speedup": self.speedup,
+                "draft_s": self.draft_s, "verify_compute_s": self.verify_compute_s,
+                "verify_experts_s": self.verify_experts_s, "communication_s": self.communication_s,
+                "losing_part": self.losing_part}
+
+
+@dataclass(frozen=True)
+class VerifyStep:
+    """The parts of one verify step that do not depend on the acceptance (seconds per step)."""
+
+    scheme: str
+    gamma: int
+    plain_s: float  # plain decode's time per token under the scheme
+    draft_s: float  # gamma draft forwards
+    verify_s: float  # the target's forward of gamma + 1 tokens
+    collectives_s: float  # of which its communication
+    experts_s: float  # of which its MoE expert rows
+    oom: bool = False
+
+
+def verify_step(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                workload: Workload, plain: SchemeResult | None = None) -> VerifyStep:
+    """One verify step of `scheme` (a name in `registry`) with `spec`'s draft and gamma: the costly part."""
+    check_draft(spec, target, cluster, workload)
+    if spec.placement == "ring" and registry[scheme][0] != "prima.cpp":
+        raise WorkbenchError(f"n/a: placement 'ring' is prima.cpp's piped ring; {scheme} is not a prima.cpp scheme")
+    evaluator = registry[scheme][1]
+    plain = evaluator(target, cluster, replace(workload, verify_tokens=1)) if plain is None else plain
+    verify = verify_result(scheme, evaluator, target, cluster, workload, spec.gamma)
+    draft = spec.gamma * draft_step_time(spec, cluster, workload, registry[DRAFT_SCHEME][1])
+    return VerifyStep(scheme, spec.gamma, plain.latency_s, draft, verify.latency_s,
+                      verify.comm_link_latency_s + verify.comm_bytes_s,
+                      expert_misses(verify, target, verify_workload(workload, spec.gamma)), verify.oom or plain.oom)
+
+
+def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: float) -> SpeculativeCost:
+    """A verify step's cost per token when it yields `tokens` on average (the hand-off carries tokens - 1 ids)."""
+    comm = step.collectives_s + handoff_time(spec, cluster, tokens - 1.0)
+    return SpeculativeCost(step.scheme, step.gamma, tokens, step.plain_s, step.draft_s / tokens,
+                           (step.verify_s - step.collectives_s) / tokens, step.experts_s / tokens, comm / tokens,
+                           extra={"verify_s": step.verify_s, "oom": step.oom})
+
+
+def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                     workload: Workload, plain: SchemeResult | None = None) -> SpeculativeCost:
+    """Expected time per token of `scheme` (a name in `registry`) with speculation `spec`, and its parts."""
+    step = verify_step(spec, scheme, registry, target, cluster, workload, plain)
+    return per_token(step, spec, cluster, expected_tokens(spec.gamma, spec.alpha, spec.accepted_lengths))
+
+
+def alpha_sweep(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+                workload: Workload, alphas, gammas=range(1, MAX_GAMMA + 1)) -> pd.DataFrame:
+    """`SpeculativeCost.row()` for every (alpha, gamma): one verify step per gamma, the acceptance applied after."""
+    plain = registry[scheme][1](target, cluster, replace(workload, verify_tokens=1))
+    rows = []
+    for g in gammas:
+        step = verify_step(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
+        rows += [{"alpha": a, **per_token(step, replace(spec, gamma=g), cluster, expected_tokens(g, a)).row()}
+                 for a in alphas]
+    return pd.DataFrame(rows)
+
+
+def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+               workload: Workload, gammas=range(1, MAX_GAMMA + 1), plain: SchemeResult | None = None) -> SpeculativeCost:
+    """The gamma in 1..16 with the least expected time per token (the smallest of equals)."""
+    if plain is None:
+        plain = registry[scheme][1](target, cluster, replace(workload, verify_tokens=1))
+    costs = [speculative_cost(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
+             for g in gammas]
+    return min(costs, key=lambda c: (c.per_token_s, c.gamma))
+
+
+def best_over_gamma(sweep: pd.DataFrame, by=("alpha",)) -> pd.DataFrame:
+    """For each group of `by` in an `alpha_sweep` frame, the row of the gamma with the least time per token."""
+    ordered = sweep.sort_values([*by, "per_token_s", "gamma"])
+    return ordered.groupby(list(by), sort=True).head(1).reset_index(drop=True)
+
+
+def with_link_latency(cluster: Cluster, latency_s: float) -> Cluster:
+    """`cluster` with its link's per-hop latency set to `latency_s`."""
+    link = replace(cluster.topology.link, latency_s=latency_s)
+    return replace(cluster, topology=replace(cluster.topology, link=link))
+
+
+def regime_map(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
+               workload: Workload, alphas, latencies_s, gammas=range(1, MAX_GAMMA + 1)) -> pd.DataFrame:
+    """Where speculation pays: for each link latency and alpha, the best gamma's speed-up over plain decode."""
+    frames = [best_over_gamma(alpha_sweep(spec, scheme, registry, target, with_link_latency(cluster, lat), workload,
+                                          alphas, gammas)).assign(latency_s=lat) for lat in latencies_s]
+    return pd.concat(frames, ignore_index=True)
