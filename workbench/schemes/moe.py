@@ -288,7 +288,30 @@ def evaluate_dllama_moe(model: TransformerConfig, cluster: Cluster, workload: Wo
     return result.carve(f.fixed, f.serial)
 
 
+def one_device_is_whole(evaluate):
+    """Decorator for a MoE partition's evaluator: on one device it splits nothing and runs the whole model as
+    one device does (`baselines.evaluate_layerwise_mp` on one device: every layer, the operator table's rows),
+    so its time (latency and every component) is that; its memory, OOM and notes stay its own. The MoE
+    counterpart of `galaxy.one_device_is_local` (Galaxy's `local` costs a dense FFN)."""
+    import functools
+    from dataclasses import fields
+
+    @functools.wraps(evaluate)
+    def wrapped(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        own = evaluate(model, cluster, workload, *args, **kwargs)
+        if cluster.n != 1:
+            return own
+        from workbench.schemes.baselines import evaluate_layerwise_mp
+
+        whole = evaluate_layerwise_mp(model, cluster, workload)
+        times = {f.name: getattr(whole, f.name) for f in fields(SchemeResult) if f.name.endswith("_s")}
+        note = "one device: nothing to split, the whole model's time"
+        return replace(own, **times, notes=f"{own.notes}; {note}" if own.notes else note)
+    return wrapped
+
+
 @register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False)
+@one_device_is_whole
 def evaluate_dllama_moe_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16: every node streams its slices of attention and of the active experts, the F32 router."""
     return evaluate_dllama_moe(model, cluster, workload)
@@ -637,6 +660,7 @@ def check_frequencies(frequencies, model: TransformerConfig) -> np.ndarray:
 
 
 @register(EP_SCHEME, PAPER_EP, moe=True, dense=False)
+@one_device_is_whole
 def evaluate_moe_expert_parallel(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """What-if: experts split over the devices, all-to-all per MoE layer, attention replicated on the token's owner."""
     return evaluate_expert_parallel(model, cluster, workload)
