@@ -256,3 +256,52 @@ def test_whatif_prints_rows_with_and_without_speculation_and_the_best_gamma(tmp_
     plain.write_text((REPO_ROOT / "examples" / "laptops_wifi.toml").read_text())
     assert whatif.main(parser.parse_args([str(plain), "--no-charts"])) == 0
     assert "speculative decoding" not in capsys.readouterr().out
+
+
+def test_a_verify_step_computes_the_logits_of_each_of_its_tokens():
+    """gamma + 1 verified tokens need gamma + 1 rows of logits (the output matrix is streamed once): the head's
+    FLOPs grow with the verify tokens, its bytes do not."""
+    from dataclasses import replace as _replace
+
+    from workbench.hardware import load_device
+    from workbench.models import get_model
+    from workbench.schemes import common
+    from workbench.schemes.base import Workload
+
+    model, device = get_model("Llama 3.1-8B"), load_device("a100")
+    plain = Workload("decode", 64, 64, 4.5, 16)
+    verify = _replace(plain, verify_tokens=5)
+    assert common.head_tokens(plain) == 1 and common.head_tokens(verify) == 5
+    assert common.head_tokens(Workload("prefill", 64, 64)) == 1
+    # an A100 streams the 0.29 GB output matrix slower than it computes 5 rows: the same time as one row
+    assert common.lm_head_time(model, device, verify) == common.lm_head_time(model, device, plain)
+    # a Cortex-A72 board computes 5 x 1.05 GFLOP slower than it streams the matrix: the rows cost time
+    pi = load_device("hepti_rpi4")
+    assert common.lm_head_time(model, pi, verify, bound="compute") > 4 * common.lm_head_time(model, pi, plain)
+
+
+@pytest.mark.parametrize("routing", [dict(kind="uniform"), dict(kind="skewed", skew=1.0),
+                                     dict(kind="skewed", skew=0.6, locality=0.4)])
+def test_a_moe_verify_step_streams_the_distinct_experts_a_simulated_trace_touches(routing):
+    """For a MoE target the verify step of gamma + 1 tokens streams the experts those tokens touch: the FFN rows'
+    bytes over one expert's equal the distinct experts of a simulated routing trace (10^5 tokens, windows of
+    gamma + 1) within 2 %, and they grow with gamma as that count does."""
+    from workbench.models import get_model
+    from workbench.routing import Routing, simulate_routing, simulated_distinct
+    from workbench.schemes import common
+    from workbench.schemes.base import Workload
+    from workbench.speculative import verify_workload
+
+    model = get_model("Qwen3-30B-A3B")
+    route = Routing(**routing)
+    plain = Workload("decode", 256, 256, 4.5, 16, routing=route)
+    per_expert = model.d_model * model.d_ff * 4.5 / 8
+    trace = simulate_routing(route, model.n_experts, model.n_active_experts, 100_000, seed=3)
+    streamed = []
+    for gamma in (1, 2, 4, 8):
+        rows = {op.name: op for op in common.layer_operators(model, verify_workload(plain, gamma))}
+        experts = float(rows["ffn2"].bytes) / per_expert
+        assert experts == pytest.approx(simulated_distinct(trace, gamma + 1), rel=0.02)
+        streamed.append(experts)
+    assert all(b > a for a, b in zip(streamed, streamed[1:]))
+    assert streamed[-1] < 9 * model.n_active_experts  # fewer than gamma + 1 tokens' k each: experts are shared

@@ -336,9 +336,18 @@ def verify_step(spec: Speculation, scheme: str, registry, target: TransformerCon
     plain = evaluator(target, cluster, replace(workload, verify_tokens=1)) if plain is None else plain
     verify = verify_result(scheme, evaluator, target, cluster, workload, spec.gamma)
     draft = spec.gamma * draft_step_time(spec, cluster, workload, registry[DRAFT_SCHEME][1])
+    experts = expert_misses(verify, target, verify_workload(workload, spec.gamma)) + \
+        storage_misses(verify, plain, target)
     return VerifyStep(scheme, spec.gamma, plain.latency_s, draft, verify.latency_s,
-                      verify.comm_link_latency_s + verify.comm_bytes_s,
-                      expert_misses(verify, target, verify_workload(workload, spec.gamma)), verify.oom or plain.oom)
+                      verify.comm_link_latency_s + verify.comm_bytes_s, experts, verify.oom or plain.oom)
+
+
+def storage_misses(verify: SchemeResult, plain: SchemeResult, model: TransformerConfig) -> float:
+    """Seconds of expert reads from storage a MoE target's verify step adds over a one-token step (an expert
+    cache's misses: `io_stall_s`, e.g. `moe_layer_pipeline`'s); 0 for a dense target."""
+    if not getattr(model, "is_moe", False):
+        return 0.0
+    return max(verify.io_stall_s - plain.io_stall_s, 0.0)
 
 
 def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: float) -> SpeculativeCost:

@@ -631,13 +631,22 @@ def lm_head_flops(model: TransformerConfig) -> float:
 
 
 def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workload, bound: str | None = None) -> float:
-    """Seconds of the next-token logits on one device: a GEMV streaming the output matrix (0 for encoders);
+    """Seconds of the next-token logits on one device: a GEMV streaming the output matrix (a GEMM of
+    `head_tokens` rows in a speculative verify step; 0 for encoders);
     `bound` as in `roofline_time`."""
     if not model.is_decoder:
         return 0.0
     params = model.vocab_size * model.d_model
-    return float(roofline_time(device, lm_head_flops(model), weight_bytes(params, workload.weight_bits),
-                               workload_dtype(device, workload), "gemv", bound=bound))
+    rows = head_tokens(workload)
+    return float(roofline_time(device, lm_head_flops(model) * rows, weight_bytes(params, workload.weight_bits),
+                               workload_dtype(device, workload), kernel_kind(rows), rows=None if rows == 1 else rows,
+                               bound=bound))
+
+
+def head_tokens(workload: Workload) -> int:
+    """Tokens whose next-token logits a step computes: the last prompt token in prefill, each of a speculative
+    verify step's gamma + 1 tokens in decode (`Workload.verify_tokens`; 1 in plain decode)."""
+    return workload.verify_tokens if workload.phase == "decode" else 1
 
 
 def output_head_time(model: TransformerConfig, devices, workload: Workload) -> float:
