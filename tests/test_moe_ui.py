@@ -5,7 +5,6 @@ Tests marked xfail(strict=True) wait for another engineer's module (named in the
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 
 import pytest
@@ -128,7 +127,7 @@ def test_an_unknown_weight_format_is_one_line_listing_the_allowed():
     assert "model.weight_format must be one of" in message and "q4_0" in message and "'Q4_K_X'" in message
 
 
-@pytest.mark.xfail(importlib.util.find_spec("workbench.formats") is None, strict=True,
+@pytest.mark.xfail(not (REPO_ROOT / "workbench" / "formats.py").exists(), strict=True,
                    reason="waits for workbench.formats (formats branch): recipes such as Q4_K_M")
 def test_an_unknown_recipe_lists_the_recipes():
     message = one_line_error(example_text(weight_format='"Q4_K_X"'))
@@ -139,6 +138,17 @@ def test_an_unknown_recipe_lists_the_recipes():
 def test_a_cache_larger_than_the_model_is_one_line():
     message = one_line_error(example_text(moe="cache_experts = 200"))
     assert "moe.cache_experts must be an integer in 0..128" in message and "200" in message
+
+
+@pytest.mark.xfail(not HAS_CACHE, strict=True, reason="waits for workbench.routing.ExpertCache (routing branch)")
+def test_a_cache_in_range_reaches_the_workload_or_is_refused_in_one_line():
+    from workbench.schemes.workload import Workload
+
+    text = example_text(moe="cache_experts = 16")
+    if "expert_cache" in Workload.__dataclass_fields__:
+        assert config_from_text(text).workload("decode").expert_cache.experts == 16
+    else:  # no scheme reads it: a key that would change nothing is refused, never ignored
+        assert "no scheme takes an expert cache from the file yet" in one_line_error(text)
 
 
 @WAITS_ROUTING

@@ -465,6 +465,10 @@ def parse_moe(where: str, table: dict, model: TransformerConfig) -> tuple[Routin
             routing_module.check_cache(cache.experts, model.n_experts)
         except WorkbenchError as exc:
             raise WorkbenchError(f"{where}: moe.{exc}") from None
+    if cache is not None and not cache_field(cache):  # refused, never silently ignored
+        raise WorkbenchError(f"{where}: moe.cache_experts / moe.cache_policy: no scheme takes an expert cache from "
+                             "the file yet (a Workload has no expert_cache; moe_layer_pipeline sizes its cache from "
+                             "each device's free memory)")
     return built[0], cache
 
 

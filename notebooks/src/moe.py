@@ -147,7 +147,7 @@ cache
 
 # %%
 if not cache.empty:
-    rec.chart(alt.Chart(cache).mark_line(point=True).encode(
+    rec.chart(alt.Chart(cache).mark_line().encode(
         x=alt.X("cache_gib:Q", title="cache memory per device (GiB)"),
         y=alt.Y("hit_rate:Q", title="hit rate of a token's expert reads", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("routing:N"), strokeDash=alt.StrokeDash("policy:N"), column=alt.Column("model:N", title=None),
