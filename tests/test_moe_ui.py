@@ -15,15 +15,18 @@ from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.moe_advice import REASONS, MoeNumbers, moe_reason, partition_of, scheme_notes
 from workbench.schemes.base import load_all
-from workbench.userconfig import MOE_FIELDS, config_from_text, load_config
+from workbench.userconfig import WORKLOAD_KEYS, config_from_text, load_config
 from workbench.whatif import add_arguments, main
 
 EXAMPLE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"
 MOE_MODELS = [name for name, m in MODELS.items() if m.is_moe]
-HAS_ROUTING_KEYS = "routing_skew" in MOE_FIELDS
-HAS_CACHE = hasattr(routing_module, "ExpertCache")
-WAITS_ROUTING = pytest.mark.xfail(not HAS_ROUTING_KEYS, strict=True,
-                                  reason="waits for workbench.routing's declared [moe] fields (routing branch)")
+HAS_ROUTING_KEYS = "routing_skew" in WORKLOAD_KEYS
+HAS_CACHE_KEYS = "cache_experts" in WORKLOAD_KEYS
+WAITS_ROUTING = pytest.mark.xfail(not HAS_ROUTING_KEYS, strict=True, reason="waits for the [workload] routing keys "
+                                  "(workbench.routing's declared fields, parsed by userconfig.parse_routing on main)")
+WAITS_CACHE = pytest.mark.xfail(not HAS_CACHE_KEYS, strict=True, reason="waits for [workload] cache_experts / "
+                                "cache_policy (workbench.routing.ExpertCache parsed by userconfig into a Workload field "
+                                "the MoE schemes read)")
 
 
 def whatif(capsys, *argv) -> str:
@@ -33,11 +36,12 @@ def whatif(capsys, *argv) -> str:
     return capsys.readouterr().out
 
 
-def example_text(moe: str = "", **model) -> str:
+def example_text(workload: str = "", **model) -> str:
+    """The Pi 5 example with [model] keys replaced and `workload` lines added to its [workload] table."""
     text = EXAMPLE.read_text()
     for key, value in model.items():
         text = re.sub(rf"^{key} = .*$", f"{key} = {value}", text, count=1, flags=re.M)
-    return text + (f"\n[moe]\n{moe}\n" if moe else "")
+    return text.replace("[workload]\n", f"[workload]\n{workload}\n", 1)
 
 
 def one_line_error(text: str) -> str:
@@ -134,35 +138,17 @@ def test_an_unknown_recipe_lists_the_recipes():
     assert "Q4_K_M" in message
 
 
-@pytest.mark.xfail(not HAS_CACHE, strict=True, reason="waits for workbench.routing.ExpertCache (routing branch)")
+@WAITS_CACHE
 def test_a_cache_larger_than_the_model_is_one_line():
-    message = one_line_error(example_text(moe="cache_experts = 200"))
-    assert "moe.cache_experts must be an integer in 0..128" in message and "200" in message
-
-
-@pytest.mark.xfail(not HAS_CACHE, strict=True, reason="waits for workbench.routing.ExpertCache (routing branch)")
-def test_a_cache_in_range_reaches_the_workload_or_is_refused_in_one_line():
-    from workbench.schemes.workload import Workload
-
-    text = example_text(moe="cache_experts = 16")
-    if "expert_cache" in Workload.__dataclass_fields__:
-        assert config_from_text(text).workload("decode").expert_cache.experts == 16
-    else:  # no scheme reads it: a key that would change nothing is refused, never ignored
-        assert "no scheme takes an expert cache from the file yet" in one_line_error(text)
+    message = one_line_error(example_text("cache_experts = 200"))
+    assert "cache_experts must be an integer in 0..128" in message and "200" in message
 
 
 @WAITS_ROUTING
 def test_bad_routing_values_are_one_line_each():
-    assert "routing_skew must be" in one_line_error(example_text(moe="routing = \"skewed\"\nrouting_skew = -1"))
-    message = one_line_error(example_text(moe="routing = \"zipf\""))
+    assert "routing_skew must be" in one_line_error(example_text("routing = \"skewed\"\nrouting_skew = -1"))
+    message = one_line_error(example_text("routing = \"zipf\""))
     assert "routing" in message and "uniform" in message and "skewed" in message
-
-
-def test_moe_keys_on_a_dense_model_are_one_line():
-    key = next(iter(MOE_FIELDS), "routing")
-    text = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text() + f"\n[moe]\n{key} = 1\n"
-    message = one_line_error(text)
-    assert f"moe.{key}" in message and ("Llama 2-13B is dense" in message or "allowed: sources" in message)
 
 
 @pytest.mark.xfail("dllama_moe_tp" not in load_all(), strict=True,
@@ -173,13 +159,13 @@ def test_a_device_count_the_engine_cannot_split_names_the_allowed(capsys):
     assert "n/a" in line and re.search(r"1, 2(,| or| and) 4", line)
 
 
-# ---- the [moe] keys flow into Workload.routing ---------------------------------------------------------
+# ---- the [workload] routing keys flow into Workload.routing ---------------------------------------------------------
 @WAITS_ROUTING
 def test_moe_routing_keys_reach_the_workload():
     from workbench.arena import arena_for_config
     from workbench.regimes import Base
 
-    config = config_from_text(example_text(moe="routing = \"skewed\"\nrouting_skew = 1.2\nrouting_locality = 0.3"))
+    config = config_from_text(example_text("routing = \"skewed\"\nrouting_skew = 1.2\nrouting_locality = 0.3"))
     assert (config.routing.kind, config.routing.skew, config.routing.locality) == ("skewed", 1.2, 0.3)
     arena = arena_for_config(config, schemes=["layerwise_mp"])
     assert all(w.routing == config.routing for w in arena.workloads)
@@ -187,9 +173,11 @@ def test_moe_routing_keys_reach_the_workload():
     assert Base.from_config(config).routing == config.routing
 
 
-def test_a_file_without_moe_keys_routes_uniformly():
-    config = load_config(EXAMPLE)
-    assert config.routing == routing_module.UNIFORM and config.expert_cache is None
+def test_a_file_without_routing_keys_routes_uniformly():
+    from workbench.arena import arena_for_config
+
+    arena = arena_for_config(load_config(EXAMPLE), schemes=["layerwise_mp"])
+    assert all(w.routing == routing_module.UNIFORM for w in arena.workloads)
 
 
 # ---- the explorer and the regime map ---------------------------------------------------------------------
@@ -208,8 +196,9 @@ def test_explorer_lists_every_moe_model_and_shows_their_na_reasons():
 def test_moe_controls_follow_the_declared_fields():
     from workbench.explore import MOE_CONTROLS, MOE_WIDGETS
 
-    assert set(MOE_CONTROLS) <= set(MOE_FIELDS) & set(MOE_WIDGETS)
-    assert ("routing_skew" in MOE_CONTROLS) == HAS_ROUTING_KEYS  # hidden exactly when the field is absent
+    assert set(MOE_CONTROLS) <= set(WORKLOAD_KEYS) & set(MOE_WIDGETS)
+    assert ("routing_skew" in MOE_CONTROLS) == HAS_ROUTING_KEYS  # hidden exactly when the key is absent
+    assert ("cache_experts" in MOE_CONTROLS) <= HAS_CACHE_KEYS
 
 
 @WAITS_ROUTING

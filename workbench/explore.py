@@ -55,9 +55,8 @@ from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import (
     ENTRY_FIELDS,
     MODEL_FIELDS,
-    MOE_CLASSES,
-    MOE_FIELDS,
     WEIGHT_FORMATS,
+    WORKLOAD_KEYS,
     UserConfig,
     load_config,
 )
@@ -154,30 +153,33 @@ def control_values(config: UserConfig) -> dict[str, object]:
             "kv_format": format_choice(config.kv_bits, config.kv_format), **moe_values(config)}
 
 
-# ---- mixture-of-experts controls: one per [moe] key the routing module declares (`userconfig.MOE_FIELDS`) ----
-# key -> (widget kind, its range or the module attribute listing its choices); a key the routing module does not
-# declare has no control, and the cache's keys only where a `Workload` carries an expert cache to the schemes.
+# ---- mixture-of-experts controls: one per routing / expert-cache key a deployment TOML accepts -------------
+# key -> (widget kind, its range or the `workbench.routing` attribute listing its choices). A key gets a control
+# only where the routing module declares it, the parser accepts it ([workload]) and a UserConfig field carries
+# it to the schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
 MOE_WIDGETS = {"routing": ("choice", "ROUTING_KINDS"), "routing_skew": ("float", (0.0, 3.0, 0.1)),
                "routing_locality": ("float", (0.0, 0.95, 0.05)), "cache_experts": ("int", (0, 256)),
                "cache_policy": ("choice", "CACHE_POLICIES")}
 MOE_LABELS = {"routing": "expert routing", "routing_skew": "routing skew (Zipf)",
               "routing_locality": "routing locality", "cache_experts": "expert cache / layer",
               "cache_policy": "expert cache policy"}
+MOE_OWNERS = {"Routing": "routing", "ExpertCache": "expert_cache"}  # workbench.routing class -> UserConfig field
 
 
-def moe_fields() -> dict[str, tuple[type, str]]:
-    """[moe] key -> (its dataclass, field name) for every key the explorer has a control for."""
+def moe_fields() -> dict[str, tuple[type, str, str]]:
+    """Key -> (its `workbench.routing` dataclass, the UserConfig field holding it, the dataclass field) for every
+    MoE key the explorer has a control for."""
+    from workbench import routing as routing_module
     from workbench.fields import declared_fields
-    from workbench.schemes.workload import Workload
 
     found = {}
-    for cls in MOE_CLASSES:
-        if cls.__name__ != "Routing" and "expert_cache" not in Workload.__dataclass_fields__:
-            continue  # no Workload field carries a cache to the schemes: no control that would do nothing
+    for class_name, owner in MOE_OWNERS.items():
+        cls = getattr(routing_module, class_name, None)
+        if cls is None or owner not in UserConfig.__dataclass_fields__:
+            continue
         for f, spec in declared_fields(cls):
-            for tk in spec.toml:
-                if tk.key in MOE_WIDGETS and tk.key in MOE_FIELDS:
-                    found[tk.key] = (cls, f.name)
+            found.update({tk.key: (cls, owner, f.name) for tk in spec.toml
+                          if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS})
     return found
 
 
@@ -187,11 +189,10 @@ CONTROLS = ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", 
 
 
 def moe_values(config: UserConfig) -> dict[str, object]:
-    """What each MoE control shows: the deployment's routing and expert cache fields (a per-layer skew: its first)."""
+    """What each MoE control shows: the deployment's routing / expert-cache fields (a per-layer skew: its first)."""
     values = {}
-    for key, (cls, name) in moe_fields().items():
-        owner = config.routing if cls.__name__ == "Routing" else (config.expert_cache or cls())
-        value = getattr(owner, name)
+    for key, (cls, owner, name) in moe_fields().items():
+        value = getattr(getattr(config, owner) or cls(), name)
         values[key] = float(value[0]) if isinstance(value, tuple) else value
     return values
 
@@ -200,20 +201,15 @@ def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
     """`config` with moved MoE controls applied to its routing / expert cache (each checked: one line)."""
     from workbench import routing as routing_module
 
-    fields = moe_fields()
-    moved = {key: value for key, value in changes.items() if key in fields}
-    if not moved:
-        return config
-    routing, cache = config.routing, config.expert_cache
-    for key, value in moved.items():
-        cls, name = fields[key]
-        if cls.__name__ == "Routing":
-            routing = replace(routing, **{name: value})
-        else:
-            cache = replace(cache or cls(), **{name: value})
+    for key, value in changes.items():
+        if key not in moe_fields():
+            continue
+        cls, owner, name = moe_fields()[key]
+        config = replace(config, **{owner: replace(getattr(config, owner) or cls(), **{name: value})})
+    cache = getattr(config, "expert_cache", None)
     if cache is not None and config.model.is_moe and hasattr(routing_module, "check_cache"):
         routing_module.check_cache(cache.experts, config.model.n_experts)
-    return replace(config, routing=routing, expert_cache=cache)
+    return config
 
 
 def configure(base: UserConfig, **changes) -> UserConfig:

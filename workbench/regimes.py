@@ -100,11 +100,11 @@ class Base:
 
     @classmethod
     def from_config(cls, config: UserConfig, model: str | None = None, weight_bits: float | None = None) -> Base:
-        """A base from a TOML deployment (its [moe] routing kept), optionally with another model or weight
+        """A base from a TOML deployment (its [workload] routing kept), optionally with another model or weight
         precision."""
         return cls(get_model(model) if model else config.model, config.cluster, config.seq_len,
                    config.weight_bits if weight_bits is None else weight_bits, config.activation_bits,
-                   config.routing)
+                   getattr(config, "routing", UNIFORM))
 
 
 def moe_capable(registry: Registry | None = None) -> list[str]:

@@ -33,7 +33,6 @@ import tomllib
 from dataclasses import MISSING, dataclass
 from pathlib import Path
 
-from workbench import routing as routing_module
 from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
 from workbench.hardware import (
@@ -46,7 +45,6 @@ from workbench.hardware import (
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import TOPOLOGY_KINDS, Link, Topology
-from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, Workload
 from workbench.units import GIB, MIB
 
@@ -57,7 +55,7 @@ from workbench.units import GIB, MIB
 WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0": 8.5, "int4": 4.0,
                   "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
 
-TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "moe")
+TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
 ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
@@ -110,11 +108,6 @@ NETWORK_FIELDS = section_fields(Topology, Link, only=("topology", "bandwidth_mbp
 WORKLOAD_FIELDS = section_fields(Workload, only=("seq_len", "kv_len"))
 MODEL_FIELDS = {**section_fields(Workload, only=("weight_bits", "activation_bits", "kv_bits")),
                 **section_fields(TransformerConfig)}
-# [moe]: how a mixture of experts' tokens pick experts (`routing.Routing`) and a device's expert cache
-# (`routing.ExpertCache` where the routing module has one): every declared field's key, so a field added there
-# is a key here (and a control in the explorer) with nothing else to change.
-MOE_CLASSES = tuple(c for c in (Routing, getattr(routing_module, "ExpertCache", None)) if c is not None)
-MOE_FIELDS = section_fields(*MOE_CLASSES)
 # Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
 KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
               "count": TomlField(ENTRY_FIELDS["count"], ENTRY_FIELDS["count"].toml[0])}
@@ -142,7 +135,6 @@ DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
 MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
 NETWORK_KEYS = (*NETWORK_FIELDS, "sources")
 WORKLOAD_KEYS = (*WORKLOAD_FIELDS, "sources")
-MOE_KEYS = (*MOE_FIELDS, "sources")
 META_KEYS = ("name", "description", "sources")
 # [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
 # path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
@@ -169,22 +161,11 @@ class UserConfig:
     weight_format: str = ""
     activation_format: str = ""
     kv_format: str = ""
-    # [moe]: which experts a MoE layer's tokens touch, and a device's expert cache (None: the schemes' default)
-    routing: Routing = UNIFORM
-    expert_cache: object | None = None
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
         return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
-                        activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing,
-                        **cache_field(self.expert_cache))
-
-
-def cache_field(expert_cache) -> dict:
-    """{'expert_cache': ...} where `Workload` has that field and a cache is given, else {} (the schemes' default)."""
-    if expert_cache is None or "expert_cache" not in Workload.__dataclass_fields__:
-        return {}
-    return {"expert_cache": expert_cache}
+                        activation_bits=self.activation_bits, kv_bits=self.kv_bits)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -423,53 +404,11 @@ def config_keys_table() -> str:
     rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
-    rows += _key_rows("[moe]", [f.spec for f in MOE_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")
     return "\n".join(rows) + "\n"
-
-
-def _moe_value(where: str, key: str, spec: FieldSpec, scale: float, value):
-    """One [moe] value: text as given, a number (or a list of them, one per MoE layer) range-checked."""
-    if spec.kind == "text":
-        return _text(where, f"moe.{key}", value)
-    if isinstance(value, list) and value:
-        return tuple(spec.check(f"{where}: moe.{key}[{i}]", v, scale, True) for i, v in enumerate(value))
-    return spec.check(f"{where}: moe.{key}", value, scale, True)
-
-
-def parse_moe(where: str, table: dict, model: TransformerConfig) -> tuple[Routing, object | None]:
-    """The [moe] table -> (routing, expert cache or None): the declared fields of `MOE_CLASSES`, each checked,
-    the cache against the model's experts per layer; a dense model with [moe] keys is one line."""
-    table = _table(where, "moe", table, MOE_KEYS)
-    given = [key for key in table if key != "sources"]
-    if given and not model.is_moe:
-        raise WorkbenchError(f"{where}: moe.{given[0]} applies to a mixture of experts; {model.name} is dense "
-                             "(n_experts = 0)")
-    built = []
-    for cls in MOE_CLASSES:
-        values = {f.name: _moe_value(where, tk.key, spec, tk.scale, table[tk.key])
-                  for f, spec in declared_fields(cls) for tk in spec.toml if tk.key in table}
-        if cls is not Routing and not values:
-            built.append(None)
-            continue
-        try:
-            built.append(cls(**values))
-        except WorkbenchError as exc:
-            raise WorkbenchError(f"{where}: moe: {exc}") from None
-    cache = built[1] if len(built) > 1 else None
-    if cache is not None and hasattr(routing_module, "check_cache"):
-        try:
-            routing_module.check_cache(cache.experts, model.n_experts)
-        except WorkbenchError as exc:
-            raise WorkbenchError(f"{where}: moe.{exc}") from None
-    if cache is not None and not cache_field(cache):  # refused, never silently ignored
-        raise WorkbenchError(f"{where}: moe.cache_experts / moe.cache_policy: no scheme takes an expert cache from "
-                             "the file yet (a Workload has no expert_cache; moe_layer_pipeline sizes its cache from "
-                             "each device's free memory)")
-    return built[0], cache
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
@@ -533,12 +472,11 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
             raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
                                  f"({model.max_positions}), got {value}")
     check_fits(model, cluster, weight_bits, where)
-    routing, expert_cache = parse_moe(where, table.get("moe", {}), model)
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache)
+                      kv_len, where, kv_bits, **formats)
 
 
 def load_config(path: str | Path) -> UserConfig:
