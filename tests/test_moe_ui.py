@@ -55,7 +55,8 @@ def one_line_error(text: str) -> str:
 # ---- whatif ----------------------------------------------------------------------------------------
 def test_whatif_prints_moe_rows_for_the_pi5_example(capsys):
     out = whatif(capsys)
-    assert "mixture of experts: 128 experts per layer, 8 routed per token; 3.35 B of 30.53 B" in out
+    assert "mixture of experts: 128 experts per layer, 8 routed per token; 3.35 B of 30.53 B parameters per token " \
+        "(routing: uniform)" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert re.search(r"\d+\.\d+ ms", rows["layerwise_mp"]) and "n/a" not in rows["layerwise_mp"]
     assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["megatron_tp"]
@@ -75,7 +76,7 @@ def test_whatif_devices_of_a_dense_model_prints_no_moe_lines(capsys):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     main(parser.parse_args([str(REPO_ROOT / "examples" / "sbc_gigabit.toml"), "--no-charts", "--devices", "1,2"]))
-    assert "mixture of experts" not in capsys.readouterr().out
+    assert "where more devices stop helping and why" not in capsys.readouterr().out
 
 
 # ---- moe_advice ------------------------------------------------------------------------------------
@@ -105,12 +106,16 @@ def test_every_reason_formats_and_names_its_partition():
 
 def test_scheme_notes_name_the_best_count_and_the_oom_reason():
     numbers = MoeNumbers(get_model("Qwen3-30B-A3B"), 4.5, 8)
-    notes = scheme_notes(numbers, {"dllama_moe_tp": (4, 8, "OOM"), "moe_layer_pipeline": (8, None, ""),
-                                   "single_device_resident": (1, 2, "ok")})
-    assert notes[0].startswith("dllama_moe_tp (tensor parallel inside every expert): fastest at 4 devices, not "
-                               "faster at 8; MoE: every device holds the replicated router")
-    assert notes[1] == "moe_layer_pipeline (whole layers with all their experts): still fastest at the largest count, 8"
-    assert len(notes) == 2
+    notes = scheme_notes(numbers, {"dllama_moe_tp": (2, 4, "OOM"), "moe_layer_pipeline": (8, None, ""),
+                                   "single_device_resident": (1, 2, "ok"),
+                                   "moe_expert_parallel": (4, None, "", 8, "n/a: 8 does not divide the heads")})
+    assert notes[0].startswith("dllama_moe_tp (tensor parallel inside every expert): fastest at 2 devices, not "
+                               "faster at 4; MoE: every device holds the replicated router")
+    assert notes[1] == "moe_layer_pipeline (whole layers with all their experts): fastest at 8 devices, the largest " \
+                       "count tried"
+    assert notes[2] == "moe_expert_parallel (expert parallelism (all-to-all)): fastest at 4 devices; cannot split " \
+                       "the model at 8: 8 does not divide the heads"
+    assert len(notes) == 3
 
 
 def test_moe_numbers_refuse_a_dense_model():

@@ -180,18 +180,22 @@ def stop_notes(numbers: MoeNumbers, stops) -> list[str]:
     return notes
 
 
-def scheme_notes(numbers: MoeNumbers, best: dict[str, tuple[int, int | None, str]]) -> list[str]:
-    """Per scheme, from `best` = scheme -> (fastest device count, the next count tried or None, its status):
-    where the scheme is fastest and its partition's MoE reason why more devices stop helping there."""
+def scheme_notes(numbers: MoeNumbers, best: dict[str, tuple]) -> list[str]:
+    """Per scheme, from `best` = scheme -> (fastest device count, the next count tried that ran or None, its
+    status[, the first larger count the scheme cannot split the model at, its n/a reason]): where the scheme is
+    fastest, its partition's MoE reason why more devices stop helping there, and where it cannot split."""
     notes = []
-    for scheme, (count, after, status) in best.items():
+    for scheme, (count, after, status, *unsplit) in best.items():
         kind = partition_of(scheme)
         if not kind or kind == "one":
             continue
+        words = f"{scheme} ({PARTITION_WORDS[kind]}): fastest at {count} device" + ("" if count == 1 else "s")
         if after is None:
-            notes.append(f"{scheme} ({PARTITION_WORDS[kind]}): still fastest at the largest count, {count}")
-            continue
-        why = REASONS[kind].get("oom" if status == "OOM" else "why", "")
-        notes.append(f"{scheme} ({PARTITION_WORDS[kind]}): fastest at {count} devices, not faster at {after}"
-                     + (f"; MoE: {why.format(**numbers.fields())}" if why else ""))
+            words += "" if unsplit else ", the largest count tried"
+        else:
+            why = REASONS[kind].get("oom" if status == "OOM" else "why", "")
+            words += f", not faster at {after}" + (f"; MoE: {why.format(**numbers.fields())}" if why else "")
+        if unsplit:
+            words += f"; cannot split the model at {unsplit[0]}: {unsplit[1].removeprefix('n/a: ')}"
+        notes.append(words)
     return notes

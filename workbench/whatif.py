@@ -268,7 +268,8 @@ def moe_header(config) -> str:
     (routing uniform)': what a MoE deployment stores and computes, and the routing its rows assume."""
     m = config.model
     routing = getattr(config, "routing", None)
-    shown = ", ".join(f"{k}={v}" for k, v in vars(routing).items() if v not in ("", 0, 0.0)) if routing else "uniform"
+    extra = {k: v for k, v in vars(routing).items() if k != "kind" and v not in ("", 0, 0.0)} if routing else {}
+    shown = ", ".join([routing.kind if routing else "uniform"] + [f"{k} {v}" for k, v in extra.items()])
     return (f"mixture of experts: {m.n_experts} experts per layer, {m.n_active_experts} routed per token"
             + (f" + {m.n_shared_experts} shared" if m.n_shared_experts else "")
             + f"; {m.active_params() / 1e9:.2f} B of {m.total_params() / 1e9:.2f} B parameters per token "
@@ -296,9 +297,13 @@ def moe_device_lines(frame: pd.DataFrame, points: list[tuple[dict, dict]], path:
         if ran.empty:
             continue
         count = int(ran.loc[ran["time_per_token_s"].idxmin(), "devices"])
-        later = rows[(rows["devices"] > count) & (rows["decode_status"] != "n/a")].sort_values("devices")
-        best[scheme] = (count, None, "") if later.empty else \
-            (count, int(later.iloc[0]["devices"]), str(later.iloc[0]["decode_status"]))
+        later = rows[rows["devices"] > count].sort_values("devices")
+        tried = later[later["decode_status"] != "n/a"]
+        unsplit = later[later["decode_status"] == "n/a"]
+        best[scheme] = ((count, None, "") if tried.empty else
+                        (count, int(tried.iloc[0]["devices"]), str(tried.iloc[0]["decode_status"])))
+        if not unsplit.empty:
+            best[scheme] += (int(unsplit.iloc[0]["devices"]), str(unsplit.iloc[0]["time_per_token_breakdown"]))
     return moe_summary(numbers) + scheme_notes(numbers, best)
 
 
