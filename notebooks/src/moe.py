@@ -85,9 +85,11 @@ rec.chart(alt.Chart(shown).mark_point(filled=True, size=90).encode(
 quality = pairs[pairs.basis.str.startswith("equal")].pivot_table(index=["cluster", "pair"], columns="role",
                                                                  values="tokens_per_s", aggfunc="first")
 speedup = (quality["MoE"] / quality["dense"]).dropna()
-say("Where both run, the MoE of equal quality decodes {span_} times as fast as its dense peer ({each}); "
-    "where it is slower, the dense model has tensor-parallel schemes the MoE model does not have registered.",
-    span_=span(speedup, ".3g"), each="; ".join(f"{p.split(' vs ')[0]} on {c}: {v:.3g}x" for (c, p), v in speedup.items()))
+slower = speedup[speedup < 1]
+say("Where both run, the MoE of equal quality decodes {span_} times as fast as its dense peer ({each}).{why}",
+    span_=span(speedup, ".3g"), each="; ".join(f"{p.split(' vs ')[0]} on {c}: {v:.3g}x" for (c, p), v in speedup.items()),
+    why="" if slower.empty else " Where it is slower, the dense model runs a scheme no registered MoE partition "
+    "matches on that cluster.")
 
 # %% [markdown]
 # ## 3. The engines' partitions side by side
