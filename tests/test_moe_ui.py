@@ -118,6 +118,21 @@ def test_scheme_notes_name_the_best_count_and_the_oom_reason():
     assert len(notes) == 3
 
 
+def test_stop_notes_add_the_moe_reason_to_each_stop_helping_cause():
+    from types import SimpleNamespace as Stop
+
+    from workbench.moe_advice import stop_notes
+
+    numbers = MoeNumbers(get_model("Qwen3-30B-A3B"), 4.5, 4, 8.5, 7 * 2**30)
+    notes = stop_notes(numbers, [Stop(scheme="dllama_moe_tp", cause="comm_bytes_s"),
+                                 Stop(scheme="moe_layer_pipeline", cause="flat"), Stop(scheme="local", cause="oom")])
+    assert notes == [
+        "dllama_moe_tp: MoE: each sync gathers n-1 partial sums of the full hidden size (2.1 KiB each), so a device "
+        "receives 612.0 KiB per token at n devices while its share of the 8 experts shrinks",
+        "moe_layer_pipeline: MoE: a token visits every layer in turn: more devices hold more experts, they do not "
+        "shorten a step (all experts resident from 3 devices)"]
+
+
 def test_moe_numbers_refuse_a_dense_model():
     with pytest.raises(WorkbenchError, match="Llama 2-7B is dense"):
         MoeNumbers(get_model("Llama 2-7B"), 4.5, 2)
