@@ -34,8 +34,10 @@ GIB = 2**30
 
 def test_presets_list_examples_then_devices():
     names = preset_names()
-    assert names[:3] == ["laptops_wifi", "sbc_gigabit", "smart_home"]
-    assert names[3:] == device_names()
+    examples = sorted(p.stem for p in (REPO_ROOT / "examples").glob("*.toml"))
+    assert {"laptops_wifi", "qwen3_moe_pi5", "sbc_gigabit", "smart_home"} <= set(examples)
+    assert names[:len(examples)] == examples
+    assert names[len(examples):] == device_names()
 
 
 def test_controls_start_from_the_preset():
@@ -224,7 +226,7 @@ def test_after_a_toml_loads_the_dropdown_shows_it(tmp_path):
 
 
 def test_an_unknown_preset_lists_the_examples_not_device_ids(tmp_path):
-    with pytest.raises(WorkbenchError, match="unknown preset 'nope'; examples: laptops_wifi, sbc_gigabit") as info:
+    with pytest.raises(WorkbenchError, match="unknown preset 'nope'; examples: laptops_wifi, qwen3_moe_pi5, sbc_gigabit") as info:
         state_for_preset("nope")
     assert device_names()[0] not in str(info.value)
     (tmp_path / "cfg.toml").mkdir()

@@ -52,7 +52,14 @@ from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
 from workbench.units import bytes_per_s_to_mbps
-from workbench.userconfig import ENTRY_FIELDS, MODEL_FIELDS, WEIGHT_FORMATS, UserConfig, load_config
+from workbench.userconfig import (
+    ENTRY_FIELDS,
+    MODEL_FIELDS,
+    WEIGHT_FORMATS,
+    WORKLOAD_KEYS,
+    UserConfig,
+    load_config,
+)
 
 EXAMPLES_DIR = REPO_ROOT / "examples"
 ALL = "all"
@@ -143,11 +150,66 @@ def control_values(config: UserConfig) -> dict[str, object]:
             "memory_gib": config.cluster.devices[0].memory_bytes / GIB, "seq_len": config.seq_len,
             "kv_len": config.kv_len, "weight_format": format_choice(config.weight_bits, config.weight_format),
             "activation_format": format_choice(config.activation_bits, config.activation_format),
-            "kv_format": format_choice(config.kv_bits, config.kv_format)}
+            "kv_format": format_choice(config.kv_bits, config.kv_format), **moe_values(config)}
 
 
+# ---- mixture-of-experts controls: one per routing / expert-cache key a deployment TOML accepts -------------
+# key -> (widget kind, its range or the `workbench.routing` attribute listing its choices). A key gets a control
+# only where the routing module declares it, the parser accepts it ([workload]) and a UserConfig field carries
+# it to the schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
+MOE_WIDGETS = {"routing": ("choice", "ROUTING_KINDS"), "routing_skew": ("float", (0.0, 3.0, 0.1)),
+               "routing_locality": ("float", (0.0, 0.95, 0.05)), "cache_experts": ("int", (0, 256)),
+               "cache_policy": ("choice", "CACHE_POLICIES")}
+MOE_LABELS = {"routing": "expert routing", "routing_skew": "routing skew (Zipf)",
+              "routing_locality": "routing locality", "cache_experts": "expert cache / layer",
+              "cache_policy": "expert cache policy"}
+MOE_OWNERS = {"Routing": "routing", "ExpertCache": "expert_cache"}  # workbench.routing class -> UserConfig field
+
+
+def moe_fields() -> dict[str, tuple[type, str, str]]:
+    """Key -> (its `workbench.routing` dataclass, the UserConfig field holding it, the dataclass field) for every
+    MoE key the explorer has a control for."""
+    from workbench import routing as routing_module
+    from workbench.fields import declared_fields
+
+    found = {}
+    for class_name, owner in MOE_OWNERS.items():
+        cls = getattr(routing_module, class_name, None)
+        if cls is None or owner not in UserConfig.__dataclass_fields__:
+            continue
+        for f, spec in declared_fields(cls):
+            found.update({tk.key: (cls, owner, f.name) for tk in spec.toml
+                          if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS})
+    return found
+
+
+MOE_CONTROLS = tuple(moe_fields())
 CONTROLS = ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len", "kv_len",
-            "weight_format", "activation_format", "kv_format")
+            "weight_format", "activation_format", "kv_format") + MOE_CONTROLS
+
+
+def moe_values(config: UserConfig) -> dict[str, object]:
+    """What each MoE control shows: the deployment's routing / expert-cache fields (a per-layer skew: its first)."""
+    values = {}
+    for key, (cls, owner, name) in moe_fields().items():
+        value = getattr(getattr(config, owner) or cls(), name)
+        values[key] = float(value[0]) if isinstance(value, tuple) else value
+    return values
+
+
+def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
+    """`config` with moved MoE controls applied to its routing / expert cache (each checked: one line)."""
+    from workbench import routing as routing_module
+
+    for key, value in changes.items():
+        if key not in moe_fields():
+            continue
+        cls, owner, name = moe_fields()[key]
+        config = replace(config, **{owner: replace(getattr(config, owner) or cls(), **{name: value})})
+    cache = getattr(config, "expert_cache", None)
+    if cache is not None and config.model.is_moe and hasattr(routing_module, "check_cache"):
+        routing_module.check_cache(cache.experts, config.model.n_experts)
+    return config
 
 
 def configure(base: UserConfig, **changes) -> UserConfig:
@@ -172,7 +234,7 @@ def configure(base: UserConfig, **changes) -> UserConfig:
     cluster = with_link(cluster, changes.get("bandwidth_mbps"), changes.get("latency_ms"))
     if "memory_gib" in changes:
         cluster = with_memory_budget(cluster, changes["memory_gib"])
-    return replace(config, cluster=cluster)
+    return configure_moe(replace(config, cluster=cluster), changes)
 
 
 @dataclass(frozen=True)
@@ -324,7 +386,8 @@ def view_result_rows(view: View) -> pd.DataFrame:
     s, v = view.state, control_values(view.state.config)
     setting = (f"preset={s.preset},n={v['n_devices']},bw={v['bandwidth_mbps']:g}Mbps,tau={v['latency_ms']:g}ms,"
                f"mem={v['memory_gib']:g}GiB,S={v['seq_len']},kv={v['kv_len']},w={v['weight_format']},"
-               f"a={v['activation_format']},kv_format={v['kv_format']},{s.phase}")
+               f"a={v['activation_format']},kv_format={v['kv_format']},"
+               + "".join(f"{key}={v[key]}," for key in MOE_CONTROLS) + s.phase)
     return table_result_rows(view.table(), "explorer", s.config.model.name, setting, phase_in_name=False)
 
 
@@ -426,6 +489,8 @@ class Explorer:
         return view
 
     def _show(self, view: View) -> None:
+        for key in MOE_CONTROLS:  # a dense model takes no routing: its MoE controls are greyed out
+            self.controls[key].disabled = not view.state.config.model.is_moe
         self.summary.value = f"<b>{html.escape(view.summary)}</b>"
         self.notes.value = notes_html(view.notes)
         for name, text in readouts(view.state.config).items():
@@ -502,6 +567,24 @@ class Explorer:
             self.charts[name].spec = spec
 
 
+def moe_controls(w, style: dict, layout) -> dict:
+    """One widget per `MOE_CONTROLS` key (a dropdown of the routing module's choices, or a slider)."""
+    from workbench import routing as routing_module
+
+    out = {}
+    for key in MOE_CONTROLS:
+        kind, spec = MOE_WIDGETS[key]
+        common = dict(description=MOE_LABELS[key], style=style, layout=layout)
+        if kind == "choice":
+            out[key] = w.Dropdown(options=list(getattr(routing_module, spec)), **common)
+        elif kind == "float":
+            out[key] = w.FloatSlider(value=spec[0], min=spec[0], max=spec[1], step=spec[2], continuous_update=False,
+                                     **common)
+        else:
+            out[key] = w.IntSlider(value=spec[0], min=spec[0], max=spec[1], continuous_update=False, **common)
+    return out
+
+
 def make_controls(registry: Registry, w) -> dict:
     """The explorer's controls (ipywidgets module `w`), not yet pointing at a deployment."""
     style, layout, slider = {"description_width": "150px"}, w.Layout(width="420px"), w.Layout(width="330px")
@@ -532,6 +615,7 @@ def make_controls(registry: Registry, w) -> dict:
         "weight_format": dropdown("weight format", [KV_AS_ACTIVATIONS]),
         "activation_format": dropdown("activation format", [KV_AS_ACTIVATIONS]),
         "kv_format": dropdown("KV-cache format", [KV_AS_ACTIVATIONS]),
+        **moe_controls(w, style, layout),
         "phase": w.ToggleButtons(options=list(PHASES), value="prefill", description="phase", style=style),
         "scale": w.ToggleButtons(options=list(SCALES), value="log", description="breakdown axis", style=style),
     }

@@ -30,6 +30,7 @@ from workbench.errors import (
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Topology
+from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, load_all
 from workbench.units import mbps_to_bytes_per_s
 from workbench.userconfig import UserConfig
@@ -87,19 +88,33 @@ def with_memory_budget(cluster: Cluster, memory_gib: float) -> Cluster:
 
 @dataclass(frozen=True)
 class Base:
-    """The deployment a sweep varies: model, cluster, prompt length, weight and activation bits."""
+    """The deployment a sweep varies: model, cluster, prompt length, weight and activation bits, and for a
+    mixture of experts the routing its tokens follow."""
 
     model: TransformerConfig
     cluster: Cluster
     seq_len: int = 128
     weight_bits: float = 16.0
     activation_bits: float = 16.0
+    routing: Routing = UNIFORM
 
     @classmethod
     def from_config(cls, config: UserConfig, model: str | None = None, weight_bits: float | None = None) -> Base:
-        """A base from a TOML deployment, optionally with another model or weight precision."""
+        """A base from a TOML deployment (its [workload] routing kept), optionally with another model or weight
+        precision."""
         return cls(get_model(model) if model else config.model, config.cluster, config.seq_len,
-                   config.weight_bits if weight_bits is None else weight_bits, config.activation_bits)
+                   config.weight_bits if weight_bits is None else weight_bits, config.activation_bits,
+                   getattr(config, "routing", UNIFORM))
+
+
+def moe_capable(registry: Registry | None = None) -> list[str]:
+    """The registered schemes that cost a mixture of experts (registered with moe=True; the others refuse a MoE
+    model in one line, `schemes.base.dense_only`), in the registry's order: what a MoE regime map compares."""
+    from workbench.schemes.base import dense_only
+
+    registry = load_all() if registry is None else registry
+    refusing = dense_only("probe", lambda *args: None).__code__
+    return [name for name, (_, fn) in registry.items() if getattr(fn, "__code__", None) is not refusing]
 
 
 def evaluate_point(base: Base, point: dict, phases: Sequence[str], schemes: list[str] | None,
@@ -109,7 +124,7 @@ def evaluate_point(base: Base, point: dict, phases: Sequence[str], schemes: list
                            point.get("latency_ms"), point.get("memory_gib"))
     seq = int(point.get("seq_len", base.seq_len))
     arena = run_arena(base.model, cluster, seq, seq, base.weight_bits, base.activation_bits, tuple(phases),
-                      schemes, registry)
+                      schemes, registry, routing=base.routing)
     table = arena.table()
     for axis, value in point.items():
         table[f"axis_{axis}"] = value

@@ -252,12 +252,59 @@ def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: 
           .rename(columns={"per_token": "time/token", "tokens_s": "tokens/s"}).to_string(index=False))
     by = "device count" if keys == ["devices"] else ", ".join(keys)
     print(f"\nbest per {by}:\n{best_per_point(frame).to_string(index=False)}")
+    moe_lines = moe_device_lines(frame, points, path)
+    if moe_lines:
+        print("\nmixture of experts, where more devices stop helping and why:\n" + "\n".join(moe_lines))
     out = output_folder(args, path)
     if out is not None:
         write_csv_atomic(out / "sweep.csv", frame)
         print(f"\nsweep table in {out / 'sweep.csv'}")
     print(f"({time.perf_counter() - start:.2f} s)")
     return 0
+
+
+def moe_header(config) -> str:
+    """'mixture of experts: 128 experts per layer, 8 routed per token; 3.35 B of 30.53 B parameters per token
+    (routing uniform)': what a MoE deployment stores and computes, and the routing its rows assume."""
+    m = config.model
+    routing = getattr(config, "routing", None)
+    extra = {k: v for k, v in vars(routing).items() if k != "kind" and v not in ("", 0, 0.0)} if routing else {}
+    shown = ", ".join([routing.kind if routing else "uniform"] + [f"{k} {v}" for k, v in extra.items()])
+    return (f"mixture of experts: {m.n_experts} experts per layer, {m.n_active_experts} routed per token"
+            + (f" + {m.n_shared_experts} shared" if m.n_shared_experts else "")
+            + f"; {m.active_params() / 1e9:.2f} B of {m.total_params() / 1e9:.2f} B parameters per token "
+            f"(routing: {shown})")
+
+
+def moe_device_lines(frame: pd.DataFrame, points: list[tuple[dict, dict]], path: Path) -> list[str]:
+    """For a `--devices` sweep of a mixture of experts: the model's MoE facts (`moe_advice.moe_summary` at the
+    largest count) and, per MoE-capable scheme, its fastest decode count and its partition's reason why more
+    devices stop helping there (`moe_advice.scheme_notes`); [] for a dense model or a sweep of no device count."""
+    from workbench.moe_advice import MoeNumbers, moe_summary, scheme_notes
+    from workbench.userconfig import parse_config
+
+    if "devices" not in frame.columns:
+        return []
+    largest = max(points, key=lambda point: point[0]["devices"])
+    config = parse_config(largest[1], path.name, path.parent)
+    if not config.model.is_moe:
+        return []
+    numbers = MoeNumbers(config.model, config.weight_bits, config.cluster.n, config.activation_bits,
+                         min(d.memory_bytes for d in config.cluster.devices))
+    best = {}
+    for scheme, rows in frame.groupby("scheme", sort=False):
+        ran = rows[rows["decode_status"] == "ok"].sort_values("devices")
+        if ran.empty:
+            continue
+        count = int(ran.loc[ran["time_per_token_s"].idxmin(), "devices"])
+        later = rows[rows["devices"] > count].sort_values("devices")
+        tried = later[later["decode_status"] != "n/a"]
+        unsplit = later[later["decode_status"] == "n/a"]
+        best[scheme] = ((count, None, "") if tried.empty else
+                        (count, int(tried.iloc[0]["devices"]), str(tried.iloc[0]["decode_status"])))
+        if not unsplit.empty:
+            best[scheme] += (int(unsplit.iloc[0]["devices"]), str(unsplit.iloc[0]["time_per_token_breakdown"]))
+    return moe_summary(numbers) + scheme_notes(numbers, best)
 
 
 def _seconds(value: float) -> str:
@@ -353,6 +400,8 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
           f"({config.model.weight_bytes(config.weight_bits) / GIB:.2f} GiB), prompt {config.seq_len} tokens, "
           f"decode attends {config.kv_len}; {cluster_label(config.cluster)}; {config.cluster.topology.kind}, "
           f"{bytes_per_s_to_mbps(link.bandwidth_bytes_per_s):g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
+    if config.model.is_moe:
+        print(moe_header(config) + "\n")
     for line in efficiency_notices(config.cluster.devices):
         print(line)
     print(format_table(arena))

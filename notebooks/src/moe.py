@@ -1,0 +1,187 @@
+# %% [markdown]
+# # Mixtures of experts on edge clusters
+# A mixture of experts stores every expert but computes only a few per token, so its memory, streaming and
+# communication behave unlike a dense model of either size. This notebook puts the registered MoE models beside
+# dense models of equal quality on the same edge clusters, the MoE partitions the engines use side by side, the
+# expert cache's hit rate against the memory it takes, and the regime map of a MoE deployment. Every scheme
+# comes from the arena's registry: a MoE partition registered later appears here with nothing to change, and one
+# that is not registered yet is named as missing.
+
+# %% tags=["parameters"]
+figures_dir = None  # None -> the repository's figures/
+interactive = True  # False in batch runs
+quick = False  # True: the test suite (fewer clusters, settings and grid points)
+weight_bits = 4.5  # q4_0: 4-bit weights + one fp16 scale per 32 (what the Pi 5 example and distributed-llama run)
+
+# %%
+import altair as alt
+import pandas as pd
+
+from workbench.arena import COMPONENTS
+from workbench.display import setup_notebook
+from workbench.moe_advice import MoeNumbers, moe_summary
+from workbench.prose import say, span
+from workbench.regimes import Base, moe_capable, regime_chart, sweep, winners
+from workbench.results import Recorder
+from workbench.schemes.base import load_all
+from workbench.studies import moe as study
+
+rec = Recorder("moe", figures_dir)
+setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
+registry = load_all()
+clusters = study.clusters(quick)
+pi = clusters["4x Pi 5, 1 GbE"]
+
+# %% [markdown]
+# ## 1. What a mixture of experts stores and what a token reads
+# Stored parameters (every expert) against the parameters one token computes (its routed and shared experts,
+# attention, embeddings and head), at the notebook's weight precision, and the f32 routers: distributed-llama
+# and llama.cpp's GGUF files keep the router in f32, and every device of a tensor-parallel split streams all of it.
+
+# %%
+models = study.model_table(weight_bits)
+models
+
+# %%
+sizes = models.melt(id_vars="model", value_vars=["stored_gib", "active_gib"], var_name="what", value_name="gib")
+sizes["what"] = sizes["what"].map({"stored_gib": "stored (every expert)", "active_gib": "read per token"})
+rec.chart(alt.Chart(sizes).mark_bar().encode(
+    x=alt.X("gib:Q", title=f"GiB at {weight_bits:g} bit per weight"), y=alt.Y("model:N", sort="-x", title=None),
+    yOffset="what:N", color=alt.Color("what:N", title=None), tooltip=["model", "what", alt.Tooltip("gib:Q", format=".2f")],
+).properties(width=420, title="MoE models: stored vs read per token"), "stored_vs_active", data=sizes)
+
+# %%
+ratio = models.stored_params / models.active_params
+say("A token reads {lo:.1f} to {hi:.1f} times fewer weights than the model stores ({low_model} to {high_model}); "
+    "the f32 routers are {router} per model.",
+    lo=ratio.min(), hi=ratio.max(), low_model=models.model[ratio.idxmin()], high_model=models.model[ratio.idxmax()],
+    router=span(models.router_mib, ".3g", "MiB"))
+
+# %% [markdown]
+# ## 2. Dense vs MoE of equal quality, on the same clusters
+# Each pair's basis is in the table: two pairs rest on a published quality claim (quoted below), and Qwen3-30B-A3B
+# is set beside the two dense stand-ins issue 33 describes (its stored size and its active size), with no quality
+# claim. The clusters are the Pi 5 example (`examples/qwen3_moe_pi5.toml`) and TPI-LLM's four laptops on Wi-Fi
+# (`examples/laptops_wifi.toml`), every model at the same weight precision; each model gets the fastest
+# registered scheme that fits (a dense model can use every scheme, a MoE model the MoE-capable ones).
+
+# %%
+pd.DataFrame([{"pair": f"{p.moe} vs {p.dense}", "basis": p.basis, "source": p.source} for p in study.PAIRS])
+
+# %%
+pairs = study.pair_table(clusters, weight_bits, registry)
+pairs[["cluster", "pair", "role", "model", "stored_gib", "best_decode", "time_per_token_s", "tokens_per_s",
+       "best_prefill", "ttft_s", "schemes_fit"]]
+
+# %%
+shown = pairs.dropna(subset=["tokens_per_s"])
+rec.chart(alt.Chart(shown).mark_point(filled=True, size=90).encode(
+    x=alt.X("tokens_per_s:Q", scale=alt.Scale(type="log"), title="decode tokens/s (best scheme that fits)"),
+    y=alt.Y("pair:N", title=None), color=alt.Color("role:N", title=None), shape=alt.Shape("cluster:N"),
+    tooltip=["cluster", "model", "best_decode", alt.Tooltip("tokens_per_s:Q", format=".3g")],
+).properties(width=420, title="Dense vs MoE on the same clusters"), "dense_vs_moe", data=shown)
+
+# %%
+quality = pairs[pairs.basis.str.startswith("equal")].pivot_table(index=["cluster", "pair"], columns="role",
+                                                                 values="tokens_per_s", aggfunc="first")
+speedup = (quality["MoE"] / quality["dense"]).dropna()
+slower = speedup[speedup < 1]
+say("Where both run, the MoE of equal quality decodes {span_} times as fast as its dense peer ({each}).{why}",
+    span_=span(speedup, ".3g"), each="; ".join(f"{p.split(' vs ')[0]} on {c}: {v:.3g}x" for (c, p), v in speedup.items()),
+    why="" if slower.empty else " Where it is slower, the dense model runs a scheme no registered MoE partition "
+    "matches on that cluster.")
+
+# %% [markdown]
+# ## 3. The engines' partitions side by side
+# Every MoE-capable scheme in the registry on the Pi 5 example (Qwen3-30B-A3B): latency per phase and where the
+# time goes. The partitions issue 33 names (tensor parallelism inside every expert, whole layers with sparse
+# expert reads, expert parallelism) each appear once their scheme is registered.
+
+# %%
+missing = study.missing_partitions(registry)
+print("MoE-capable schemes registered:", ", ".join(moe_capable(registry)))
+print("not registered yet (skipped):", "; ".join(missing) if missing else "none")
+
+# %%
+partitions = study.partition_table(pi, registry)
+partitions
+
+# %%
+parts = partitions[partitions.status == "ok"].melt(
+    id_vars=["scheme", "phase"], value_vars=list(COMPONENTS), var_name="component", value_name="seconds")
+parts = parts[parts.seconds > 0].assign(component=lambda d: d.component.map(COMPONENTS))
+rec.chart(alt.Chart(parts).mark_bar().encode(
+    x=alt.X("seconds:Q", title="seconds (decode: per token; prefill: to first token)"),
+    y=alt.Y("scheme:N", title=None), color=alt.Color("component:N", title=None, legend=alt.Legend(labelLimit=360)),
+    row=alt.Row("phase:N", title=None),
+    tooltip=["scheme", "phase", "component", alt.Tooltip("seconds:Q", format=".4g")],
+).resolve_scale(x="independent").properties(
+    width=380, title=f"{pi.model.name} on {pi.name.split(',')[0]}: where the time goes (schemes that fit)"),
+    "partitions", data=parts)
+
+# %%
+ok = partitions[(partitions.status == "ok") & (partitions.phase == "decode")].sort_values("latency_s")
+say("On the four boards the fastest MoE partition registered decodes in {best:.3g} s per token ({scheme}); "
+    "{oom} of the {n} MoE-capable schemes run out of memory on one board.", best=ok.latency_s.iloc[0],
+    scheme=ok.scheme.iloc[0], oom=int((partitions[partitions.phase == "decode"].status == "OOM").sum()),
+    n=len(moe_capable(registry)))
+
+# %%
+for line in moe_summary(MoeNumbers(pi.model, pi.weight_bits, pi.cluster.n, pi.activation_bits,
+                                   min(d.memory_bytes for d in pi.cluster.devices))):
+    print(line)
+
+# %% [markdown]
+# ## 4. Expert-cache hit rate vs memory
+# A device keeps C experts per MoE layer in fast memory; a decode token's k expert reads hit the cache with the
+# routing model's hit rate (`workbench.routing.hit_rate`: uniform, Zipf-skewed, and skewed with temporal locality;
+# "pinned" keeps the most popular experts, "lru" the recently used). The memory is C experts x expert bytes x
+# MoE layers at the notebook's weight precision. Where the routing module has no cache model yet, this section
+# says n/a and draws nothing.
+
+# %%
+cache = study.cache_table(["Qwen3-30B-A3B", "Mixtral-8x7B", "OLMoE-1B-7B"], weight_bits, quick) \
+    if study.has_cache_model() else pd.DataFrame(columns=["model", "routing", "policy", "cache_experts", "cache_gib",
+                                                          "cache_share", "hit_rate"])
+print("n/a: workbench.routing has no hit_rate (the expert-cache model) in this checkout" if cache.empty
+      else f"{len(cache)} settings")
+cache
+
+# %%
+if not cache.empty:
+    rec.chart(alt.Chart(cache).mark_line().encode(
+        x=alt.X("cache_gib:Q", title="cache memory per device (GiB)"),
+        y=alt.Y("hit_rate:Q", title="hit rate of a token's expert reads", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("routing:N"), strokeDash=alt.StrokeDash("policy:N"), column=alt.Column("model:N", title=None),
+        tooltip=["model", "routing", "policy", "cache_experts", alt.Tooltip("hit_rate:Q", format=".3f")],
+    ).resolve_scale(x="independent").properties(width=200, height=180, title="Expert cache: hit rate vs memory"),
+        "cache_hit_rate", data=cache)
+    half = cache[(cache.cache_share == 0.5) & (cache.policy == cache.policy.iloc[0])]
+    say("Holding half of each layer's experts, a {policy} cache serves {hits} of a token's expert reads across the "
+        "models and routing settings.", policy=cache.policy.iloc[0], hits=span(half.hit_rate, ".0%"))
+
+# %% [markdown]
+# ## 5. The regime map of a MoE deployment
+# Qwen3-30B-A3B on the Pi 5 example's boards, with the device count and the memory each device gives the model
+# varied: per cell the fastest MoE-capable scheme that fits and its margin over the runner-up (black lines are
+# the boundaries between regions).
+
+# %%
+grid = {"n_devices": (1, 2, 4, 8) if not quick else (1, 4), "memory_gib": (2, 4, 8, 16, 32) if not quick else (4, 16)}
+regime = winners(sweep(Base.from_config(pi), grid, ("decode",), moe_capable(registry), registry))
+rec.chart(regime_chart(regime, "n_devices", "memory_gib", "decode",
+                       title=f"{pi.model.name}: fastest MoE scheme per decode step"), "regime_decode", data=regime)
+
+# %%
+fits = regime[regime.winner != "nothing fits"]
+fastest = fits.loc[fits.latency_s.idxmin()]
+one = fits[fits.n_devices == fits.n_devices.min()]
+say("{fit} of the {cells} cells fit some MoE scheme. The fastest decode step is {best:.3g} s ({scheme}, {n} device(s) "
+    "of {mem:g} GiB); on {few} device(s) the winners take {slow}, streaming what memory does not hold.",
+    fit=len(fits), cells=len(regime), best=fastest.latency_s, scheme=fastest.winner, n=int(fastest.n_devices),
+    mem=fastest.memory_gib, few=int(one.n_devices.iloc[0]), slow=span(one.latency_s, ".3g", "s"))
+
+# %%
+rec.add(study.result_rows(models, pairs, partitions, cache, regime))
+path = rec.write()
+print(f"wrote {path} ({len(rec.table())} rows)")
