@@ -245,3 +245,21 @@ def test_regime_map_takes_a_moe_model():
     win = winners(sweep(base, {"n_devices": (2, 4), "memory_gib": (4, 8)}, ("decode",), schemes, registry))
     assert len(win) == 4 and set(win["winner"]) <= set(schemes) | {"nothing fits"}
     assert (win["winner"] != "nothing fits").any()
+
+
+def test_the_workload_expert_cache_reaches_the_layer_pipeline():
+    """`[workload] cache_experts` / `expert_reads` set moe_layer_pipeline's cache: a smaller cache misses more (more
+    io_stall), prefetching every non-resident expert reads more than routed reads; a dense model with a cache is
+    one line."""
+    from workbench.arena import arena_for_config
+
+    def latency(extra: str):
+        config = config_from_text(example_text(extra))
+        table = arena_for_config(config, phases=("decode",)).table().set_index("scheme")
+        return table.loc["moe_layer_pipeline"]
+
+    full, small = latency("cache_experts = 128"), latency("cache_experts = 16")
+    assert full.io_stall_s == 0.0 < small.io_stall_s
+    assert latency("cache_experts = 16\nexpert_reads = \"prefetch\"").io_stall_s > small.io_stall_s
+    dense = example_text("cache_experts = 8").replace('name = "Qwen3-30B-A3B"', 'name = "Llama 3.1-8B"')
+    assert "is dense" in one_line_error(dense)

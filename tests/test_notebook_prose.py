@@ -119,4 +119,5 @@ def test_sentence_and_span_render_numbers_from_values():
 
 def test_every_notebook_source_is_scanned():
     assert {p.stem for p in SOURCES} >= {"cluster", "own_hardware", "galaxy", "sti", "tpi_llm", "hepti",
-                                         "mcu_siracusa", "models", "arena", "explore", "collectives", "devices"}
+                                         "mcu_siracusa", "models", "arena", "explore", "collectives", "devices",
+                                         "moe", "speculative"}

@@ -199,4 +199,5 @@ def test_bad_input_is_one_line_naming_the_key(call, match):
 
 def test_the_user_facing_fields_are_declared_with_their_toml_keys():
     keys = {tk.key for cls in (Routing, ExpertCache) for _, spec in declared_fields(cls) for tk in spec.toml}
-    assert keys == {"routing", "routing_skew", "routing_locality", "routing_trace", "cache_experts", "cache_policy"}
+    assert keys == {"routing", "routing_skew", "routing_locality", "routing_trace", "cache_experts", "cache_policy",
+                    "expert_reads"}

@@ -18,7 +18,7 @@ import pandas as pd
 
 from workbench.errors import InfeasibleError, WorkbenchError, require_choice
 from workbench.models import TransformerConfig
-from workbench.routing import UNIFORM, Routing
+from workbench.routing import UNIFORM, ExpertCache, Routing
 from workbench.schemes.base import PHASES, Cluster, Evaluator, SchemeResult, Workload, load_all
 from workbench.units import GIB, MIB, bytes_per_s_to_mbps
 
@@ -192,10 +192,11 @@ def evaluate(name: str, paper: str, fn: Evaluator, model: TransformerConfig, clu
 def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv_len: int | None = None,
               weight_bits: float = 16, activation_bits: float = 16, phases: tuple[str, ...] = PHASES,
               schemes: list[str] | None = None, registry: Registry | None = None,
-              output_head: bool = True, kv_bits: float | None = None, routing: Routing = UNIFORM) -> Arena:
+              output_head: bool = True, kv_bits: float | None = None, routing: Routing = UNIFORM,
+              expert_cache: ExpertCache | None = None) -> Arena:
     """Evaluate every registered scheme (or `schemes`) on `model` and `cluster` for each phase: generation
     steps that end in the next token's logits (`output_head=False`: the backbone only, as Galaxy times it);
-    `routing` is which experts a mixture of experts' tokens touch."""
+    `routing` is which experts a mixture of experts' tokens touch, `expert_cache` a device's cache of them."""
     registry = load_all() if registry is None else registry
     names = sorted(registry) if schemes is None else list(schemes)
     for name in names:
@@ -203,7 +204,7 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
     workloads = tuple(Workload(phase=require_choice("phase", p, PHASES), seq_len=seq_len,
                                kv_len=seq_len if kv_len is None else kv_len, weight_bits=weight_bits,
                                activation_bits=activation_bits, output_head=output_head, kv_bits=kv_bits,
-                               routing=routing)
+                               routing=routing, expert_cache=expert_cache)
                       for p in phases)
     entries = tuple(evaluate(n, registry[n][0], registry[n][1], model, cluster, w) for w in workloads for n in names)
     return Arena(model, cluster, workloads, entries)
@@ -211,10 +212,11 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
 
 def arena_for_config(config, phases: tuple[str, ...] = PHASES, schemes: list[str] | None = None,
                      registry: Registry | None = None) -> Arena:
-    """The arena for a `workbench.userconfig.UserConfig` (a TOML deployment), its [workload] routing included."""
+    """The arena for a `workbench.userconfig.UserConfig` (a TOML deployment), its [workload] routing and expert
+    cache included."""
     return run_arena(config.model, config.cluster, config.seq_len, config.kv_len, config.weight_bits,
                      config.activation_bits, phases, schemes, registry, kv_bits=config.kv_bits,
-                     routing=getattr(config, "routing", UNIFORM))
+                     routing=config.routing, expert_cache=config.expert_cache)
 
 
 # ---- chart frames (the charts themselves are Vega-Lite specs in workbench.arena_charts) -----------

@@ -56,6 +56,7 @@ from workbench.io import DATA_DIR
 
 ROUTING_KINDS = ("uniform", "skewed", "trace")
 CACHE_POLICIES = ("pinned", "lru")
+EXPERT_READS = ("routed", "prefetch")
 TRACE_DIR = DATA_DIR / "routing"
 TRACE_COLUMNS = ("layer", "expert", "count", "kind", "source")
 DATA_KINDS = ("quoted", "datasheet", "measured", "fitted", "assumed", "derived")
@@ -108,10 +109,21 @@ class ExpertCache:
                                       0, math.inf, kind="integer", toml=(TomlKey("cache_experts"),)), 0)
     policy: str = declared(FieldSpec(f"which experts stay cached: one of {', '.join(CACHE_POLICIES)}", kind="text",
                                      toml=(TomlKey("cache_policy"),)), "pinned")
+    reads: str = declared(FieldSpec(f"how misses are read from storage: one of {', '.join(EXPERT_READS)} (llama.cpp's "
+                                    "mmap reads routed experts only; prima.cpp prefetches every non-resident one)",
+                                    kind="text", toml=(TomlKey("expert_reads"),)), "routed")
 
     def __post_init__(self) -> None:
         require_int("cache_experts", self.experts, low=0)
         require_choice("cache_policy", self.policy, CACHE_POLICIES)
+        require_choice("expert_reads", self.reads, EXPERT_READS)
+
+    def check(self, n_experts: int) -> ExpertCache:
+        """This cache if it holds at most the layer's `n_experts`, else one line (a cache larger than the model)."""
+        if self.experts > n_experts:
+            raise WorkbenchError(f"cache_experts must be an integer in 0..{n_experts} (the model's experts per layer), "
+                                 f"got {self.experts} (a cache larger than the model)")
+        return self
 
 
 def check_experts(n_experts: int, k: int) -> None:

@@ -46,7 +46,7 @@ from workbench.hardware import (
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
-from workbench.routing import UNIFORM, Routing
+from workbench.routing import UNIFORM, ExpertCache, Routing
 from workbench.schemes.base import Cluster, Workload
 from workbench.speculative import Speculation, check_draft, check_lengths
 from workbench.units import GIB, MIB
@@ -146,7 +146,8 @@ DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
 MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
 NETWORK_KEYS = (*NETWORK_FIELDS, "link_class", "sources")
 ROUTING_FIELDS = section_fields(Routing)  # [workload] routing, routing_skew, routing_locality, routing_trace
-WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, "sources")
+CACHE_FIELDS = section_fields(ExpertCache)  # [workload] cache_experts, cache_policy, expert_reads
+WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, *CACHE_FIELDS, "sources")
 META_KEYS = ("name", "description", "sources")
 # [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
 # path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
@@ -174,12 +175,14 @@ class UserConfig:
     activation_format: str = ""
     kv_format: str = ""
     routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
+    expert_cache: ExpertCache | None = None  # a MoE model's expert cache ([workload] cache_experts ...)
     speculation: Speculation | None = None  # a [speculative] table: decode with a draft (`workbench.speculative`)
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
         return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
-                        activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing)
+                        activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing,
+                        expert_cache=self.expert_cache)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -437,6 +440,7 @@ def config_keys_table() -> str:
                 f"time are the defaults (data/constants/links.toml): one of {', '.join(LINK_CLASSES)} |")
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
+    rows += _key_rows("[workload]", [f.spec for f in CACHE_FIELDS.values()])
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
@@ -561,12 +565,13 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
             raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
                                  f"({model.max_positions}), got {value}")
     routing = parse_routing(where, workload, base_dir)
+    expert_cache = parse_expert_cache(where, workload, model)
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                        kv_len, where, kv_bits, **formats, routing=routing)
+                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache)
     if "speculative" not in table:
         return config
     speculation = parse_speculative(where, table["speculative"], cluster, base_dir)
@@ -575,6 +580,21 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     except WorkbenchError as exc:
         raise _in_speculative(where, exc) from None
     return replace(config, speculation=speculation)
+
+
+def parse_expert_cache(where: str, workload: dict, model: TransformerConfig) -> ExpertCache | None:
+    """The [workload] expert-cache keys (None when none is given), checked against the model's experts, one line
+    when bad (a cache larger than the model, a dense model with a cache, an unknown policy)."""
+    if not any(key in workload for key in CACHE_FIELDS):
+        return None
+    if not model.is_moe:
+        raise WorkbenchError(f"{where}: workload.cache_experts, cache_policy and expert_reads apply to a mixture of "
+                             f"experts; {model.name} is dense (n_experts = 0)")
+    try:
+        return ExpertCache(workload.get("cache_experts", model.n_experts), workload.get("cache_policy", "pinned"),
+                           workload.get("expert_reads", "routed")).check(model.n_experts)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: workload.{exc}") from None
 
 
 def parse_routing(where: str, workload: dict, base_dir: Path | None) -> Routing:

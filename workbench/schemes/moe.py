@@ -96,6 +96,7 @@ from workbench.models import TransformerConfig
 from workbench.network import on_topology
 from workbench.routing import (
     CACHE_POLICIES,
+    EXPERT_READS,
     expected_misses,
     hit_rate,
     popularity,
@@ -106,7 +107,7 @@ from workbench.schemes.pipeline import handoff_time
 
 DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel"
 PAPER_DLLAMA, PAPER_PIPELINE, PAPER_EP = "distributed_llama", "prima.cpp", "baseline"
-READS = ("routed", "prefetch")  # llama.cpp mmap reads routed experts only; prima.cpp prefetches whole tensors
+READS = EXPERT_READS  # llama.cpp mmap reads routed experts only; prima.cpp prefetches whole tensors
 EP_ATTENTION = ("replicated", "tp")
 ATTENTION_ROWS, ROUTER_ROWS, EXPERT_ROWS = ("qkv", "attn", "out", "con"), ("router",), ("ffn1", "ffn2")
 CONTROL_PACKET_BYTES = engines.CONTROL_PACKET_BYTES  # LlmControlPacket (src/app.hpp:46-49), 8 B
@@ -472,8 +473,12 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
 
 @register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True, dense=False)
 def evaluate_moe_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """llama.cpp RPC / prima.cpp: whole layers per device, an expert cache in free memory, misses read from storage."""
-    return evaluate_layer_pipeline(model, cluster, workload)
+    """llama.cpp RPC / prima.cpp: whole layers per device, an expert cache in free memory (or the workload's
+    `expert_cache`: experts per layer, policy, reads), misses read from storage."""
+    cache = workload.expert_cache
+    if cache is None:
+        return evaluate_layer_pipeline(model, cluster, workload)
+    return evaluate_layer_pipeline(model, cluster, workload, cache.experts, cache.reads, cache.policy)
 
 
 # ---- (c) expert parallelism with all-to-all (a what-if) ------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
 from workbench.fields import FieldSpec, TomlKey, declared
-from workbench.routing import UNIFORM, Routing
+from workbench.routing import UNIFORM, ExpertCache, Routing
 
 PHASES = ("prefill", "decode")
 
@@ -45,9 +45,13 @@ class Workload:
 
     # which experts a MoE layer's tokens touch (`workbench.routing`); a dense model ignores it
     routing: Routing = UNIFORM
+    # a device's expert cache for a MoE model (`routing.ExpertCache`); None: the scheme's default (free memory)
+    expert_cache: ExpertCache | None = None
 
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
+        if self.expert_cache is not None and not isinstance(self.expert_cache, ExpertCache):
+            raise WorkbenchError(f"expert_cache must be a workbench.routing.ExpertCache or None, got {self.expert_cache!r}")
         if not isinstance(self.routing, Routing):
             raise WorkbenchError(f"routing must be a workbench.routing.Routing, got {self.routing!r}")
         if not isinstance(self.output_head, bool):
