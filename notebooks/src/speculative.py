@@ -21,6 +21,7 @@ draft = "Llama 3.1-8B"
 placement = "root"  # root | own | ring (prima.cpp's, for pipeline_offload)
 schemes = ["pipeline_offload", "layerwise_mp", "local", "megatron_tp", "dllama_allgather_tp"]
 moe_target = "Qwen3-30B-A3B"  # the MoE target of section 7 (runs where the registry has it)
+dense_peer_name = "Llama 2-3B"  # a dense target of about the MoE target's active size, for the regime map
 moe_board = "edge_rpi5_8gb"  # its four boards (a data/devices preset), on a Gigabit switch
 
 # %%
@@ -36,7 +37,7 @@ from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.prose import say
 from workbench.results import Recorder, result_rows
-from workbench.schemes.base import load_all
+from workbench.schemes.base import MOE_ONLY, load_all
 from workbench.userconfig import config_from_text
 
 rec = Recorder("speculative", figures_dir)
@@ -86,7 +87,7 @@ def scheme_row(name: str) -> dict:
     return {**best.row(), "oom": plain.oom, "notes": ""}
 
 
-table = pd.DataFrame([scheme_row(name) for name in registry])
+table = pd.DataFrame([scheme_row(name) for name in registry if name not in MOE_ONLY])  # the MoE-only ones: section 7
 table[["scheme", "plain_s", "per_token_s", "speedup", "gamma", "tokens_per_step", "losing_part", "oom", "notes"]]
 
 # %%
@@ -205,8 +206,9 @@ if moe is not None and getattr(moe, "is_moe", False):
     boards = Cluster((load_device(moe_board),) * 4, Topology("switch", 4, Link.from_mbps(1000, 0.1)))
     moe_workload = replace(workload, weight_bits=config.weight_bits)
     ngram = sp.Speculation(sp.NGRAM, "root", 4, 0.5)
+    moe_schemes = [n for n in ("dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel") if n in registry]
     moe_sweeps = pd.concat([sp.alpha_sweep(ngram, name, registry, moe, boards, moe_workload, alphas, gammas)
-                            .assign(scheme=name) for name in ("pipeline_offload", "layerwise_mp")], ignore_index=True)
+                            .assign(scheme=name) for name in moe_schemes], ignore_index=True)
     moe_best = sp.best_over_gamma(moe_sweeps, by=("scheme", "alpha"))
     moe_lines = alt.Chart(moe_best).mark_line(point=True).encode(
         x=alt.X("alpha:Q"), y=alt.Y("speedup:Q", title="speed-up at best gamma"), color="scheme:N",
@@ -218,6 +220,27 @@ if moe is not None and getattr(moe, "is_moe", False):
         "the union of gamma + 1 tokens' experts, so the verify compute grows with gamma and bounds the gain.",
         alpha=alpha_quoted, name=moe.name, xs=", ".join(f"{s} {x:.2f}x (gamma {g:.0f})" for s, x, g in
                                                         zip(at.scheme, at.speedup, at.gamma)))
+    # the regime map of a dense and a MoE target on the same boards, same draft (prompt lookup), same scheme family
+    dense_peer = find_model(dense_peer_name)
+    moe_regime = pd.concat([
+        sp.regime_map(ngram, "dllama_moe_tp", registry, moe, boards, moe_workload, alphas, latencies, gammas)
+        .assign(target=f"MoE: {moe.name}"),
+        sp.regime_map(ngram, "dllama_allgather_tp", registry, dense_peer, boards, moe_workload, alphas, latencies,
+                      gammas).assign(target=f"dense: {dense_peer.name}")], ignore_index=True) \
+        .assign(latency_ms=lambda f: f.latency_s * 1e3)
+    rec.chart(alt.Chart(moe_regime).mark_rect().encode(
+        x=alt.X("latency_ms:O", title="link latency per hop (ms)"), y=alt.Y("alpha:O", sort="descending"),
+        color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
+        column=alt.Column("target:N"), tooltip=["target", "latency_ms", "alpha", "gamma", "speedup", "losing_part"],
+    ).properties(title="Where speculation pays: dense vs MoE target, distributed-llama TP on four boards", width=260,
+                 height=260), "regime_dense_vs_moe", data=moe_regime)
+    least = moe_regime[moe_regime.speedup > 1].groupby("target").alpha.min().reindex(moe_regime.target.unique())
+    say("On the same boards and links the least alpha at which speculation pays is {pairs} (n/a: never in the "
+        "sweep). distributed-llama sends each sync once per batch row (workbench/schemes/engines.py, from its "
+        "source), so a verify step of gamma + 1 tokens pays gamma + 1 messages per sync: the slower the link, the "
+        "more speculation loses on this engine, for the dense and the MoE target alike; the MoE target also streams "
+        "the union of its verify tokens' experts, so it pays only at higher alpha.",
+        pairs=", ".join(f"{t} {a:.2f}" if a == a else f"{t} n/a" for t, a in least.items()))
 else:
     say("The registry holds no mixture-of-experts model named {name}: this section waits for it.", name=moe_target)
 
@@ -230,4 +253,7 @@ rec.add(result_rows("speculative", "regime_alpha_latency", regime, {"speedup": "
 if not moe_sweeps.empty:
     rec.add(result_rows("speculative", "moe_sensitivity_alpha", moe_sweeps, {"speedup": "x"}, moe_target,
                         setting(moe_sweeps)))
+    rec.add(result_rows("speculative", "regime_dense_vs_moe", moe_regime, {"speedup": "x"}, moe_target,
+                        moe_regime.apply(lambda r: f"alpha={r.alpha:g},latency_ms={r.latency_ms:g},"
+                                         f"target={r.target}", axis=1)))
 results_csv = rec.write()
