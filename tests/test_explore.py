@@ -481,3 +481,23 @@ def test_the_live_chart_module_is_bundled_for_offline_use():
     assert "esm.sh" not in js and "wb_title" in js and ".view.data(" in js  # rows swapped in the running view
     chart = LiveChart({"mark": "point"}, embed_options={"renderer": "svg"})
     assert chart.spec == {"mark": "point"} and chart._esm == js
+
+
+def test_a_llama_cpp_file_type_is_a_weight_format_whose_bits_follow_the_model():
+    """'Q4_K_M' in the weight-format control is that model's file's average bits (formats.recipe_bits); choosing
+    another model keeps the file type and recomputes its bits; the dropdown lists the file types."""
+    from workbench.explore import configure, format_options
+    from workbench.formats import recipe_bits
+    from workbench.models import get_model
+    from workbench.userconfig import load_config
+
+    base = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
+    q4km = configure(base, model="Llama 3.1-8B", weight_format="Q4_K_M")
+    assert q4km.weight_format == "Q4_K_M"
+    assert q4km.weight_bits == pytest.approx(recipe_bits(get_model("Llama 3.1-8B"), "Q4_K_M"))
+    assert 4.6 < q4km.weight_bits < 5.2
+    other = configure(q4km, model="Qwen3-30B-A3B")
+    assert other.weight_bits == pytest.approx(recipe_bits(get_model("Qwen3-30B-A3B"), "Q4_K_M"))
+    assert other.weight_bits != q4km.weight_bits
+    assert ("Q4_K_M (llama.cpp file type)", "Q4_K_M") in format_options("weight_format", "Q4_K_M")
+    assert all(value != "Q4_K_M" for _, value in format_options("activation_format", "q8_0"))

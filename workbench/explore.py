@@ -45,6 +45,7 @@ from workbench.errors import (
     require_choice,
     require_int,
 )
+from workbench.formats import RECIPE_DEFAULTS, recipe_bits
 from workbench.hardware import device_names, load_device
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
@@ -127,12 +128,15 @@ def format_choice(bits: float | None, name: str) -> str:
     return name or f"{bits:g} bit"
 
 
-def format_bits(control: str, choice: str) -> tuple[float | None, str]:
-    """A format control's choice -> (bits, format name): 'q4_0' -> (4.5, 'q4_0'), '6 bit' -> (6.0, '')."""
+def format_bits(control: str, choice: str, model=None) -> tuple[float | None, str]:
+    """A format control's choice -> (bits, format name): 'q4_0' -> (4.5, 'q4_0'), '6 bit' -> (6.0, ''); a weight
+    format may name a llama.cpp file type ('Q4_K_M' -> `model`'s file's average bits, `formats.recipe_bits`)."""
     if choice == KV_AS_ACTIVATIONS and control == "kv_format":
         return None, ""
     if choice in WEIGHT_FORMATS:
         return WEIGHT_FORMATS[choice], choice
+    if control == "weight_format" and choice in RECIPE_DEFAULTS and model is not None:
+        return recipe_bits(model, choice), choice
     number = choice.removesuffix(" bit")
     try:
         bits = float(number)
@@ -220,9 +224,11 @@ def configure(base: UserConfig, **changes) -> UserConfig:
     config = base
     if "model" in changes and changes["model"] != base.model.name:
         config = replace(config, model=get_model(changes["model"]))
+        if config.weight_format in RECIPE_DEFAULTS and "weight_format" not in changes:  # a file type's bits follow the model
+            config = replace(config, weight_bits=recipe_bits(config.model, config.weight_format))
     for kind in ("weight", "activation", "kv"):
         if f"{kind}_format" in changes:
-            bits, name = format_bits(f"{kind}_format", changes[f"{kind}_format"])
+            bits, name = format_bits(f"{kind}_format", changes[f"{kind}_format"], config.model)
             config = replace(config, **{f"{kind}_bits": bits, f"{kind}_format": name})
     if "seq_len" in changes:
         config = replace(config, seq_len=require_int("sequence length", changes["seq_len"], low=1))
@@ -376,9 +382,11 @@ def model_options(config: UserConfig) -> list[tuple[str, str]]:
 def format_options(control: str, shown: str) -> list[tuple[str, str]]:
     """A format dropdown: the named formats with their bits, the file's own '<bits> bit' where it gave bits."""
     named = [(f"{name} ({bits:g} bit)", name) for name, bits in WEIGHT_FORMATS.items()]
+    files = [(f"{name} (llama.cpp file type)", name) for name in RECIPE_DEFAULTS] if control == "weight_format" else []
     same = [("as the activations", KV_AS_ACTIVATIONS)] if control == "kv_format" else []
-    own = [] if shown in WEIGHT_FORMATS or shown == KV_AS_ACTIVATIONS else [(f"{shown} (from the file)", shown)]
-    return same + own + named
+    listed = {value for _, value in named + files}
+    own = [] if shown in listed or shown == KV_AS_ACTIVATIONS else [(f"{shown} (from the file)", shown)]
+    return same + own + named + files
 
 
 def view_result_rows(view: View) -> pd.DataFrame:
