@@ -216,3 +216,23 @@ preset = "tpi_dell_i7_1165g7"
     with pytest.raises(WorkbenchError, match="workload.routing_locality must be a number in \\[0, 1\\)") as info:
         load_config(path)
     assert "\n" not in str(info.value)
+
+
+def test_a_swapping_moe_pages_in_only_the_experts_its_tokens_touch():
+    """single_device_resident on a board too small for OLMoE: a decode step swaps in the attention and the 8
+    routed experts of every layer, not all 64 (the untouched experts' pages are never read)."""
+    schemes = load_all()
+    m = get_model("OLMoE-1B-7B")
+    small = Cluster((load_device("hepti_rpi4"),), Topology("switch", 1, Link(1e9 / 8, 1e-4)))
+    result = schemes["single_device_resident"][1](m, small, _decode(m))
+    from workbench.schemes.baselines import untouched_expert_bytes
+    untouched = untouched_expert_bytes(m, _decode(m))
+    assert untouched == pytest.approx(16 * (64 - 8) * m.expert_params() * 4.5 / 8)
+    dense = get_model("Llama 2-7B")
+    assert untouched_expert_bytes(dense, _decode(dense)) == 0.0
+    every = m.with_changes(name="OLMoE, all experts active", n_active_experts=64)  # same stored bytes, all touched
+    all_touched = schemes["single_device_resident"][1](every, small, _decode(every))
+    weights = result.peak_memory_bytes[0]  # same for both: the same stored weights
+    assert all_touched.peak_memory_bytes[0] == weights
+    assert result.io_stall_s / all_touched.io_stall_s == pytest.approx(
+        1 - untouched / (m.total_params() * 4.5 / 8), rel=1e-9)

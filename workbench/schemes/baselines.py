@@ -37,7 +37,8 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     """Standalone / Transformers on device 0: all weights resident, swapped when they exceed DRAM.
 
     Each pass touches every weight in the same order, so once they exceed DRAM the OS's LRU evicts
-    every page before its reuse: every pass pages all weights in from swap. The first pass also
+    every page before its reuse: every pass pages all weights in from swap (a mixture of experts' pass touches
+    only its tokens' experts: `untouched_expert_bytes` are never paged in). The first pass also
     writes them out (they are dirty anonymous pages until swapped once), so it moves twice the bytes.
     """
     opts = default_options()
@@ -48,10 +49,21 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     compute = common.step_time(model, dev, workload)
     swapping = peak > dev.memory_bytes
     passes = 2.0 if workload.phase == "prefill" else 1.0
-    swap = passes * weights / storage_rate(dev, "swap", "swapping its weights") if swapping else 0.0
+    touched = weights - untouched_expert_bytes(model, workload)
+    swap = passes * touched / storage_rate(dev, "swap", "swapping its weights") if swapping else 0.0
     return scheme_result("single_device_resident", "baseline", workload, compute + swap,
                    {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
                    "swaps every weight each pass" if swapping else "fits in DRAM")
+
+
+def untouched_expert_bytes(model: TransformerConfig, workload: Workload) -> float:
+    """Bytes of the experts a step's tokens do not route to (their pages are never touched, so never swapped
+    in): every MoE layer's experts less those the routing union touches (`common.experts_touched`); 0 if dense."""
+    if not model.is_moe:
+        return 0.0
+    touched = float(common.experts_touched(model, workload, workload.new_tokens)) - model.n_shared_experts
+    return model.moe_layers * (model.n_experts - touched) * common.weight_bytes(model.expert_params(),
+                                                                                 workload.weight_bits)
 
 
 @register("disk_offload_blocking", "baseline", moe=True)
