@@ -55,7 +55,7 @@ from workbench.units import GIB, MIB
 WEIGHT_FORMATS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "int8": 8.0, "q8_0": 8.5, "int4": 4.0,
                   "q4_0": 4.5, "q4_1": 5.0, "q4_k": 4.5}
 
-TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster")
+TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "schemes")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
 ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
@@ -160,6 +160,8 @@ class UserConfig:
     weight_format: str = ""
     activation_format: str = ""
     kv_format: str = ""
+    # [schemes.<section>] options (workbench.schemes.options: DllamaOptions ...), applied by the arena
+    scheme_options: tuple = ()
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
@@ -398,10 +400,29 @@ def config_keys_table() -> str:
     rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
     rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
+    rows += scheme_option_rows()
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")
     return "\n".join(rows) + "\n"
+
+
+# ---- scheme options: [schemes.<section>] (declared beside each scheme, workbench.schemes.options) ----------
+def scheme_option_rows() -> list[str]:
+    """docs/keys.md rows of the [schemes.<section>] options."""
+    from workbench.schemes.options import key_rows
+
+    rows = []
+    for section, spec in key_rows():
+        rows += _key_rows(section, [spec])
+    return rows
+
+
+def parse_scheme_options(where: str, table) -> tuple:
+    """The [schemes] table's option sections (`workbench.schemes.options.parse_schemes`)."""
+    from workbench.schemes.options import parse_schemes
+
+    return parse_schemes(where, table)
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
@@ -468,8 +489,9 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
+    options = parse_scheme_options(where, table.get("schemes", {}))
     return UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                      kv_len, where, kv_bits, **formats)
+                      kv_len, where, kv_bits, **formats, scheme_options=options)
 
 
 def load_config(path: str | Path) -> UserConfig:

@@ -76,6 +76,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
@@ -97,6 +98,51 @@ CONTROL_PACKET_BYTES = 8  # LlmControlPacket {NnUint position, batchSize} (quote
 POSITION_BYTES = 2  # pos_t = unsigned short (quoted: v0.8.0 src/transformer.hpp)
 ROOT_SYNCS_V08 = 2  # v0.8-v0.10: reduce-to-root + broadcast after attention and after the FFN (llama2-tasks.cpp)
 WORKER_KERNELS_ROOT_TP = common.KERNELS_PER_LAYER - 2  # root TP workers skip both connective blocks
+
+
+# ---- options a deployment sets ([schemes.dllama] in the TOML, workbench.schemes.options) ----------------
+def scheme_for_version(version: str) -> str:
+    """The sync structure a distributed-llama release runs: "0.7" / "0.7.0" -> dllama_root6_tp, "0.7.1" (already
+    v0.8's four syncs, src/llama2-tasks.cpp@v0.7.1) -> dllama_root_tp, "0.12.3" -> dllama_allgather_tp."""
+    parts = str(version).removeprefix("v").split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or parts[0] != "0":
+        raise WorkbenchError(f"version must be a distributed-llama release 0.1 ... 0.16 (e.g. \"0.7\" or \"0.10.2\"), "
+                             f"got {version!r}")
+    minor, patch = int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+    if not 1 <= minor <= 16:
+        raise WorkbenchError(f"version must be a distributed-llama release 0.1 ... 0.16, got {version!r}")
+    if minor == 7 and patch >= 1:
+        return "dllama_root_tp"
+    for scheme, (first, last) in VERSIONS.items():
+        if int(first.split(".")[1]) <= minor <= int(last.split(".")[1]):
+            return scheme
+    raise AssertionError(minor)  # VERSIONS covers 0.1-0.16
+
+
+@dataclass(frozen=True)
+class DllamaOptions:
+    """distributed-llama's options in a deployment ([schemes.dllama]): the release it runs (the arena then
+    shows that release's one sync structure) and v0.8-v0.10's root syncs per layer."""
+
+    version: str = declared(FieldSpec("distributed-llama release the cluster runs (0.1 ... 0.16; the arena shows "
+                                      "only its sync structure); empty: all four", kind="text",
+                                      toml=(TomlKey("version"),)), default="")
+    syncs_per_layer: int = declared(FieldSpec("dllama_root_tp's reduce-to-root + broadcast syncs per layer "
+                                              "(v0.8-v0.10 run 2)", "syncs", 1, 16, kind="integer",
+                                              toml=(TomlKey("syncs_per_layer"),)), default=2)
+
+    def __post_init__(self) -> None:
+        check_declared(self, "schemes.dllama.")
+        if self.version:
+            scheme_for_version(self.version)
+
+    def schemes(self) -> tuple[str, ...]:
+        """The engine's schemes the arena shows: the version's one, or all four."""
+        return (scheme_for_version(self.version),) if self.version else ENGINE_SCHEMES
+
+    def bound(self, scheme: str) -> dict:
+        """Keyword options of `scheme`'s evaluator."""
+        return {"syncs_per_layer": self.syncs_per_layer} if scheme == "dllama_root_tp" else {}
 
 
 # ---- the wire -----------------------------------------------------------------------------------------
@@ -461,9 +507,11 @@ def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, wor
 
 @register("dllama_root_tp", PAPER)
 @one_device_is_local
-def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer."""
-    return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
+def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                            syncs_per_layer: int = ROOT_SYNCS_V08) -> SchemeResult:
+    """distributed-llama v0.8-v0.10: TP through the root, 2 (option `syncs_per_layer`) reduce-to-root + broadcast
+    syncs a layer."""
+    return evaluate_root_tp(model, cluster, workload, syncs_per_layer)
 
 
 @register("dllama_root6_tp", PAPER)
