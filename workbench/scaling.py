@@ -87,54 +87,59 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
-def _frame(rows) -> pd.DataFrame:
-    """The rows as a frame sorted by device count, every needed column present (one-line error otherwise)."""
-    frame = pd.DataFrame(list(rows) if not isinstance(rows, pd.DataFrame) else rows)
-    missing = [c for c in NEEDED if c not in frame.columns]
-    if missing:
-        raise WorkbenchError(f"rows must carry {', '.join(NEEDED)}; missing {', '.join(missing)}")
-    if frame["devices"].duplicated().any():
+def _records(rows) -> list[dict]:
+    """The rows as dicts sorted by device count, every needed column present (one-line error otherwise)."""
+    records = rows.to_dict("records") if isinstance(rows, pd.DataFrame) else [dict(r) for r in rows]
+    for r in records:
+        missing = [c for c in NEEDED if c not in r]
+        if missing:
+            raise WorkbenchError(f"rows must carry {', '.join(NEEDED)}; missing {', '.join(missing)}")
+    counts = [int(r["devices"]) for r in records]
+    if len(set(counts)) != len(counts):
         raise WorkbenchError("rows must hold one row per device count (one scheme, one phase)")
-    return frame.sort_values("devices").reset_index(drop=True)
+    return sorted(records, key=lambda r: int(r["devices"]))
+
+
+def _seconds(row: Mapping, key: str) -> float:
+    v = row.get(key, 0.0)
+    return 0.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
 def growing_component(before: Mapping, after: Mapping) -> tuple[str, float]:
     """(component, seconds) of the latency component that grew most from `before` to `after` (NaN counts 0)."""
-    def value(row, key):
-        v = row.get(key, 0.0)
-        return 0.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-    growth = {key: value(after, key) - value(before, key) for key in CAUSES}
+    growth = {key: _seconds(after, key) - _seconds(before, key) for key in CAUSES}
     key = max(growth, key=growth.get)
     return key, growth[key]
 
 
 def stop_helping(scheme: str, rows: Iterable[Mapping] | pd.DataFrame) -> StopHelping:
     """Where adding devices stops cutting `scheme`'s latency (see the module docstring)."""
-    frame = _frame(rows)
-    unsplittable = tuple((int(r.devices), " ".join(str(r.notes).split()) or "does not apply")
-                         for r in frame.itertuples() if r.status == "n/a")
-    ran = frame[frame.status == "ok"]
-    if ran.empty:
+    records = _records(rows)
+    unsplittable = tuple((int(r["devices"]), " ".join(str(r["notes"]).split()) or "does not apply")
+                         for r in records if r["status"] == "n/a")
+    ran = [r for r in records if r["status"] == "ok"]
+    if not ran:
         return StopHelping(scheme, None, math.nan, None, "", 0.0, unsplittable)
-    best_i = int(ran.latency_s.idxmin())
-    best = frame.loc[best_i]
-    later = frame[(frame.devices > best.devices) & (frame.status != "n/a")]
-    if later.empty:
-        return StopHelping(scheme, int(best.devices), float(best.latency_s), None, "", 0.0, unsplittable)
-    after = later.iloc[0]
-    if after.status == "OOM":
+    best = min(ran, key=lambda r: float(r["latency_s"]))  # the first of equals: the fewest devices
+    n_best, t_best = int(best["devices"]), float(best["latency_s"])
+    later = [r for r in records if int(r["devices"]) > n_best and r["status"] != "n/a"]
+    if not later:
+        return StopHelping(scheme, n_best, t_best, None, "", 0.0, unsplittable)
+    after = later[0]
+    if after["status"] == "OOM":
         cause, growth = OOM_CAUSE, math.nan
-    elif abs(after.latency_s - best.latency_s) <= SAME * best.latency_s:
+    elif abs(float(after["latency_s"]) - t_best) <= SAME * t_best:
         cause, growth = FLAT_CAUSE, 0.0
     else:
-        cause, growth = growing_component(best.to_dict(), after.to_dict())
-    return StopHelping(scheme, int(best.devices), float(best.latency_s), int(after.devices), cause, growth,
-                       unsplittable)
+        cause, growth = growing_component(best, after)
+    return StopHelping(scheme, n_best, t_best, int(after["devices"]), cause, growth, unsplittable)
 
 
 def stop_helping_all(frame: pd.DataFrame) -> list[StopHelping]:
     """`stop_helping` for every scheme of a frame with a `scheme` column (one phase), in the frame's order."""
     if "scheme" not in frame.columns:
         raise WorkbenchError("rows must carry a scheme column")
-    return [stop_helping(s, group) for s, group in frame.groupby("scheme", sort=False)]
+    by_scheme: dict[str, list[dict]] = {}
+    for record in frame.to_dict("records"):
+        by_scheme.setdefault(record["scheme"], []).append(record)
+    return [stop_helping(s, rows) for s, rows in by_scheme.items()]

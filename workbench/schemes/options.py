@@ -2,7 +2,8 @@
 `calibrate`'s CSV ("version=0.7; syncs_per_layer=2"), each key declared once in its scheme's options dataclass
 (`workbench.fields.declared`), from which the parser, the range checks and docs/keys.md's rows derive.
 
-Sections: `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer). An options object says
+Sections: `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
+(`workbench.schemes.edge_engines.LlamaCppOptions`: tensor_split). An options object says
 which of its schemes the arena shows (`schemes()`) and binds keyword options into their evaluators (`bound`).
 """
 
@@ -13,9 +14,10 @@ from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, declared_fields
+from workbench.schemes.edge_engines import LlamaCppOptions
 from workbench.schemes.engines import DllamaOptions
 
-SECTIONS: dict[str, type] = {"dllama": DllamaOptions}
+SECTIONS: dict[str, type] = {"dllama": DllamaOptions, "llamacpp": LlamaCppOptions}
 
 
 def _keys(section: str) -> dict[str, tuple[str, FieldSpec]]:
