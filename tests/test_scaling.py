@@ -91,3 +91,18 @@ def test_whatif_devices_prints_a_stop_helping_line_per_scheme():
     # the 13B model's 40 KV heads: distributed-llama cannot split it over 16 boards
     dllama = next(line for line in block if line.strip().startswith("dllama_allgather_tp:"))
     assert "cannot split the model at 16: n_devices must divide n_kv_heads (40)" in dllama
+
+
+def test_device_sweep_repeats_the_first_device_and_the_frame_answers_per_scheme():
+    from workbench.scaling import device_sweep, stop_helping_frame
+    from workbench.userconfig import load_config
+
+    config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
+    sweep = device_sweep(config, [1, 2])
+    assert sorted(set(sweep.devices)) == [1, 2] and set(sweep.phase) == {"decode"}
+    assert sweep.groupby("devices").scheme.nunique().nunique() == 1  # every scheme at every count
+    frame = stop_helping_frame(stop_helping_all(sweep))
+    assert list(frame.scheme) == list(dict.fromkeys(sweep.scheme))
+    assert all(answer.startswith(f"{s}: ") for s, answer in zip(frame.scheme, frame.answer))
+    with pytest.raises(WorkbenchError, match=r"device counts must be integers in \[1, 1024\], got 0"):
+        device_sweep(config, [0])

@@ -143,3 +143,31 @@ def stop_helping_all(frame: pd.DataFrame) -> list[StopHelping]:
     for record in frame.to_dict("records"):
         by_scheme.setdefault(record["scheme"], []).append(record)
     return [stop_helping(s, rows) for s, rows in by_scheme.items()]
+
+
+# ---- the sweep itself, for a notebook or the explorer ---------------------------------------------------
+def device_sweep(config, counts, phases: tuple[str, ...] = ("decode",)) -> pd.DataFrame:
+    """The arena table of a `workbench.userconfig.UserConfig` with its first device repeated `counts` times (the
+    same network), one block of rows per count with a `devices` column: what `whatif --devices` sweeps."""
+    from dataclasses import replace
+
+    from workbench.arena import arena_for_config
+    from workbench.schemes.base import Cluster
+
+    tables = []
+    for n in counts:
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 1024:
+            raise WorkbenchError(f"device counts must be integers in [1, 1024], got {n!r}")
+        topology = replace(config.cluster.topology, n_devices=n)
+        cluster = Cluster((config.cluster.devices[0],) * n, topology, config.cluster.shared_machine)
+        tables.append(arena_for_config(replace(config, cluster=cluster), phases=phases).table().assign(devices=n))
+    return pd.concat(tables, ignore_index=True)
+
+
+def stop_helping_frame(answers: list[StopHelping]) -> pd.DataFrame:
+    """One row per scheme: the fastest count, the next count tried, the cause (words), the counts it cannot split
+    the model at, and the one-line answer."""
+    return pd.DataFrame([{"scheme": a.scheme, "best_devices": a.best, "best_latency_s": a.best_latency_s,
+                          "next_devices": a.next, "cause": CAUSE_WORDS.get(a.cause, ""),
+                          "cannot_split_at": ", ".join(str(n) for n, _ in a.unsplittable), "answer": a.line()}
+                         for a in answers])
