@@ -40,7 +40,7 @@ from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
 from workbench.schemes.galaxy import first_overflow, head_cost, megatron_tp_on, one_device_is_local
 from workbench.schemes.pipeline import (
     PipelinePlan,
@@ -142,9 +142,15 @@ class LlamaCppOptions:
         """The schemes these options reach."""
         return ("llamacpp_rpc",)
 
-    def bound(self, scheme: str) -> dict:
-        """Keyword options of the evaluator."""
-        return {"tensor_split": self.tensor_split} if self.tensor_split else {}
+    def evaluator(self, scheme: str):
+        """llamacpp_rpc's evaluator on this split (registered form), None without a split."""
+        if scheme != "llamacpp_rpc" or not self.tensor_split:
+            return None
+        split = self.tensor_split
+
+        def evaluate(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+            return evaluate_llamacpp(model, cluster, workload, split)
+        return with_streaming_split(evaluate)
 
 
 def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Workload,
@@ -169,10 +175,10 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
 
 
 @register("llamacpp_rpc", "llama.cpp")
-def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                          tensor_split: str = "") -> SchemeResult:
-    """llama.cpp with RPC servers: layers by free memory (or `tensor_split`), hand-offs through the client."""
-    return evaluate_llamacpp(model, cluster, workload, tensor_split)
+def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """llama.cpp with RPC servers: layers by free memory (another split: [schemes.llamacpp] tensor_split,
+    `LlamaCppOptions.evaluator`), hand-offs through the client."""
+    return evaluate_llamacpp(model, cluster, workload)
 
 
 # ---- exo ---------------------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
 from workbench.schemes.galaxy import one_device_is_local
 
 PAPER = "distributed_llama"
@@ -140,9 +140,16 @@ class DllamaOptions:
         """The engine's schemes the arena shows: the version's one, or all four."""
         return (scheme_for_version(self.version),) if self.version else ENGINE_SCHEMES
 
-    def bound(self, scheme: str) -> dict:
-        """Keyword options of `scheme`'s evaluator."""
-        return {"syncs_per_layer": self.syncs_per_layer} if scheme == "dllama_root_tp" else {}
+    def evaluator(self, scheme: str):
+        """`scheme`'s evaluator with these options (registered form: streaming split, one device = local), None
+        where the registered one already is it."""
+        if scheme != "dllama_root_tp" or self.syncs_per_layer == ROOT_SYNCS_V08:
+            return None
+        k = self.syncs_per_layer
+
+        def evaluate(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+            return evaluate_root_tp(model, cluster, workload, k)
+        return with_streaming_split(one_device_is_local(evaluate))
 
 
 # ---- the wire -----------------------------------------------------------------------------------------
@@ -507,11 +514,10 @@ def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, wor
 
 @register("dllama_root_tp", PAPER)
 @one_device_is_local
-def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                            syncs_per_layer: int = ROOT_SYNCS_V08) -> SchemeResult:
-    """distributed-llama v0.8-v0.10: TP through the root, 2 (option `syncs_per_layer`) reduce-to-root + broadcast
-    syncs a layer."""
-    return evaluate_root_tp(model, cluster, workload, syncs_per_layer)
+def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer (another
+    count: [schemes.dllama] syncs_per_layer, `DllamaOptions.evaluator`)."""
+    return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
 
 
 @register("dllama_root6_tp", PAPER)

@@ -4,12 +4,12 @@
 
 Sections: `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
 (`workbench.schemes.edge_engines.LlamaCppOptions`: tensor_split). An options object says
-which of its schemes the arena shows (`schemes()`) and binds keyword options into their evaluators (`bound`).
+which of its schemes the arena shows (`schemes()`) and gives the evaluator its options change (`evaluator`; the
+registered ones keep the arena's (model, cluster, workload) signature).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
@@ -86,7 +86,7 @@ def section_of(scheme: str) -> str | None:
 
 def apply_options(registry: Mapping, options: tuple) -> dict:
     """`registry` with each options object applied: its section's schemes limited to `schemes()` and their
-    evaluators bound to its keyword options (a registry without options is returned as a copy)."""
+    evaluators replaced by the options' own (a registry without options is returned as a copy)."""
     out = dict(registry)
     for opts in options:
         section_schemes = set(type(opts)().schemes())
@@ -95,10 +95,9 @@ def apply_options(registry: Mapping, options: tuple) -> dict:
             if scheme not in keep:
                 del out[scheme]
                 continue
-            kwargs = opts.bound(scheme)
-            if kwargs:
-                paper, evaluator = out[scheme]
-                out[scheme] = (paper, functools.wraps(evaluator)(functools.partial(evaluator, **kwargs)))
+            evaluator = opts.evaluator(scheme)
+            if evaluator is not None:
+                out[scheme] = (out[scheme][0], evaluator)
     return out
 
 
