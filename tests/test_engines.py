@@ -62,7 +62,8 @@ def test_logits_equal_reference_and_cache_is_distributed(gqa, kind, cpu_devices)
     step, cache = K.forward(ep, tokens[4:5], cache)
     np.testing.assert_allclose(np.asarray(step[0]), full[4], rtol=2e-4, atol=2e-5)
     assert cache.length == 5 and len(cache.k.sharding.device_set) == 2
-    assert cache.k.shape == (2, cfg.n_layers, 8, 1, cfg.d_head)  # one KV head per device
+    heads = cfg.n_kv_heads if kind == "root8" else 1  # one KV head per device; v0.1-v0.4: all on the root
+    assert cache.k.shape == (2, cfg.n_layers, 8, heads, cfg.d_head)
     assert ep.root["embed"].devices() == {ep.root_device}
 
 
@@ -99,7 +100,7 @@ def _while_body(hlo: str) -> str:
 
 @pytest.mark.parametrize("rows", [1, 3])
 @pytest.mark.parametrize("n", [2, 4, 8])
-@pytest.mark.parametrize("kind", K.KINDS)
+@pytest.mark.parametrize("kind", ["allgather", "root"])
 def test_compiled_collectives_carry_the_models_messages_and_bytes(tiny, kind, n, rows, cpu_devices):
     cfg, params = tiny
     ep = K.shard_params(cfg, params, make_mesh(n), kind)
@@ -128,7 +129,7 @@ def test_q80_blocks_are_34_bytes_per_32_values_and_round_trip(cpu_devices):
     np.testing.assert_array_equal(np.asarray(K.q80_unpack(K.q80_pack(jnp.zeros(32)))), np.zeros(32))
 
 
-@pytest.mark.parametrize("kind", K.KINDS)
+@pytest.mark.parametrize("kind", ["allgather", "root"])
 def test_q80_wire_compiles_to_the_models_q80_bytes_and_stays_close(tiny, kind, cpu_devices):
     cfg, params = tiny
     n, rows = 4, 3
@@ -275,3 +276,136 @@ def _message(fn) -> str:
     except WorkbenchError as exc:
         return str(exc)
     raise AssertionError("no error")
+
+
+# ---- v0.1-v0.4 and v0.5-v0.7 (issue 34 item 3) -----------------------------------------------------------
+OLD = ("dllama_root8_tp", "dllama_root6_tp")
+
+
+@pytest.mark.parametrize("bits", [8, 32])
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("scheme", [*OLD, "dllama_root_tp"])
+def test_root_schemes_bytes_per_node_per_token_equal_the_closed_form(scheme, n, bits):
+    m = get_model("Llama 2-7B")  # d 4096, kv 4096, d_ff 11008
+    d, f, L = m.d_model, m.d_ff, m.n_layers
+    w = 34 / 32 if bits == 8 else 4.0
+    closed = S.node_bytes_per_token(scheme, m, n, bits)
+    want_sends = {"dllama_root8_tp": (5 * d + f) / n, "dllama_root6_tp": d + f / n + d / n,
+                  "dllama_root_tp": 2 * d}[scheme] * w * L  # Llama 2-7B: kv = d
+    want_receives = {"dllama_root8_tp": 3 * d + (n - 1) * f / n, "dllama_root6_tp": 2 * d + (n - 1) * f / n,
+                     "dllama_root_tp": 2 * d}[scheme] * w * L + 2
+    assert closed["worker_sends"] == pytest.approx(want_sends) and closed["worker_receives"] == pytest.approx(want_receives)
+    syncs = S.forward_syncs(scheme, m, n, 1, bits, output_head=True)
+    # the scheme's messages: a worker sends the reduces' buffers and receives the broadcasts'
+    per_layer = {c: sum(s.message_bytes * s.repeats for s in syncs if s.per_layer and s.collective == c)
+                 for c in ("reduce", "broadcast")}
+    once = sum(s.message_bytes for s in syncs if not s.per_layer)
+    assert L * per_layer["reduce"] == pytest.approx(closed["worker_sends"])
+    assert L * per_layer["broadcast"] + once == pytest.approx(closed["worker_receives"])
+    traffic = S.sync_traffic(syncs, n, L)  # the root's link: n-1 workers' both ways
+    assert traffic["bytes"] == pytest.approx(closed["root_sends"] + closed["root_receives"])
+    assert traffic["messages"] == L * S.root_messages_per_layer(scheme, n) + (n - 1)
+
+
+@pytest.mark.parametrize("scheme", OLD)
+def test_old_versions_comm_time_is_their_bytes_over_the_link(scheme):
+    m, n = get_model("Llama 2-7B"), 4
+    cl = _cluster(n, latency_ms=0.0, mbps=1000.0)
+    w = Workload(phase="decode", kv_len=64, weight_bits=4.5, activation_bits=8)
+    r = SCHEMES[scheme][1](m, cl, w)
+    closed = S.node_bytes_per_token(scheme, m, n, 8)
+    assert r.comm_bytes_s == pytest.approx((closed["root_sends"] + closed["root_receives"]) / (1000e6 / 8), rel=1e-9)
+    assert r.paper == "distributed_llama" and r.parts_s == pytest.approx(r.latency_s, rel=1e-12)
+
+
+def test_per_message_cost_at_the_root_grows_as_n_squared_in_the_old_versions():
+    o = 1e-4
+    for n in (2, 4, 8):
+        assert _link_per_layer("dllama_root6_tp", n, o) == pytest.approx((n - 1) * (n + 4) * o)
+        assert _link_per_layer("dllama_root8_tp", n, o) == pytest.approx((n - 1) * (n + 8) * o)
+
+
+def test_v01_runs_every_head_on_the_root_and_holds_the_whole_cache_there():
+    m, n = get_model("Llama 2-7B"), 4
+    w = Workload(phase="decode", kv_len=2048, weight_bits=4.5, activation_bits=8)
+    v01, v05 = (S.evaluate_root_tp(m, _cluster(n), w, scheme=s) for s in OLD)
+    root = _device()
+    attention = m.n_layers * float(S.common.attention_time(m, root, w, m.n_heads))
+    assert v01.serial_s - v05.serial_s > 0.9 * attention  # the root's own attention replaces the merges
+    kv = m.kv_cache_bytes(w.attended, w.cache_bits)
+    assert v01.peak_memory_bytes[0] - v05.peak_memory_bytes[0] == pytest.approx(kv - kv / n)
+    assert v05.peak_memory_bytes[1] - v01.peak_memory_bytes[1] == pytest.approx(kv / n)
+
+
+@pytest.mark.parametrize("scheme", OLD)
+def test_old_versions_prefill_is_s_single_token_forwards(scheme):
+    m = get_model("Llama 2-7B").with_changes(n_layers=2)
+    cl = _cluster(2, message_overhead=5e-5)
+    pre = Workload(phase="prefill", seq_len=4, weight_bits=4.5, activation_bits=8)
+    got = S.root_prefill(m, cl, pre, scheme=scheme)
+    steps = [S.root_forward(m, cl, replace(pre, phase="decode", kv_len=p), sample=p == 4, scheme=scheme)
+             for p in range(1, 5)]
+    want = steps[0]
+    for f in steps[1:]:
+        want = want + f
+    np.testing.assert_allclose(got.astuple(), want.astuple(), rtol=1e-12)
+
+
+def test_old_versions_are_registered_and_run_in_the_arena():
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    assert set(OLD) <= set(load_all())
+    table = arena_for_config(load_config("examples/sbc_gigabit.toml"), schemes=list(OLD)).table()
+    assert (table.status == "ok").all() and "v0.1-v0.4" in table[table.scheme == "dllama_root8_tp"].notes.iloc[0]
+
+
+@pytest.mark.parametrize(("n", "rows"), [(2, 1), (4, 3), (8, 1)])
+@pytest.mark.parametrize("kind", ["root6", "root8"])
+def test_old_versions_compile_to_their_closed_form(tiny, kind, n, rows, cpu_devices):
+    """v0.1-v0.7 kernels: the compiled forward's messages and bytes are the cost model's, and one layer's are
+    the docstring's closed form (root's link: n-1 workers' sends + receives; (n-1)(n+8) or (n-1)(n+4) messages)."""
+    cfg, params = tiny
+    ep = K.shard_params(cfg, params, make_mesh(n), kind)
+    args = K.program_inputs(ep, np.arange(rows), K.empty_cache(ep, 4))
+    got = compiled_collectives(K.program_for(ep), *args)
+    want = K.expected_traffic(cfg, n, kind, rows)
+    assert set(got.kind) == {"collective-permute"}
+    assert len(got) == want["messages"] and got.result_bytes.sum() == pytest.approx(want["bytes"])
+    layer = parse_collectives(_while_body(compiled_hlo(K.program_for(ep), *args)))
+    one = cfg.with_changes(n_layers=1)
+    closed = S.node_bytes_per_token(K.SCHEME_OF[kind], one, n, 32)
+    assert sum(c.result_bytes for c in layer) == pytest.approx(rows * (closed["root_sends"] + closed["root_receives"]
+                                                                      - (n - 1) * S.POSITION_BYTES))
+    assert len(layer) == rows * S.root_messages_per_layer(K.SCHEME_OF[kind], n)
+
+
+@pytest.mark.parametrize("kind", ["root6", "root8"])
+def test_old_versions_q80_wire_compiles_to_q80_bytes_and_stays_close(tiny, kind, cpu_devices):
+    cfg, params = tiny
+    n, rows = 2, 1  # d/n, d_ff/n and kv/n multiples of 32: whole Q80 blocks
+    ep = K.shard_params(cfg, params, make_mesh(n), kind, wire="q80")
+    args = K.program_inputs(ep, np.arange(rows), K.empty_cache(ep, 4))
+    got = compiled_collectives(K.program_for(ep), *args)
+    want = K.expected_traffic(cfg, n, kind, rows, wire="q80")
+    assert len(got) == want["messages"] and got.result_bytes.sum() == pytest.approx(want["bytes"])
+    closed = S.node_bytes_per_token(K.SCHEME_OF[kind], cfg.with_changes(n_layers=1), n, 8)  # the loop compiles once
+    assert got.result_bytes.sum() == pytest.approx(closed["root_sends"] + closed["root_receives"])
+    tokens = np.array([3, 1, 4, 1, 5])
+    logits, _ = K.forward(ep, tokens, K.empty_cache(ep, 6))
+    full = np.asarray(ref.forward(cfg, params, tokens))
+    err = np.abs(np.asarray(logits) - full).max() / np.abs(full).max()
+    assert 0 < err < 0.05
+
+
+def test_hidden_exchange_gives_every_device_every_slice_in_order(cpu_devices):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    n = 4
+    x = jnp.arange(n * 6, dtype=jnp.float32).reshape(n, 6) + 1
+    f = jax.jit(jax.shard_map(lambda v: K.hidden_exchange(v[0], "x", n)[None], mesh=make_mesh(n), in_specs=P("x"),
+                              out_specs=P("x"), check_vma=False))
+    out = np.asarray(f(x))
+    for i in range(n):
+        np.testing.assert_array_equal(out[i], np.asarray(x))

@@ -60,15 +60,17 @@ def test_every_scheme_keeps_its_latency_and_splits_its_old_compute_exactly():
     seen = 0
     for prefix, table in case_tables():
         for r in table[table.status != "n/a"].itertuples():
+            parts = r.compute_s + r.memory_s + r.fixed_s + r.serial_s + r.comm_link_latency_s + r.comm_bytes_s \
+                + r.io_stall_s + r.other_s
+            assert parts == pytest.approx(r.latency_s, rel=1e-9, abs=1e-15)
+            if f"{prefix}|{r.scheme}|{r.phase}" not in BEFORE:  # a scheme registered after the capture (issue 34)
+                continue
             latency, compute, other = map(float, BEFORE[f"{prefix}|{r.scheme}|{r.phase}"])
             assert r.latency_s == latency, (prefix, r.scheme, r.phase)
             if r.scheme == "mcu_headwise_tp" and r.n_devices > 1:  # on one chip every scheme is local's
                 assert (r.compute_s, r.memory_s, r.other_s) == (compute, other, 0.0)
             else:
                 assert r.compute_s + r.memory_s == compute and r.other_s == other, (prefix, r.scheme)
-            parts = r.compute_s + r.memory_s + r.fixed_s + r.serial_s + r.comm_link_latency_s + r.comm_bytes_s \
-                + r.io_stall_s + r.other_s
-            assert parts == pytest.approx(r.latency_s, rel=1e-9, abs=1e-15)
             seen += 1
     assert seen == len(BEFORE) == 558
 

@@ -213,7 +213,11 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
 def arena_for_config(config, phases: tuple[str, ...] = PHASES, schemes: list[str] | None = None,
                      registry: Registry | None = None) -> Arena:
     """The arena for a `workbench.userconfig.UserConfig` (a TOML deployment), its [workload] routing and expert
-    cache included."""
+    cache included and its [schemes.*] options applied."""
+    if config.scheme_options:
+        from workbench.schemes.options import apply_options
+
+        registry = apply_options(load_all() if registry is None else registry, config.scheme_options)
     return run_arena(config.model, config.cluster, config.seq_len, config.kv_len, config.weight_bits,
                      config.activation_bits, phases, schemes, registry, kv_bits=config.kv_bits,
                      routing=config.routing, expert_cache=config.expert_cache)

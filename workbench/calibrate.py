@@ -2,12 +2,13 @@
 
 The protocol the papers' notebooks follow, as a tool. MEASURED.csv has one measured latency per row:
 
-    scheme, devices, phase, tokens, latency_s, role[, model]
+    scheme, devices, phase, tokens, latency_s, role[, model][, options]
 
 `scheme` is a registered arena scheme; `devices` the device count (the config's one [[devices]] entry is
 repeated; omit the column to keep the file's devices); `phase` prefill (time to first token of a
 `tokens`-token prompt) or decode (one token attending `tokens` positions); `role` calibration or
-validation. Only calibration rows fit the named constants (scipy least squares on log(model / measured)
+validation; `options` the scheme's options for that row ("version=0.7; syncs_per_layer=2", the keys of the
+config's [schemes.<section>] tables, `workbench.schemes.options`), over the config's own. Only calibration rows fit the named constants (scipy least squares on log(model / measured)
 with each constant's bounds); validation rows are reported with their error and never fitted. The result
 is a copy of the config with the fitted values, each cited as fitted on those rows, and a CSV of every row
 before and after.
@@ -95,7 +96,7 @@ def read_measurements(path: str | Path) -> pd.DataFrame:
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise WorkbenchError(f"{path.name}: missing column {missing[0]}; needed: {', '.join(COLUMNS)} (devices "
-                             "optional, model optional)")
+                             "optional, model optional, options optional)")
     frame["line"] = np.arange(len(frame)) + 2  # blank lines are kept as empty rows until here, so this counts them
     frame = frame[(frame.drop(columns="line") != "").any(axis=1)]
     if frame.empty:
@@ -190,14 +191,30 @@ def predict_parts(document: dict, rows: pd.DataFrame, where: str, base_dir: Path
         scheme = str(row.scheme)
         if scheme not in SCHEMES:
             raise WorkbenchError(f"{where}: unknown scheme {scheme!r}; registered: {', '.join(sorted(SCHEMES))}")
+        evaluator = row_evaluator(config, scheme, getattr(row, "options", ""), where)
         model = config.model if "model" not in rows.columns or not isinstance(row.model, str) else \
             _model(row.model)
         tokens = int(row.tokens)
         workload = Workload(row.phase, seq_len=tokens, kv_len=tokens, weight_bits=config.weight_bits,
                             activation_bits=config.activation_bits)
-        result = SCHEMES[scheme][1](model, config.cluster, workload).row()
+        result = evaluator(model, config.cluster, workload).row()
         out.append({part: float(result.get(part, 0.0)) for part in ("latency_s", *PARTS)})
     return pd.DataFrame(out, index=rows.index)
+
+
+def row_evaluator(config, scheme: str, options_text, where: str):
+    """`scheme`'s evaluator with the config's [schemes.*] options and the row's `options` cell applied (the cell's
+    keys over the config's); one line naming the options when the row's version excludes its own scheme."""
+    from workbench.schemes.base import SCHEMES
+    from workbench.schemes.options import apply_options, parse_text
+
+    row_options = parse_text(where, scheme, options_text)
+    given = {type(o) for o in row_options}
+    registry = apply_options(SCHEMES, tuple(o for o in config.scheme_options if type(o) not in given) + row_options)
+    if scheme not in registry:
+        raise WorkbenchError(f"{where}: options ({options_text or 'the config'}) leave out scheme {scheme!r}: its "
+                             f"version runs another sync structure")
+    return registry[scheme][1]
 
 
 def _model(name: str):

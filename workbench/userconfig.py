@@ -57,7 +57,7 @@ from workbench.units import GIB, MIB
 # are then that model's file's average (`formats.recipe_bits`).
 WEIGHT_FORMATS = weight_formats()
 
-TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "speculative")
+TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "speculative", "schemes")
 # A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
 ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
@@ -177,6 +177,8 @@ class UserConfig:
     routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
     expert_cache: ExpertCache | None = None  # a MoE model's expert cache ([workload] cache_experts ...)
     speculation: Speculation | None = None  # a [speculative] table: decode with a draft (`workbench.speculative`)
+    # [schemes.<section>] options (workbench.schemes.options: DllamaOptions ...), applied by the arena
+    scheme_options: tuple = ()
 
     def workload(self, phase: str) -> Workload:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
@@ -446,10 +448,29 @@ def config_keys_table() -> str:
     rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
     rows += [f"| `[speculative]` | `{key}` |  | {'list of numbers' if key == 'accepted_lengths' else 'text'} |  | "
              f"{meaning} |" for key, meaning in SPECULATIVE_EXTRA.items()]
+    rows += scheme_option_rows()
     rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
                 "co-located processes of this machine: work one device does while the others wait for it (a "
                 "master's embedding, head and host work) runs on all of it |")
     return "\n".join(rows) + "\n"
+
+
+# ---- scheme options: [schemes.<section>] (declared beside each scheme, workbench.schemes.options) ----------
+def scheme_option_rows() -> list[str]:
+    """docs/keys.md rows of the [schemes.<section>] options."""
+    from workbench.schemes.options import key_rows
+
+    rows = []
+    for section, spec in key_rows():
+        rows += _key_rows(section, [spec])
+    return rows
+
+
+def parse_scheme_options(where: str, table) -> tuple:
+    """The [schemes] table's option sections (`workbench.schemes.options.parse_schemes`)."""
+    from workbench.schemes.options import parse_schemes
+
+    return parse_schemes(where, table)
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
@@ -571,7 +592,8 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache)
+                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache,
+                        scheme_options=parse_scheme_options(where, table.get("schemes", {})))
     if "speculative" not in table:
         return config
     speculation = parse_speculative(where, table["speculative"], cluster, base_dir)

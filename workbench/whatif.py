@@ -195,14 +195,18 @@ def set_lengths(doc: dict, seq_len: int | None, kv_len: int | None, where: str) 
     return doc
 
 
-def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | None) -> pd.DataFrame:
-    """One row per sweep point and scheme: TTFT, time per token, tokens/s, statuses and the decode breakdown."""
+def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | None,
+                keep: list | None = None) -> pd.DataFrame:
+    """One row per sweep point and scheme: TTFT, time per token, tokens/s, statuses and the decode breakdown
+    (each point's arena table, labelled, appended to `keep` when given: `stop_helping_lines` reads them)."""
     from workbench.userconfig import parse_config
 
     rows = []
     for label, doc in points:
         config = parse_config(doc, where, base_dir)
         arena = arena_for_config(config)
+        if keep is not None:
+            keep.append(arena.table().assign(**label))
         long = arena.table().set_index(["scheme", "phase"])
         for r in arena.wide().itertuples():
             per_token = getattr(r, "time_per_token_s", math.nan)
@@ -244,7 +248,8 @@ def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: 
     into the output folder (none with --no-charts and no --out)."""
     from workbench.io import write_csv_atomic
 
-    frame = sweep_table(points, path.name, path.parent)
+    tables: list[pd.DataFrame] = []
+    frame = sweep_table(points, path.name, path.parent, keep=tables)
     shown = frame.assign(ttft=frame.ttft_s.map(_seconds), per_token=frame.time_per_token_s.map(_seconds),
                          tokens_s=[_rate(t, s) for t, s in zip(frame.time_per_token_s, frame.decode_status)])
     keys = [c for c in frame.columns if c not in SWEEP_VALUES]
@@ -252,6 +257,8 @@ def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: 
           .rename(columns={"per_token": "time/token", "tokens_s": "tokens/s"}).to_string(index=False))
     by = "device count" if keys == ["devices"] else ", ".join(keys)
     print(f"\nbest per {by}:\n{best_per_point(frame).to_string(index=False)}")
+    if "devices" in keys:
+        print("\n" + "\n".join(stop_helping_lines(pd.concat(tables, ignore_index=True), keys)))
     moe_lines = moe_device_lines(frame, points, path)
     if moe_lines:
         print("\nmixture of experts, where more devices stop helping and why:\n" + "\n".join(moe_lines))
@@ -305,6 +312,24 @@ def moe_device_lines(frame: pd.DataFrame, points: list[tuple[dict, dict]], path:
         if not unsplit.empty:
             best[scheme] += (int(unsplit.iloc[0]["devices"]), str(unsplit.iloc[0]["time_per_token_breakdown"]))
     return moe_summary(numbers) + scheme_notes(numbers, best)
+
+
+# ---- --devices: will more boards help? ------------------------------------------------------------
+def stop_helping_lines(tables: pd.DataFrame, keys: list[str], phase: str = "decode") -> list[str]:
+    """Per scheme (and per value of any other swept key), the device count where its `phase` latency stops
+    falling and the component that grows past it, or the counts it cannot split the model at
+    (`workbench.scaling.stop_helping`)."""
+    from workbench.scaling import stop_helping_all
+
+    rows = tables[tables["phase"] == phase]
+    others = [k for k in keys if k != "devices"]
+    lines = []
+    for point, group in rows.groupby(others, sort=False) if others else [((), rows)]:
+        point = point if isinstance(point, tuple) else (point,)
+        where = ", ".join(f"{k}={v}" for k, v in zip(others, point))
+        lines.append(f"will more devices help ({phase}{', ' + where if where else ''})?")
+        lines += ["  " + answer.line() for answer in stop_helping_all(group)]
+    return lines
 
 
 def _seconds(value: float) -> str:

@@ -70,6 +70,36 @@ rec.chart(breakdown_chart(arena), "breakdown", data=breakdown_frame(arena))
 rec.chart(memory_chart(arena, "decode"), "memory", data=arena.memory())
 
 # %% [markdown]
+# ## Will more boards help?
+# The same deployment with its first device repeated over a range of counts (what `whatif --devices` sweeps).
+# Per scheme: the count where decode latency stops falling, and the component that grows past it: the
+# per-message time at the busiest endpoint, the bytes on its busiest link, serial work on one device, a memory
+# level falling out (an IO stall, or the next count out of memory). A count where a scheme cannot split the
+# model (heads not divisible, too few layers) is listed with the arena's reason. Dots mark each scheme's
+# fastest count.
+
+# %%
+import altair as alt  # noqa: E402
+
+from workbench.scaling import device_sweep, stop_helping_all, stop_helping_frame  # noqa: E402
+
+counts = [1, 2, 4] if quick else [1, 2, 4, 8, 16]
+sweep = device_sweep(deployment, counts)
+answers = stop_helping_frame(stop_helping_all(sweep[sweep.phase == "decode"]))
+ran = sweep[(sweep.phase == "decode") & (sweep.status != "n/a")].copy()
+fastest = dict(zip(answers.scheme, answers.best_devices))
+ran["fastest"] = [fastest.get(s) == n for s, n in zip(ran.scheme, ran.devices)]
+x = alt.X("devices:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=counts, format="d"), title="devices")
+y = alt.Y("latency_s:Q", scale=alt.Scale(type="log"), title="s/token")
+base_chart = alt.Chart().encode(x=x, y=y, tooltip=["scheme", "devices", "latency_s", "status"])
+panel = alt.layer(base_chart.mark_line(color="#4c78a8"), base_chart.mark_point(filled=True, size=60, color="#e45756")
+                  .transform_filter("datum.fastest"), data=ran).properties(width=130, height=90)
+rec.chart(panel.facet(facet=alt.Facet("scheme:N", title=None), columns=6).properties(
+    title="decode time per token vs device count (red: the fastest count; each panel its own scale)").resolve_scale(
+    y="independent"), "more_boards", data=ran)
+answers[["scheme", "best_devices", "next_devices", "cause", "cannot_split_at"]]
+
+# %% [markdown]
 # ## Regime map
 # Around the same deployment, three slices: network (link bandwidth x per-hop latency), scale (device
 # count x memory per device) and prompt (bandwidth x sequence length). Each tile is coloured by the
@@ -82,7 +112,6 @@ charts = []
 for name, (x, y, phases) in SLICES.items():
     for phase in phases:
         charts.append(regime_chart(results[name], x, y, phase, title=f"{name}: winner ({phase})", width=260))
-import altair as alt  # noqa: E402
 
 regime_map = alt.vconcat(*[alt.hconcat(*charts[i:i + 2]) for i in range(0, len(charts), 2)]).resolve_scale(
     color="shared")

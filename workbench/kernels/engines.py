@@ -17,9 +17,18 @@ them:
   worker sends its partial back (n-1 ppermutes into device 0), where the root adds them to x; only the
   root holds x. The classifier runs on the root (outside the SPMD program), one token per forward.
 
+* ``"root6"`` (v0.5-v0.7): attention as ``"root"``; the FFN's x_norm goes to every worker, each device sends
+  its d_ff/n slice of the hidden to the root (n-1 ppermutes), the root sends every worker the n-1 slices it
+  lacks ((n-1)^2 ppermutes, in the engine's order: round r sends worker j slice r, or r+1 from j on), every
+  device multiplies the whole hidden by its d/n output rows of w2 and sends them to the root, which adds
+  the concatenated rows to x.
+* ``"root8"`` (v0.1-v0.4): x_norm to every worker, each device's q, k and v slices to the root (3(n-1)
+  ppermutes), the root runs every head's attention over its whole KV cache and sends the output to every
+  worker, each device's d/n output rows of wo back; the FFN as ``"root6"``. The cache lives on the root.
+
 The embedding lookup and sampling run on the root (mesh position 0). Public API::
 
-    ep = shard_params(cfg, params, mesh, kind, wire)   # kind: "allgather" | "root"; wire: "f32" | "q80"
+    ep = shard_params(cfg, params, mesh, kind, wire)   # kind: one of KINDS; wire: "f32" | "q80"
     cache = empty_cache(ep, max_len)
     logits_sv, cache = forward(ep, tokens, cache)  # allgather: one forward of S rows; root: S forwards
     tokens = generate(cfg, params, prompt, n_new, mesh, kind)   # f32 wire: == reference.generate_greedy
@@ -56,8 +65,10 @@ from workbench.kernels.tpi_llm import (
 from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
 
-KINDS = ("allgather", "root")
-SCHEME_OF = {"allgather": "dllama_allgather_tp", "root": "dllama_root_tp"}
+KINDS = ("allgather", "root", "root6", "root8")
+SCHEME_OF = {"allgather": "dllama_allgather_tp", "root": "dllama_root_tp", "root6": "dllama_root6_tp",
+             "root8": "dllama_root8_tp"}
+ROW_SLICED = ("root6", "root8")  # w2 (and in root8 wo) split by output rows: each node returns d/n values
 WIRES = ("f32", "q80")  # the sync buffer type (distributed-llama's --buffer-float-type f32 | q80)
 WIRE_BITS = {"f32": 32.0, "q80": 8.0}  # activation bits the cost model takes for each (8 -> Q80 on the wire)
 Q80_BLOCK = 32  # values per BlockQ80 (an fp16 scale + 32 int8 codes)
@@ -137,6 +148,29 @@ def broadcast_from_root(x, axis: str, n: int, wire: str = "f32"):
     return decode(star_broadcast(encode(x), axis, n))
 
 
+def hidden_exchange(x, axis: str, n: int, wire: str = "f32"):
+    """v0.1-v0.7's FFN hidden: each worker sends its slice to the root (n-1 ppermutes), which sends each worker
+    the n-1 slices it lacks ((n-1)^2 ppermutes: round r, worker j gets slice r if r < j else r+1, as
+    `syncMissingSlicesOfSlicedBuffer`); every device returns all n slices decoded, in device order (the root's
+    own slice travels quantised too: `quantizeSlicedBuffer(..., true, ...)`)."""
+    encode, decode = _codec(wire)
+    idx, own = _index(axis), encode(x)
+    held = jnp.stack([own] + [jax.lax.ppermute(own, axis, [(j, 0)]) for j in range(1, n)])  # the root's copy
+    got = jnp.zeros_like(held)
+    for r in range(n - 1):
+        for j in range(1, n):
+            s = r if r < j else r + 1
+            got = got.at[s].add(jax.lax.ppermute(held[s], axis, [(0, j)]))
+    mine = jnp.where((jnp.arange(n) == idx).reshape((n,) + (1,) * own.ndim), own[None], got)
+    return jnp.stack([decode(b) for b in jnp.where(idx == 0, held, mine)])
+
+
+def gather_rows_to_root(x, axis: str, n: int, wire: str = "f32"):
+    """Each worker's d/n output rows to the root (n-1 ppermutes); the root returns the n slices concatenated
+    (its own not quantised: `quantizeSlicedBuffer(..., false, ...)`)."""
+    return gather_to_root(x, axis, n, wire).reshape(-1)
+
+
 def per_row(fn, x_s, *args):
     """Apply a sync to each row of x_s separately (the engine syncs one batch row per message)."""
     return jnp.stack([fn(x_s[r], *args) for r in range(x_s.shape[0])])
@@ -176,6 +210,11 @@ def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: s
     per_layer = [layout_block(cfg, b, split, cfg.n_heads // n, kv_max, cfg.d_ff // n) for b in params["blocks"]]
     sharding = NamedSharding(mesh, P(mesh.axis_names[0]))
     blocks = stack_over_mesh(per_layer, BLOCK_KEYS, mesh)
+    if kind in ROW_SLICED:
+        blocks.update(stack_over_mesh([output_rows(cfg, b, n) for b in params["blocks"]], ("wo_rows", "w_down_rows"),
+                                      mesh))
+    if kind == "root8":
+        kv_max = cfg.n_kv_heads  # the whole cache on the root (the workers' copies stay empty)
     lm_head = np.asarray(params["embed"]).T if cfg.tie_embeddings else np.asarray(params["lm_head"])
     width = cfg.vocab_size // n
     head = {"lm_head": jax.device_put(np.stack([lm_head[:, i * width:(i + 1) * width] for i in range(n)]), sharding),
@@ -184,11 +223,19 @@ def shard_params(cfg, params: dict, mesh: Mesh, kind: str = "allgather", wire: s
     return EngineParams(cfg, mesh, kind, blocks, head, root, kv_max, wire)
 
 
-Cache = TPCache  # each device's K/V for its own KV heads, laid out as TPI-LLM's
+def output_rows(cfg, block: dict, n: int) -> dict[str, np.ndarray]:
+    """One block's wo and w2 cut by output rows (d/n columns of the (in, d) matrices) per device: (n, in, d/n)."""
+    width = cfg.d_model // n
+    return {key: np.stack([np.asarray(block[src], np.float32)[:, i * width:(i + 1) * width] for i in range(n)])
+            for key, src in (("wo_rows", "wo"), ("w_down_rows", "w_down"))}
+
+
+Cache = TPCache  # each device's K/V for its own KV heads, laid out as TPI-LLM's (root8: every head, on the root)
 
 
 def empty_cache(ep: EngineParams, max_len: int) -> Cache:
-    """An empty distributed KV cache with room for `max_len` tokens (TPI-LLM's layout)."""
+    """An empty distributed KV cache with room for `max_len` tokens (TPI-LLM's layout; root8: kv_max is every
+    KV head, used on the root only)."""
     return tp_empty_cache(ep, max_len)
 
 
@@ -242,6 +289,9 @@ def make_program(cfg, mesh: Mesh, kind: str, wire: str = "f32"):
     def root_program(blocks, k_cache, v_cache, h0_nse, pos_n):
         is_root = _index(axis) == 0
         start = star_broadcast(pos_n[0], axis, n).astype(jnp.int32)  # sendPos
+        if kind in ROW_SLICED:
+            x_se, (k_new, v_new) = sliced_layers(cfg, kind, wire, axis, n, blocks, k_cache, v_cache, h0_nse[0], start)
+            return x_se[None], k_new[None], v_new[None]
         x_se, (k_new, v_new) = layers(
             blocks, k_cache, v_cache, h0_nse[0], start,
             lambda h: per_row(broadcast_from_root, h, axis, n, wire),  # the root's x_norm to every worker
@@ -251,6 +301,47 @@ def make_program(cfg, mesh: Mesh, kind: str, wire: str = "f32"):
     mapped = jax.shard_map(root_program, mesh=mesh, in_specs=(spec, spec, spec, spec, spec),
                            out_specs=(spec, spec, spec), check_vma=False)
     return jax.jit(mapped, donate_argnums=(1, 2))
+
+
+def _root_attention(cfg, p, h_se, k_tkd, v_tkd, start, positions_s, axis: str, n: int, wire: str):
+    """v0.1-v0.4: every node's q, k, v slices (rotated on the node) go to the root, which stores k, v in its
+    whole cache and runs every head; its output goes to every worker; each node's d/n rows of wo come back
+    to the root. Returns (the attention block's output (S, E) on the root, k, v)."""
+    d, s = cfg.d_head, h_se.shape[0]
+    q = ref.rotary((h_se @ p["wq"]).reshape(s, -1, d), positions_s).reshape(s, -1)
+    k = ref.rotary((h_se @ p["wk"]).reshape(s, -1, d), positions_s).reshape(s, -1)
+    v = (h_se @ p["wv"]).reshape(s, -1)
+    q_shd, k_shd, v_shd = (per_row(gather_rows_to_root, t, axis, n, wire).reshape(s, -1, d) for t in (q, k, v))
+    k_tkd = jax.lax.dynamic_update_slice(k_tkd, k_shd, (start, 0, 0))
+    v_tkd = jax.lax.dynamic_update_slice(v_tkd, v_shd, (start, 0, 0))
+    k_pos_t = jnp.arange(k_tkd.shape[0])
+    attn = ref.attention_core(q_shd, k_tkd, v_tkd, positions_s, k_pos_t, True, k_pos_t < start + s).reshape(s, -1)
+    attn = per_row(broadcast_from_root, attn, axis, n, wire)  # llamaSyncMultiheadAtt
+    return per_row(gather_rows_to_root, attn @ p["wo_rows"], axis, n, wire), k_tkd, v_tkd
+
+
+def sliced_layers(cfg, kind: str, wire: str, axis: str, n: int, blocks, k_cache, v_cache, x_se, start):
+    """The layer loop of v0.1-v0.7 (`kind` "root8" | "root6"): x lives on the root (zeros elsewhere)."""
+    positions_s = start + jnp.arange(x_se.shape[0])
+    local = {key: val[0] for key, val in blocks.items()}
+    is_root = _index(axis) == 0
+
+    def layer(x, inputs):
+        p, k_tkd, v_tkd = inputs
+        h = per_row(broadcast_from_root, ref.rms_norm(x, p["attn_norm"]), axis, n, wire)
+        if kind == "root8":
+            out, k_tkd, v_tkd = _root_attention(cfg, p, h, k_tkd, v_tkd, start, positions_s, axis, n, wire)
+        else:
+            part, k_tkd, v_tkd = attention_partial(cfg, p, h, k_tkd, v_tkd, start, positions_s)
+            out = per_row(reduce_to_root, part, axis, n, wire)
+        x = jnp.where(is_root, x + out, 0.0)
+        h = per_row(broadcast_from_root, ref.rms_norm(x, p["ffn_norm"]), axis, n, wire)
+        hidden = jax.nn.silu(h @ p["w_gate"]) * (h @ p["w_up"]) * p["ffn_mask"]  # (S, d_ff/n)
+        whole = per_row(hidden_exchange, hidden, axis, n, wire).reshape(x.shape[0], -1)  # (S, d_ff)
+        x = jnp.where(is_root, x + per_row(gather_rows_to_root, whole @ p["w_down_rows"], axis, n, wire), 0.0)
+        return x, (k_tkd, v_tkd)
+
+    return jax.lax.scan(layer, x_se, (local, k_cache[0], v_cache[0]))
 
 
 _PROGRAMS: dict = {}
@@ -302,7 +393,7 @@ def _forward_once(ep: EngineParams, tokens: np.ndarray, cache: Cache):
 
 
 def forward(ep: EngineParams, tokens_s, cache: Cache):
-    """Run new tokens: allgather in one forward of S rows, root one token per forward (v0.8-v0.10);
+    """Run new tokens: allgather in one forward of S rows, the root kinds one token per forward (v0.1-v0.10);
     returns (logits (S, V) on the root, cache)."""
     tokens = np.asarray(tokens_s, dtype=np.int32).reshape(-1)
     if tokens.size == 0:

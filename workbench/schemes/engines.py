@@ -24,6 +24,29 @@ tag (`shared/notes/fixed-costs-references.md` Sec. 4):
   alone embeds, norms, merges, runs the whole classifier (`llamaFinalize`) and samples. Prompts are
   evaluated one token per forward (`Inference::infer(token, pos)`), so prefill is S single-token steps.
 
+* ``dllama_root6_tp`` - v0.5.0-v0.7.0 (v0.7.1 already has v0.8's four syncs), `src/llama2-tasks.cpp@v0.5.0`
+  (`buildLlama2Arch`, worker syncs at lines 287-302) and `src/tasks.cpp@v0.5.0` (`syncUnitBuffer` :42,
+  `syncSliceOfSlicedBuffer` :65, `syncMissingSlicesOfSlicedBuffer` :90, `sendPos` :163). Per layer six
+  transfers: the root broadcasts x_norm (d values); each node runs its heads' attention on its own KV slice
+  (`llamaMultiheadAtt` :54) and its wo rows, and sends its full-d partial to the root (`llamaSyncAtt`, the
+  `TB_SLICED_XBV` buffer of d x n values, `src/transformer.cpp@v0.5.0`:296); the root merges and broadcasts
+  the FFN's x_norm (d); each node sends its d_ff/n slice of the hidden (`llamaSyncFfnA`); the root sends every
+  worker the n-1 slices it lacks (`llamaSyncFfnB`: n-1 messages of d_ff/n); each node computes d/n rows of w2
+  and sends them (`llamaSyncFfn2`). With w = wire bytes per value (`wire_bytes_per_value`), per token and
+  layer a worker sends (d + d_ff/n + d/n) w and receives (2 d + (n-1) d_ff/n) w; the root receives and sends
+  n-1 times that, in (n-1)(n+4) messages; plus the 2-byte position per token.
+* ``dllama_root8_tp`` - v0.1.0-v0.4.0, `src/llama2-tasks.cpp@v0.4.0` (`buildLlama2Arch`, worker syncs at
+  lines 332-348; v0.1.0 `src/transformer-tasks.cpp`:489-511 the same eight) and `src/tasks.cpp@v0.4.0` (the
+  same three sync functions at :42, :65, :90). Per layer eight transfers: x_norm broadcast (d); each node's
+  slice of q, k and v to the root (`llamaSyncQkv`, three messages of d/n, kv/n, kv/n values, kv = n_kv_heads
+  x d_head; `src/transformer.cpp@v0.4.0`:213-218); the root alone runs every head's attention over the whole
+  KV cache (`llamaMultiheadAttJoin` :87) and broadcasts its output (d); each node's d/n rows of wo back to the
+  root; then the FFN as in v0.5 (x_norm, hidden slices up, the n-1 missing slices down, d/n rows of w2 up).
+  Per token and layer a worker sends ((3 d + 2 kv + d_ff) / n) w and receives (3 d + (n-1) d_ff/n) w; the
+  root n-1 times that, in (n-1)(n+8) messages; plus the 2-byte position.
+
+Both older structures send one token per forward and hold the whole classifier on the root, as v0.8.
+
 Costs, all on the core: per-device compute from `workbench.schemes.common` (the four weight GEMMs, the
 local heads' attention, the connective blocks, the per-layer overhead, the output head), communication
 from `workbench.network.on_topology` (the `mesh` and `star` rows of the collective table, with the link's
@@ -41,9 +64,9 @@ What is not modelled: distributed-llama v0.12+ evaluates a prompt in chunks of `
 32, `src/app.cpp`), re-streaming the weights per chunk; here the prompt is one forward of S rows (a lower
 bound on its prefill). Its ops per layer (~25 graph nodes) are charged as the workbench's
 `KERNELS_PER_LAYER` launches. Its socket layer splits messages into 4 KiB chunks and spreads sockets over
-threads; the table's per-message counts are used as they are. v0.5-v0.7 (6 steps) and v0.1-v0.4
-(8 steps) move slices of other sizes and place attention on the root; they are not this function with
-another k.
+threads; the table's per-message counts are used as they are. In v0.1-v0.4 the root's slice of q, k, v is
+not quantised before the root's attention (`quantizeSlicedBuffer(..., false, ...)`); the cost model takes
+every slice at the wire width.
 """
 
 from __future__ import annotations
@@ -53,14 +76,19 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
 from workbench.schemes.galaxy import one_device_is_local
 
 PAPER = "distributed_llama"
-ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp")
+ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp", "dllama_root6_tp", "dllama_root8_tp")
+ROOT_SCHEMES = ("dllama_root_tp", "dllama_root6_tp", "dllama_root8_tp")  # star through the root, one token a forward
+# the engine's tags each structure covers (quoted: b4rtaz/distributed-llama tags, src/llama2-tasks.cpp at each)
+VERSIONS = {"dllama_root8_tp": ("0.1", "0.4"), "dllama_root6_tp": ("0.5", "0.7"), "dllama_root_tp": ("0.8", "0.10"),
+            "dllama_allgather_tp": ("0.11", "0.16")}
 # Q80 = BlockQ80 / NnBlockQ80: an fp16 scale + 32 int8 codes per 32 values = 34 B / 32 values
 # (quoted: distributed-llama src/quants.hpp, v0.16.4 src/nn/nn-quants.hpp).
 Q80_BYTES_PER_VALUE = 34 / 32
@@ -70,6 +98,58 @@ CONTROL_PACKET_BYTES = 8  # LlmControlPacket {NnUint position, batchSize} (quote
 POSITION_BYTES = 2  # pos_t = unsigned short (quoted: v0.8.0 src/transformer.hpp)
 ROOT_SYNCS_V08 = 2  # v0.8-v0.10: reduce-to-root + broadcast after attention and after the FFN (llama2-tasks.cpp)
 WORKER_KERNELS_ROOT_TP = common.KERNELS_PER_LAYER - 2  # root TP workers skip both connective blocks
+
+
+# ---- options a deployment sets ([schemes.dllama] in the TOML, workbench.schemes.options) ----------------
+def scheme_for_version(version: str) -> str:
+    """The sync structure a distributed-llama release runs: "0.7" / "0.7.0" -> dllama_root6_tp, "0.7.1" (already
+    v0.8's four syncs, src/llama2-tasks.cpp@v0.7.1) -> dllama_root_tp, "0.12.3" -> dllama_allgather_tp."""
+    parts = str(version).removeprefix("v").split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts) or parts[0] != "0":
+        raise WorkbenchError(f"version must be a distributed-llama release 0.1 ... 0.16 (e.g. \"0.7\" or \"0.10.2\"), "
+                             f"got {version!r}")
+    minor, patch = int(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+    if not 1 <= minor <= 16:
+        raise WorkbenchError(f"version must be a distributed-llama release 0.1 ... 0.16, got {version!r}")
+    if minor == 7 and patch >= 1:
+        return "dllama_root_tp"
+    for scheme, (first, last) in VERSIONS.items():
+        if int(first.split(".")[1]) <= minor <= int(last.split(".")[1]):
+            return scheme
+    raise AssertionError(minor)  # VERSIONS covers 0.1-0.16
+
+
+@dataclass(frozen=True)
+class DllamaOptions:
+    """distributed-llama's options in a deployment ([schemes.dllama]): the release it runs (the arena then
+    shows that release's one sync structure) and v0.8-v0.10's root syncs per layer."""
+
+    version: str = declared(FieldSpec("distributed-llama release the cluster runs (0.1 ... 0.16; the arena shows "
+                                      "only its sync structure); empty: all four", kind="text",
+                                      toml=(TomlKey("version"),)), default="")
+    syncs_per_layer: int = declared(FieldSpec("dllama_root_tp's reduce-to-root + broadcast syncs per layer "
+                                              "(v0.8-v0.10 run 2)", "syncs", 1, 16, kind="integer",
+                                              toml=(TomlKey("syncs_per_layer"),)), default=2)
+
+    def __post_init__(self) -> None:
+        check_declared(self, "schemes.dllama.")
+        if self.version:
+            scheme_for_version(self.version)
+
+    def schemes(self) -> tuple[str, ...]:
+        """The engine's schemes the arena shows: the version's one, or all four."""
+        return (scheme_for_version(self.version),) if self.version else ENGINE_SCHEMES
+
+    def evaluator(self, scheme: str):
+        """`scheme`'s evaluator with these options (registered form: streaming split, one device = local), None
+        where the registered one already is it."""
+        if scheme != "dllama_root_tp" or self.syncs_per_layer == ROOT_SYNCS_V08:
+            return None
+        k = self.syncs_per_layer
+
+        def evaluate(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+            return evaluate_root_tp(model, cluster, workload, k)
+        return with_streaming_split(one_device_is_local(evaluate))
 
 
 # ---- the wire -----------------------------------------------------------------------------------------
@@ -126,10 +206,55 @@ def forward_syncs(scheme: str, model: TransformerConfig, n: int, rows: int, acti
             out.append(Sync("logits", "star", "reduce", model.vocab_size // n * F32_BYTES, rows))
         return tuple(out)
     out = [Sync("position", "star", "broadcast", POSITION_BYTES)]  # once per forward (sendPos)
+    if scheme != "dllama_root_tp":
+        return tuple(out) + sliced_syncs(scheme, model, n, rows, wire_bytes_per_value(activation_bits))
     for i in range(syncs_per_layer):
         out += [Sync(f"x_norm{i}", "star", "broadcast", partial, rows, True),
                 Sync(f"partials{i}", "star", "reduce", partial, rows, True)]
     return tuple(out)
+
+
+def sliced_syncs(scheme: str, model: TransformerConfig, n: int, rows: int, wire: float) -> tuple[Sync, ...]:
+    """The per-layer transfers of v0.1-v0.4 (`dllama_root8_tp`) and v0.5-v0.7 (`dllama_root6_tp`), `wire`
+    bytes per value: a "reduce" of a slice is each worker's slice to the root (a gather: n-1 messages at the
+    root), the FFN's missing slices are n-1 broadcasts of one d_ff/n slice."""
+    d, kv, f = model.d_model, model.n_kv_heads * model.d_head, model.d_ff
+    def star(name, collective, values, repeats=1):
+        return Sync(name, "star", collective, values * wire, rows * repeats, True)
+    if scheme == "dllama_root8_tp":
+        attention = [star("x_norm_att", "broadcast", d), star("q_slices", "reduce", d / n),
+                     star("k_slices", "reduce", kv / n), star("v_slices", "reduce", kv / n),
+                     star("attention_out", "broadcast", d), star("wo_slices", "reduce", d / n)]
+    else:
+        attention = [star("x_norm_att", "broadcast", d), star("attention_partials", "reduce", d)]
+    ffn = [star("x_norm_ffn", "broadcast", d), star("hidden_slices_up", "reduce", f / n),
+           star("hidden_slices_down", "broadcast", f / n, n - 1), star("w2_slices", "reduce", d / n)]
+    return tuple(attention + ffn)
+
+
+def node_bytes_per_token(scheme: str, model: TransformerConfig, n: int, activation_bits: float) -> dict[str, float]:
+    """The docstring's closed form for a root scheme: bytes a worker sends and receives per token (one-token
+    forward, every layer), and the root's (n-1 times a worker's, the other way round)."""
+    require_choice("scheme", scheme, ROOT_SCHEMES)
+    w, d, f = wire_bytes_per_value(activation_bits), model.d_model, model.d_ff
+    kv = model.n_kv_heads * model.d_head
+    if scheme == "dllama_root8_tp":
+        sends, receives = (3 * d + 2 * kv + f) / n * w, (3 * d + (n - 1) * f / n) * w
+    elif scheme == "dllama_root6_tp":
+        sends, receives = (d + f / n + d / n) * w, (2 * d + (n - 1) * f / n) * w
+    else:
+        sends, receives = ROOT_SYNCS_V08 * d * w, ROOT_SYNCS_V08 * d * w
+    L = model.n_layers
+    worker = {"sends": L * sends, "receives": L * receives + POSITION_BYTES}
+    return {"worker_sends": worker["sends"], "worker_receives": worker["receives"],
+            "root_sends": (n - 1) * worker["receives"], "root_receives": (n - 1) * worker["sends"]}
+
+
+def root_messages_per_layer(scheme: str, n: int, syncs_per_layer: int = ROOT_SYNCS_V08) -> int:
+    """Messages the root sends and receives per layer and token: (n-1)(n+8), (n-1)(n+4), 2k(n-1)."""
+    require_choice("scheme", scheme, ROOT_SCHEMES)
+    extra = {"dllama_root8_tp": n + 8, "dllama_root6_tp": n + 4, "dllama_root_tp": 2 * syncs_per_layer}[scheme]
+    return (n - 1) * extra
 
 
 def sync_traffic(syncs, n: int, n_layers: int = 1) -> dict[str, float]:
@@ -224,49 +349,80 @@ def allgather_forward(model: TransformerConfig, cluster: Cluster, workload: Work
     return Forward(L * layer + head + serial, fixed, serial, link, data)
 
 
-def root_forward(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                 syncs_per_layer: int = ROOT_SYNCS_V08, sample: bool = True) -> Forward:
-    """One forward of distributed-llama v0.8-v0.10 (k reduce-to-root + broadcast syncs per layer; norms,
-    merges, the head and, if `sample`, sampling on the root)."""
-    n, rows, L = cluster.n, workload.new_tokens, model.n_layers
+def root_layer_times(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
+                     syncs_per_layer: int = ROOT_SYNCS_V08) -> tuple[float, float]:
+    """(parallel, serial) seconds of one layer of a root scheme: the slowest node's slices, then the root's own
+    work (norms and merges; v0.1-v0.4 also every head's attention over the whole cache)."""
+    n, rows = cluster.n, workload.new_tokens
     t = shard_times(model, cluster, workload)
+    root = cluster.serial_device(cluster.devices[0])
+    con, merge = float(t["con"][0]), merge_time(model, root, workload, n, rows)
+    attention = t["attn_block"]
+    if scheme == "dllama_root8_tp":  # attention on the root alone; the nodes run their q/k/v and wo slices
+        attention = attention - t["attn"]
+        serial = 2 * con + float(common.attention_time(model, root, workload, model.n_heads))
+    elif scheme == "dllama_root6_tp":  # n full-d attention partials merged; the FFN's d/n slices just add
+        serial = 2 * con + merge
+    else:
+        serial = syncs_per_layer * (con + merge)
+    return float(np.max(attention) + np.max(t["ffn_block"]) + np.max(t["overhead"])), serial
+
+
+def root_forward(model: TransformerConfig, cluster: Cluster, workload: Workload,
+                 syncs_per_layer: int = ROOT_SYNCS_V08, sample: bool = True,
+                 scheme: str = "dllama_root_tp") -> Forward:
+    """One forward of distributed-llama v0.1-v0.10 (`scheme` one of ROOT_SCHEMES; v0.8-v0.10: k reduce-to-root +
+    broadcast syncs per layer; norms, merges, the head and, if `sample`, sampling on the root)."""
+    require_choice("scheme", scheme, ROOT_SCHEMES)
+    n, rows, L = cluster.n, workload.new_tokens, model.n_layers
     root = cluster.serial_device(cluster.devices[0])  # the others wait for the root's merges, head and sampling
-    root_sync = float(t["con"][0]) + merge_time(model, root, workload, n, rows)  # merge n partials + norm
-    serial_layer = syncs_per_layer * root_sync
-    parallel_layer = float(np.max(t["attn_block"]) + np.max(t["ffn_block"]) + np.max(t["overhead"]))
+    parallel_layer, serial_layer = root_layer_times(scheme, model, cluster, workload, syncs_per_layer)
     serial = L * serial_layer + root_pass_time(root, workload, rows * model.d_model * F32_BYTES)
     if _head_on(model, workload):
         serial += common.lm_head_time(model, root, workload)  # every forward runs the classifier (llamaFinalize)
         if sample:
             serial += root_pass_time(root, workload, model.vocab_size * F32_BYTES)
     fixed = L * max(common.fixed_layer_time(d, WORKER_KERNELS_ROOT_TP) for d in cluster.devices)
-    link, data = comm_time(cluster, forward_syncs("dllama_root_tp", model, n, rows, workload.activation_bits,
+    link, data = comm_time(cluster, forward_syncs(scheme, model, n, rows, workload.activation_bits,
                                                   _head_on(model, workload), syncs_per_layer), L)
     return Forward(L * parallel_layer + serial, fixed, serial, link, data)
 
 
+def _attention_by_position(scheme: str, model: TransformerConfig, cluster: Cluster, first: Workload,
+                           positions: range) -> tuple[float, float]:
+    """(critical-path, serial) seconds the attention adds over positions `positions` beyond position 1's:
+    on the nodes' slowest head slice, or for v0.1-v0.4 on the root over every head."""
+    if scheme == "dllama_root8_tp":
+        root = cluster.serial_device(cluster.devices[0])
+        base = float(common.attention_time(model, root, first, model.n_heads))
+        extra = sum(float(common.attention_time(model, root, replace(first, kv_len=p), model.n_heads)) - base
+                    for p in positions)
+        return extra, extra
+    t1 = shard_times(model, cluster, first)
+    rest, heads = t1["attn_block"] - t1["attn"], model.n_heads // cluster.n
+    kinds = {id(d): d for d in cluster.devices}
+    extra = 0.0
+    for p in positions:
+        step = replace(first, kv_len=p)
+        at = {key: float(common.attention_time(model, d, step, heads)) for key, d in kinds.items()}
+        extra += float(np.max(rest + np.array([at[id(d)] for d in cluster.devices]))) - float(np.max(t1["attn_block"]))
+    return extra, 0.0
+
+
 def root_prefill(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                 syncs_per_layer: int = ROOT_SYNCS_V08) -> Forward:
+                 syncs_per_layer: int = ROOT_SYNCS_V08, scheme: str = "dllama_root_tp") -> Forward:
     """S single-token forwards at positions 1..S, sampling after the last: only the attention changes from
     one to the next (over p keys), so the first forward is costed whole and each later one adds its
     attention's difference."""
     first = replace(workload, phase="decode", kv_len=1)
-    f1 = root_forward(model, cluster, first, syncs_per_layer, sample=False)
-    t1 = shard_times(model, cluster, first)
-    rest = t1["attn_block"] - t1["attn"]
-    heads = model.n_heads // cluster.n
-    kinds = {id(d): d for d in cluster.devices}
-    extra = 0.0
-    for p in range(2, workload.seq_len + 1):
-        step = replace(first, kv_len=p)
-        at = {key: float(common.attention_time(model, d, step, heads)) for key, d in kinds.items()}
-        attn_p = np.array([at[id(d)] for d in cluster.devices])
-        extra += float(np.max(rest + attn_p))
+    f1 = root_forward(model, cluster, first, syncs_per_layer, sample=False, scheme=scheme)
     s = workload.seq_len
-    delta = model.n_layers * (extra - (s - 1) * float(np.max(t1["attn_block"])))
+    extra, extra_serial = _attention_by_position(scheme, model, cluster, first, range(2, s + 1))
+    delta, delta_serial = model.n_layers * extra, model.n_layers * extra_serial
     sample = root_pass_time(cluster.devices[0], workload, model.vocab_size * F32_BYTES) if _head_on(model, workload) \
         else 0.0
-    return Forward(s * f1.compute + delta + sample, s * f1.fixed, s * f1.serial + sample, s * f1.link, s * f1.data)
+    return Forward(s * f1.compute + delta + sample, s * f1.fixed, s * f1.serial + delta_serial + sample,
+                   s * f1.link, s * f1.data)
 
 
 # ---- memory ----------------------------------------------------------------------------------------------
@@ -278,8 +434,10 @@ def node_memory_bytes(scheme: str, model: TransformerConfig, cluster: Cluster, w
     bits = workload.weight_bits
     layers = model.n_layers * ((model.attention_params() + model.ffn_params()) / n + model.norm_params())
     head = model.vocab_size * model.d_model
-    kv = model.kv_cache_bytes(workload.attended, workload.cache_bits) / n
-    per = np.full(n, float(common.weight_bytes(layers + model.d_model, bits)) + kv)
+    kv = model.kv_cache_bytes(workload.attended, workload.cache_bits)
+    per = np.full(n, float(common.weight_bytes(layers + model.d_model, bits)) + kv / n)
+    if scheme == "dllama_root8_tp":  # v0.1-v0.4: the whole cache on the root, which runs every head
+        per += np.where(np.arange(n) == 0, kv - kv / n, -kv / n)
     if scheme == "dllama_allgather_tp":
         per += float(common.weight_bytes(head / n, bits))
     else:
@@ -314,7 +472,7 @@ def _result(scheme: str, model: TransformerConfig, cluster: Cluster, workload: W
 def _operators(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> common.Breakdown | None:
     """The busiest node's fused rows of one layer (1/n of the heads and FFN columns on the forward's rows); None
     for the root engine's prefill, S one-token forwards at growing positions (no one layer table)."""
-    if scheme == "dllama_root_tp" and workload.phase == "prefill":
+    if scheme in ROOT_SCHEMES and workload.phase == "prefill":
         return None
     n = cluster.n
     return common.busiest_breakdown(model, cluster.devices, workload, (model.n_heads / n,) * n,
@@ -329,17 +487,22 @@ def evaluate_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: 
 
 
 def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                     syncs_per_layer: int = ROOT_SYNCS_V08) -> SchemeResult:
-    """distributed-llama v0.8-v0.10 on the cost model, `syncs_per_layer` root syncs a layer; a prefill is S
-    single-token forwards at positions 1..S (attention over p keys at the p-th)."""
-    check_split(model, cluster.n, "dllama_root_tp")
+                     syncs_per_layer: int = ROOT_SYNCS_V08, scheme: str = "dllama_root_tp") -> SchemeResult:
+    """distributed-llama v0.1-v0.10 on the cost model (`scheme` one of ROOT_SCHEMES; v0.8-v0.10 with
+    `syncs_per_layer` root syncs a layer); a prefill is S single-token forwards at positions 1..S (attention
+    over p keys at the p-th)."""
+    require_choice("scheme", scheme, ROOT_SCHEMES)
+    check_split(model, cluster.n, scheme)
     require_int("syncs_per_layer", syncs_per_layer, low=1)
     if workload.phase == "decode":
-        f = root_forward(model, cluster, workload, syncs_per_layer)
+        f = root_forward(model, cluster, workload, syncs_per_layer, scheme=scheme)
     else:
-        f = root_prefill(model, cluster, workload, syncs_per_layer)
-    return _result("dllama_root_tp", model, cluster, workload, f,
-                   f"star through the root, {syncs_per_layer} syncs/layer, one token per forward")
+        f = root_prefill(model, cluster, workload, syncs_per_layer, scheme)
+    first, last = VERSIONS[scheme]
+    what = f"{syncs_per_layer} syncs/layer" if scheme == "dllama_root_tp" else \
+        f"{root_messages_per_layer(scheme, cluster.n)} root messages/layer"
+    return _result(scheme, model, cluster, workload, f,
+                   f"v{first}-v{last}: star through the root, {what}, one token per forward")
 
 
 @register("dllama_allgather_tp", PAPER)
@@ -352,5 +515,20 @@ def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, wor
 @register("dllama_root_tp", PAPER)
 @one_device_is_local
 def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer."""
+    """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer (another
+    count: [schemes.dllama] syncs_per_layer, `DllamaOptions.evaluator`)."""
     return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
+
+
+@register("dllama_root6_tp", PAPER)
+@one_device_is_local
+def evaluate_dllama_root6_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.5-v0.7: TP through the root, six transfers a layer (the FFN's hidden re-sent)."""
+    return evaluate_root_tp(model, cluster, workload, scheme="dllama_root6_tp")
+
+
+@register("dllama_root8_tp", PAPER)
+@one_device_is_local
+def evaluate_dllama_root8_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.1-v0.4: TP through the root, eight transfers a layer, every head's attention on the root."""
+    return evaluate_root_tp(model, cluster, workload, scheme="dllama_root8_tp")

@@ -1,0 +1,106 @@
+"""Scheme options a deployment sets: `[schemes.<section>]` tables in the TOML and the `options` column of
+`calibrate`'s CSV ("version=0.7; syncs_per_layer=2"), each key declared once in its scheme's options dataclass
+(`workbench.fields.declared`), from which the parser, the range checks and docs/keys.md's rows derive.
+
+Sections: `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
+(`workbench.schemes.edge_engines.LlamaCppOptions`: tensor_split). An options object says
+which of its schemes the arena shows (`schemes()`) and gives the evaluator its options change (`evaluator`; the
+registered ones keep the arena's (model, cluster, workload) signature).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from workbench.errors import WorkbenchError
+from workbench.fields import FieldSpec, declared_fields
+from workbench.schemes.edge_engines import LlamaCppOptions
+from workbench.schemes.engines import DllamaOptions
+
+SECTIONS: dict[str, type] = {"dllama": DllamaOptions, "llamacpp": LlamaCppOptions}
+
+
+def _keys(section: str) -> dict[str, tuple[str, FieldSpec]]:
+    """TOML key -> (field name, spec) of a section's declared options."""
+    return {tk.key: (f.name, spec) for f, spec in declared_fields(SECTIONS[section]) for tk in spec.toml}
+
+
+def parse_section(where: str, section: str, table) -> object:
+    """One `[schemes.<section>]` table -> its options object (one-line errors naming the key and its range)."""
+    if section not in SECTIONS:
+        raise WorkbenchError(f"{where}: schemes.{section} is not a scheme options section; allowed: "
+                             f"{', '.join(SECTIONS)}")
+    if not isinstance(table, Mapping):
+        raise WorkbenchError(f"{where}: schemes.{section} must be a table, got {table!r}")
+    keys = _keys(section)
+    values = {}
+    for key, value in table.items():
+        if key not in keys:
+            raise WorkbenchError(f"{where}: unknown key schemes.{section}.{key}; allowed: {', '.join(keys)}")
+        name, spec = keys[key]
+        if spec.kind == "text":
+            if not isinstance(value, str):
+                raise WorkbenchError(f"{where}: schemes.{section}.{key} must be text, got {value!r}")
+            values[name] = value
+        else:
+            values[name] = spec.check(f"{where}: schemes.{section}.{key}", value, from_file=True)
+    try:
+        return SECTIONS[section](**values)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: {exc}") from None
+
+
+def parse_schemes(where: str, table) -> tuple:
+    """The whole `[schemes]` table -> a tuple of options objects (one per section given)."""
+    if not isinstance(table, Mapping):
+        raise WorkbenchError(f"{where}: schemes must be a table of [schemes.<section>] tables, got {table!r}")
+    return tuple(parse_section(where, section, sub) for section, sub in table.items())
+
+
+def parse_text(where: str, scheme: str, text: str) -> tuple:
+    """A CSV cell "key=value; key=value" for `scheme`'s options section -> options objects (empty cell: none)."""
+    text = "" if text is None or text != text else str(text).strip()  # NaN from an empty CSV cell
+    if not text:
+        return ()
+    section = section_of(scheme)
+    if section is None:
+        raise WorkbenchError(f"{where}: scheme {scheme!r} takes no options; sections: {', '.join(SECTIONS)}")
+    table = {}
+    for part in text.split(";"):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise WorkbenchError(f"{where}: options must be key=value[; key=value], got {text!r}")
+        key, value = key.strip(), value.strip()
+        integer = key in _keys(section) and _keys(section)[key][1].kind == "integer"
+        table[key] = int(value) if integer and value.lstrip("-").isdigit() else value
+    return (parse_section(where, section, table),)
+
+
+def section_of(scheme: str) -> str | None:
+    """The options section whose schemes include `scheme` (None: the scheme takes no options)."""
+    for name, cls in SECTIONS.items():
+        if scheme in cls().schemes():
+            return name
+    return None
+
+
+def apply_options(registry: Mapping, options: tuple) -> dict:
+    """`registry` with each options object applied: its section's schemes limited to `schemes()` and their
+    evaluators replaced by the options' own (a registry without options is returned as a copy)."""
+    out = dict(registry)
+    for opts in options:
+        section_schemes = set(type(opts)().schemes())
+        keep = set(opts.schemes())
+        for scheme in section_schemes & set(out):
+            if scheme not in keep:
+                del out[scheme]
+                continue
+            evaluator = opts.evaluator(scheme)
+            if evaluator is not None:
+                out[scheme] = (out[scheme][0], evaluator)
+    return out
+
+
+def key_rows() -> list[tuple[str, FieldSpec]]:
+    """(table, spec) of every declared option, for docs/keys.md."""
+    return [(f"[schemes.{section}]", spec) for section, cls in SECTIONS.items() for _, spec in declared_fields(cls)]
