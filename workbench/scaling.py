@@ -48,6 +48,7 @@ class StopHelping:
     cause: str
     growth_s: float
     unsplittable: tuple[tuple[int, str], ...] = ()
+    applies: bool = True  # False: n/a at every count tried (not one run, not one OOM)
 
     def __post_init__(self) -> None:
         if self.cause and self.cause not in CAUSE_WORDS:
@@ -62,6 +63,8 @@ class StopHelping:
 
     def line(self) -> str:
         """One line for `whatif --devices`: the stop-helping count and its cause, and the counts it cannot split at."""
+        if not self.applies:
+            return f"{self.scheme}: does not apply at any device count tried: {self.unsplittable[0][1]}"
         if self.best is None:
             text = f"{self.scheme}: fits within memory at no device count tried"
         elif self.still_falling:
@@ -119,7 +122,8 @@ def stop_helping(scheme: str, rows: Iterable[Mapping] | pd.DataFrame) -> StopHel
                          for r in records if r["status"] == "n/a")
     ran = [r for r in records if r["status"] == "ok"]
     if not ran:
-        return StopHelping(scheme, None, math.nan, None, "", 0.0, unsplittable)
+        applies = any(r["status"] == "OOM" for r in records) or not unsplittable
+        return StopHelping(scheme, None, math.nan, None, "", 0.0, unsplittable, applies)
     best = min(ran, key=lambda r: float(r["latency_s"]))  # the first of equals: the fewest devices
     n_best, t_best = int(best["devices"]), float(best["latency_s"])
     later = [r for r in records if int(r["devices"]) > n_best and r["status"] != "n/a"]

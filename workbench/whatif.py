@@ -315,6 +315,16 @@ def moe_device_lines(frame: pd.DataFrame, points: list[tuple[dict, dict]], path:
 
 
 # ---- --devices: will more boards help? ------------------------------------------------------------
+def not_applying_lines(answers) -> list[str]:
+    """One line per reason for the schemes that apply at no device count (a dense-only scheme on a mixture of
+    experts ...): their names, and the reason with each name in it replaced by "<scheme>"."""
+    by_reason: dict[str, list[str]] = {}
+    for a in answers:
+        by_reason.setdefault(a.unsplittable[0][1].replace(a.scheme, "<scheme>"), []).append(a.scheme)
+    return [f"  does not apply at any count ({len(names)}): {', '.join(names)}: {reason}"
+            for reason, names in by_reason.items()]
+
+
 def stop_helping_lines(tables: pd.DataFrame, keys: list[str], phase: str = "decode") -> list[str]:
     """Per scheme (and per value of any other swept key), the device count where its `phase` latency stops
     falling and the component that grows past it, or the counts it cannot split the model at
@@ -328,7 +338,9 @@ def stop_helping_lines(tables: pd.DataFrame, keys: list[str], phase: str = "deco
         point = point if isinstance(point, tuple) else (point,)
         where = ", ".join(f"{k}={v}" for k, v in zip(others, point))
         lines.append(f"will more devices help ({phase}{', ' + where if where else ''})?")
-        lines += ["  " + answer.line() for answer in stop_helping_all(group)]
+        answers = stop_helping_all(group)
+        lines += ["  " + answer.line() for answer in answers if answer.applies]
+        lines += not_applying_lines([a for a in answers if not a.applies])
     return lines
 
 

@@ -174,7 +174,7 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
-@register("llamacpp_rpc", "llama.cpp")
+@register("llamacpp_rpc", "llama.cpp", moe=True)
 def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp with RPC servers: layers by free memory (another split: [schemes.llamacpp] tensor_split,
     `LlamaCppOptions.evaluator`), hand-offs through the client."""
@@ -202,7 +202,7 @@ def exo_layers(n_layers: int, memory) -> tuple[int, ...]:
     return tuple(int(v) for v in out)
 
 
-@register("exo_pipeline", "exo")
+@register("exo_pipeline", "exo", moe=True)
 def evaluate_exo_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's pipeline mode: layers by available memory (largest remainder), the pipeline's ring of hand-offs."""
     budgets = [float(d.memory_bytes) for d in cluster.devices]
