@@ -153,6 +153,27 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
     return wrap
 
 
+def one_device_takes(reference: Callable[[], Evaluator], note: str) -> Callable[[Evaluator], Evaluator]:
+    """Decorator factory for a partition scheme's evaluator: on one device the scheme splits nothing, so its time
+    (latency and every component) is what `reference()` (the evaluator of the unsplit run) gives; its memory, OOM
+    and notes stay its own, `note` added to the notes. `reference` is called late, so modules may name an
+    evaluator defined after them."""
+    import functools
+    from dataclasses import fields, replace
+
+    def decorate(evaluate: Evaluator) -> Evaluator:
+        @functools.wraps(evaluate)
+        def wrapped(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+            own = evaluate(model, cluster, workload, *args, **kwargs)
+            if cluster.n != 1:
+                return own
+            whole = reference()(model, cluster, workload)
+            times = {f.name: getattr(whole, f.name) for f in fields(SchemeResult) if f.name.endswith("_s")}
+            return replace(own, **times, notes=f"{own.notes}; {note}" if own.notes else note)
+        return wrapped
+    return decorate
+
+
 def dense_only(name: str, fn: Evaluator) -> Evaluator:
     """`fn`, refusing a mixture-of-experts model in one line (its FFN cost is a dense FFN's)."""
     import functools

@@ -45,10 +45,9 @@ arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workben
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,7 +57,14 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import collective_latency, point_to_point
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    one_device_takes,
+    register,
+    with_streaming_split,
+)
 from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
     CONNECTIVE_PASSES,
     ffn_down_flops,
@@ -397,22 +403,11 @@ def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workloa
 ONE_DEVICE_NOTE = "one device: nothing to split, local's time"
 
 
-def one_device_is_local(evaluate):
-    """Decorator for a partition scheme's evaluator: on one device the scheme splits nothing, so it runs what
-    `local` runs and its time (latency and every component) is `local`'s; its memory, OOM and notes stay its own.
-
-    Without it a one-device sweep named a TP scheme the winner on its own step model's differences (Hepti's
-    merged kernels, the MCU's tile pipeline, TPI-LLM's and distributed-llama's per-block sums).
-    """
-    @functools.wraps(evaluate)
-    def wrapped(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        own = evaluate(model, cluster, workload, *args, **kwargs)
-        if cluster.n != 1:
-            return own
-        local = evaluate_local(model, cluster, workload)
-        times = {f.name: getattr(local, f.name) for f in fields(SchemeResult) if f.name.endswith("_s")}
-        return replace(own, **times, notes=f"{own.notes}; {ONE_DEVICE_NOTE}" if own.notes else ONE_DEVICE_NOTE)
-    return wrapped
+# Decorator for a partition scheme's evaluator: on one device the scheme splits nothing, so it runs what `local`
+# runs and its time (latency and every component) is `local`'s; its memory, OOM and notes stay its own. Without it
+# a one-device sweep named a TP scheme the winner on its own step model's differences (Hepti's merged kernels, the
+# MCU's tile pipeline, TPI-LLM's and distributed-llama's per-block sums).
+one_device_is_local = one_device_takes(lambda: evaluate_local, ONE_DEVICE_NOTE)
 
 
 def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> float:

@@ -102,7 +102,7 @@ from workbench.routing import (
     popularity,
 )
 from workbench.schemes import common, engines, moe_traffic
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, one_device_takes, register
 from workbench.schemes.pipeline import handoff_time
 
 DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel"
@@ -289,26 +289,17 @@ def evaluate_dllama_moe(model: TransformerConfig, cluster: Cluster, workload: Wo
     return result.carve(f.fixed, f.serial)
 
 
-def one_device_is_whole(evaluate):
-    """Decorator for a MoE partition's evaluator: on one device it splits nothing and runs the whole model as
-    one device does (`baselines.evaluate_layerwise_mp` on one device: every layer, the operator table's rows),
-    so its time (latency and every component) is that; its memory, OOM and notes stay its own. The MoE
-    counterpart of `galaxy.one_device_is_local` (Galaxy's `local` costs a dense FFN)."""
-    import functools
-    from dataclasses import fields
+def _layerwise_mp():
+    """The whole model on one device, layer by layer (`baselines.evaluate_layerwise_mp`; imported late)."""
+    from workbench.schemes.baselines import evaluate_layerwise_mp
 
-    @functools.wraps(evaluate)
-    def wrapped(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        own = evaluate(model, cluster, workload, *args, **kwargs)
-        if cluster.n != 1:
-            return own
-        from workbench.schemes.baselines import evaluate_layerwise_mp
+    return evaluate_layerwise_mp
 
-        whole = evaluate_layerwise_mp(model, cluster, workload)
-        times = {f.name: getattr(whole, f.name) for f in fields(SchemeResult) if f.name.endswith("_s")}
-        note = "one device: nothing to split, the whole model's time"
-        return replace(own, **times, notes=f"{own.notes}; {note}" if own.notes else note)
-    return wrapped
+
+# On one device a MoE partition splits nothing: it runs the whole model as one device does (every layer, the
+# operator table's rows), so its time is that; the MoE counterpart of `galaxy.one_device_is_local` (Galaxy's
+# `local` costs a dense FFN).
+one_device_is_whole = one_device_takes(_layerwise_mp, "one device: nothing to split, the whole model's time")
 
 
 @register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False)
