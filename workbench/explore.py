@@ -53,6 +53,7 @@ from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
 from workbench.speculative import (
+    DRAFT_SCHEME,
     MAX_GAMMA,
     NGRAM,
     PLACEMENTS,
@@ -421,6 +422,8 @@ def speculation_frame(arena: Arena, config: UserConfig, registry: Registry) -> p
             continue
         row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
         try:
+            if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
+                raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
             here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
             best = best_gamma(spec, entry.scheme, registry, config.model, config.cluster, workload, plain=entry.result)
         except WorkbenchError as exc:
