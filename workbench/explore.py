@@ -446,9 +446,10 @@ def speculation_html(view: View) -> str:
             f"{accept}, {expected_tokens(spec.gamma, spec.alpha, spec.accepted_lengths):.2f} tokens per verify step")
     if frame.empty:
         return f"{head}<br>no scheme's decode runs within memory"
-    cells = ["scheme", "time/token", "with draft", "speed-up", "best gamma", "at best gamma", "costliest part"]
+    cells = ["scheme", "time/token", f"with draft (gamma {spec.gamma})", "speed-up", "best gamma", "at best gamma",
+             "costliest part"]
     rows = []
-    for r in frame.sort_values(["speculative_s", "plain_s", "scheme"], na_position="last").itertuples():
+    for r in frame.sort_values(["best_gamma_s", "plain_s", "scheme"], na_position="last").itertuples():
         if r.notes:
             values = [r.scheme, format_seconds(r.plain_s), "n/a", "", "", "", r.notes]
         else:
@@ -458,12 +459,17 @@ def speculation_html(view: View) -> str:
     return f"{head}{html_table(cells, rows)}"
 
 
+CELL_STYLE = "padding:0 8px;text-align:left;vertical-align:top;line-height:1.4"
+
+
 def html_table(header: list[str], rows: list[list[str]]) -> str:
-    """A small HTML table (cells escaped)."""
+    """A small HTML table (cells escaped; every column but the last kept on one line, the last wraps)."""
     def line(cells, tag):
-        return "<tr>" + "".join(f"<{tag} style='padding:0 8px;text-align:left'>{html.escape(str(c))}</{tag}>"
-                                for c in cells) + "</tr>"
-    return "<table>" + line(header, "th") + "".join(line(r, "td") for r in rows) + "</table>"
+        return "<tr>" + "".join(
+            f"<{tag} style='{CELL_STYLE}{'' if i == len(cells) - 1 else ';white-space:nowrap'}'>"
+            f"{html.escape(str(c))}</{tag}>" for i, c in enumerate(cells)) + "</tr>"
+    return ("<table style='font-size:12px;border-collapse:collapse'>" + line(header, "th")
+            + "".join(line(r, "td") for r in rows) + "</table>")
 
 
 # ---- will more boards help? ---------------------------------------------------------------------------------
@@ -493,9 +499,10 @@ def boards_html(frame: pd.DataFrame, config: UserConfig, phase: str) -> str:
     shown = frame[frame["applies"]].sort_values(["best_latency_s", "scheme"], na_position="last")
     rows = [[r.scheme, "none fits" if pd.isna(r.best_devices) else f"{int(r.best_devices)}",
              format_seconds(r.best_latency_s), "" if pd.isna(r.next_devices) else f"{int(r.next_devices)}",
-             r.cause or ("still falling" if not pd.isna(r.best_devices) else ""), r.cannot_split_at]
+             r.cannot_split_at, r.cause or ("still falling at the largest count that runs"
+                                            if not pd.isna(r.best_devices) else "")]
             for r in shown.itertuples()]
-    table = html_table(["scheme", "fastest at", METRIC[phase], "next count", "what grows there", "cannot split at"],
+    table = html_table(["scheme", "fastest at", METRIC[phase], "next count", "cannot split at", "what grows there"],
                        rows)
     others = frame.loc[~frame["applies"], "scheme"].tolist()
     tail = f"<br>n/a at every count tried ({len(others)}): {html.escape(', '.join(others))}" if others else ""
