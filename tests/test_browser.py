@@ -401,6 +401,7 @@ def test_the_draft_controls_and_will_more_boards_help_render(voila_url):
         page.locator(".wb-draft select").select_option(label=label)
         page.wait_for_function(f"() => ({SPECULATION_JS}).includes('draft Llama 2-3B (root), gamma 4')",
                                timeout=UPDATE_MS)
+        page.wait_for_selector(".wb-chart-speculation svg .mark-symbol path", timeout=UPDATE_MS)  # its chart
         table = page.locator(".wb-speculation").inner_text()
         assert "best gamma" in table and "with draft" in table and "x" in table, table
         _press(page, "gamma", "ArrowRight", times=2)
@@ -413,4 +414,5 @@ def test_the_draft_controls_and_will_more_boards_help_render(voila_url):
         assert page.locator(".wb-message").inner_text().strip() == "" and "Traceback" not in page.content()
         page.screenshot(path=str(out / "explorer_speculation.png"), full_page=True)
         page.locator(".wb-speculation").screenshot(path=str(out / "explorer_speculation_table.png"))
+        page.locator(".wb-chart-speculation").screenshot(path=str(out / "explorer_speculation_chart.png"))
         page.locator(".wb-boards").screenshot(path=str(out / "explorer_boards_table.png"))

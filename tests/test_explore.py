@@ -640,3 +640,22 @@ def test_will_more_boards_help_matches_the_scaling_module_and_follows_the_contro
     assert "1, 2, 4, 8 copies of" in explorer.boards.value
     explorer.boards_button.value = False
     assert explorer.boards.value == ""
+
+
+def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tmp_path):
+    from workbench.explore import SPECULATION_KINDS, speculation_spec
+
+    explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path))))
+    spec = explorer.speculation_chart.spec
+    rows = next(iter(spec["datasets"].values()))
+    frame = explorer.view.speculation.dropna(subset=["speculative_s"])
+    assert [r["scheme"] for r in rows] == list(frame.scheme)
+    for row, expected in zip(rows, frame.itertuples()):
+        assert [row[k] for k in SPECULATION_KINDS] == [getattr(expected, k) for k in SPECULATION_KINDS]
+    assert "draft Llama 2-3B (root), gamma 4, alpha 0.7" in spec["title"]["subtitle"]
+    explorer.controls["gamma"].value = 6
+    moved = explorer.speculation_chart.spec
+    assert {**moved, "datasets": None, "title": None} == {**spec, "datasets": None, "title": None}  # redrawn in place
+    assert moved["datasets"] != spec["datasets"] and "gamma 6" in moved["title"]["subtitle"]
+    explorer.controls["draft"].value = "none"
+    assert explorer.speculation_chart.spec is None and speculation_spec(explorer.view) is None

@@ -462,6 +462,43 @@ def speculation_html(view: View) -> str:
 CELL_STYLE = "padding:0 8px;text-align:left;vertical-align:top;line-height:1.4"
 
 
+SPECULATION_KINDS = {"plain_s": "plain decode", "speculative_s": "with the draft", "best_gamma_s": "at the best gamma"}
+
+
+def speculation_spec(view: View, width: int = 300) -> dict | None:
+    """Vega-Lite spec of the speculation chart: per scheme that can verify several tokens, time per token of
+    plain decode, with the draft at its gamma and at the best gamma (dots on a log axis, a rule from plain to
+    the best), best first; None without a draft. Its rows are `view.speculation`'s."""
+    from workbench.arena_charts import field as channel
+    from workbench.arena_charts import seconds_expr, time_axis, top_level
+
+    spec, frame = view.state.config.speculation, view.speculation
+    if spec is None or frame is None:
+        return None
+    rows = frame.dropna(subset=["speculative_s"]).drop(columns=["notes", "costliest"])
+    y = {"y": channel("scheme", sort={"field": "best_gamma_s", "op": "min"}, title=None)}
+    kinds = list(SPECULATION_KINDS.values())
+    points = {"mark": {"type": "point", "filled": True, "size": 70}, "encoding": {
+        **y, "x": channel("seconds", "quantitative", scale={"type": "log"},
+                          axis=time_axis("time per token (log axis)", "log")),
+        "color": channel("kind", scale={"domain": kinds, "range": ["#9d9d9d", "#4c78a8", "#f58518"]}, title=None),
+        "shape": channel("kind", scale={"domain": kinds, "range": ["circle", "square", "diamond"]}, title=None),
+        "tooltip": [channel("scheme"), channel("kind", title="decode"), channel("time", title="time per token"),
+                    channel("best_gamma", "quantitative", title="best gamma")]},
+        "transform": [{"fold": list(SPECULATION_KINDS), "as": ["column", "seconds"]},
+                      {"calculate": " : ".join(f"datum.column === '{k}' ? '{v}'" for k, v in SPECULATION_KINDS.items())
+                       + " : ''", "as": "kind"},
+                      {"calculate": seconds_expr("datum.seconds"), "as": "time"}]}
+    rule = {"mark": {"type": "rule", "color": "#bbbbbb"},
+            "encoding": {**y, "x": channel("plain_s", "quantitative"), "x2": {"field": "best_gamma_s"}}}
+    accept = f"alpha {spec.alpha:g}" if spec.alpha is not None else "accepted lengths from the file"
+    title = {"text": setting_title(view.arena)["text"],
+             "subtitle": f"decode with draft {spec.draft} ({spec.placement}), gamma {spec.gamma}, {accept}"}
+    inner = {"layer": [rule, points], "width": width,
+             "title": "Speculative decoding: time per token, plain / with the draft / at the best gamma"}
+    return top_level({"vconcat": [inner], "title": title}, rows)
+
+
 def html_table(header: list[str], rows: list[list[str]]) -> str:
     """A small HTML table (cells escaped; every column but the last kept on one line, the last wraps)."""
     def line(cells, tag):
@@ -639,6 +676,8 @@ class Explorer:
                        for name, spec in chart_specs(self.view, self.controls["scale"].value).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
+        self.speculation_chart = LiveChart(speculation_spec(self.view), embed_options=embed)
+        self.speculation_chart.add_class("wb-chart-speculation")
         self._show(self.view)
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
@@ -649,8 +688,8 @@ class Explorer:
         """Controls (with the log sliders' readouts), the best line, n/a notes and message; the charts."""
         rows = [w.HBox([c, self.readouts[n]]) if n in self.readouts else c for n, c in self.controls.items()]
         left = w.VBox(rows + [self.summary, self.notes, self.message], layout=w.Layout(width="450px", flex="0 0 450px"))
-        right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"], self.speculation,
-                        self.boards_button, self.boards])
+        right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"],
+                        self.speculation_chart, self.speculation, self.boards_button, self.boards])
         return w.HBox([left, right])
 
     def _preset_options(self, preset: str) -> list[tuple[str, str]]:
@@ -701,6 +740,7 @@ class Explorer:
         self.summary.value = f"<b>{html.escape(view.summary)}</b>"
         self.notes.value = notes_html(view.notes)
         self.speculation.value = speculation_html(view)
+        self.speculation_chart.spec = speculation_spec(view)
         for key in ("placement", "gamma", "alpha"):  # plain decode: the draft's settings change nothing
             self.controls[key].disabled = view.state.config.speculation is None
         self._show_boards(view)
