@@ -659,3 +659,23 @@ def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tm
     assert moved["datasets"] != spec["datasets"] and "gamma 6" in moved["title"]["subtitle"]
     explorer.controls["draft"].value = "none"
     assert explorer.speculation_chart.spec is None and speculation_spec(explorer.view) is None
+
+
+def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_gives(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from workbench import explore
+
+    explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode"))
+    calls = []
+    monkeypatch.setattr(explore, "best_gamma", lambda *a, **k: calls.append(a[1]) or pytest.fail("recomputed"))
+    explorer.controls["gamma"].value = 7  # the best gamma does not depend on the gamma chosen: memo
+    assert explorer.message.value == "" and calls == []
+    monkeypatch.undo()
+    fresh = compute(explorer.state).speculation
+    pd.testing.assert_frame_equal(explorer.view.speculation, fresh)
+    at_four = compute(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode")).speculation
+    moved = explorer.view.speculation.speculative_s.dropna()
+    assert (moved != at_four.speculative_s.dropna()).all() and len(moved) >= 5  # gamma 7's own times
+    explorer.controls["alpha"].value = 0.5  # alpha changes the best gamma: recomputed
+    pd.testing.assert_frame_equal(explorer.view.speculation, compute(explorer.state).speculation)

@@ -382,9 +382,10 @@ def memoised(arena: Arena) -> Arena:
     return _MemoArena(arena.model, arena.cluster, arena.workloads, arena.entries)
 
 
-def compute(state: State, registry: Registry | None = None) -> View:
-    """The arena of `state`'s deployment in one phase, by `arena_for_config` (what whatif runs); raise
-    WorkbenchError when nothing can be shown."""
+def compute(state: State, registry: Registry | None = None, best_gammas: dict | None = None) -> View:
+    """The arena of `state`'s deployment in one phase, by `arena_for_config` (what whatif runs), and with a draft
+    its speculation table (`speculation_frame`; `best_gammas`: its memo of best gammas); raise WorkbenchError
+    when nothing can be shown."""
     registry = load_all() if registry is None else registry
     config = state.config
     for what, tokens in (("sequence length", config.seq_len), ("tokens attended (kv_len)", config.kv_len)):
@@ -407,15 +408,18 @@ def compute(state: State, registry: Registry | None = None) -> View:
     if config.speculation is not None:
         decode = arena if state.phase == "decode" else \
             arena_for_config(config, phases=("decode",), schemes=schemes, registry=registry)
-        speculation = speculation_frame(decode, config, registry)
+        speculation = speculation_frame(decode, config, registry, best_gammas)
     return View(state, arena, summary, notes, speculation)
 
 
-def speculation_frame(arena: Arena, config: UserConfig, registry: Registry) -> pd.DataFrame:
+def speculation_frame(arena: Arena, config: UserConfig, registry: Registry,
+                      best_gammas: dict | None = None) -> pd.DataFrame:
     """Per scheme whose decode runs within memory: time per token without (`plain_s`) and with the deployment's
     draft at its gamma (`speculative_s`, speed-up, costliest part), and its best gamma in 1..16 (`best_gamma`,
     `best_gamma_s`), all by `workbench.speculative`; where a scheme cannot verify several tokens, `notes` says
-    why. The plain / speculative columns are `whatif`'s `speculation_rows`."""
+    why. The plain / speculative columns are `whatif`'s `speculation_rows`. The best gamma does not depend on
+    the gamma chosen: `best_gammas` (scheme -> `best_gamma`'s answer), given for one deployment up to its gamma,
+    keeps them across gamma moves (most of the cost: 16 verify steps per scheme)."""
     spec, workload, rows = config.speculation, config.workload("decode"), []
     for entry in arena.entries:
         if entry.phase != "decode" or entry.status != "ok":
@@ -425,7 +429,12 @@ def speculation_frame(arena: Arena, config: UserConfig, registry: Registry) -> p
             if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
                 raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
             here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
-            best = best_gamma(spec, entry.scheme, registry, config.model, config.cluster, workload, plain=entry.result)
+            best = best_gammas.get(entry.scheme) if best_gammas is not None else None
+            if best is None:
+                best = best_gamma(spec, entry.scheme, registry, config.model, config.cluster, workload,
+                                  plain=entry.result)
+                if best_gammas is not None:
+                    best_gammas[entry.scheme] = best
         except WorkbenchError as exc:
             rows.append({**row, "notes": str(exc).splitlines()[0]})
             continue
@@ -664,6 +673,7 @@ class Explorer:
                                             layout=w.Layout(width="220px")).add_class("wb-boards-button")
         self.boards = w.HTML(value="").add_class("wb-boards")
         self._boards_cache: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self._best_cache: OrderedDict[tuple, dict] = OrderedDict()
         self._show_base(self.state.preset)
         self._set_controls(control_values(self.base))
         for name, value in control_values(self.state.config).items():  # a state given with moved controls
@@ -728,7 +738,7 @@ class Explorer:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        view = compute(state, self.registry)
+        view = compute(state, self.registry, self._best_gammas(state))
         self._cache[key] = view
         if len(self._cache) > self.CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -746,6 +756,18 @@ class Explorer:
         self._show_boards(view)
         for name, text in readouts(view.state.config).items():
             self.readouts[name].value = text
+
+    def _best_gammas(self, state: State) -> dict | None:
+        """The memo of best gammas of `state`'s deployment up to its gamma (None without a draft)."""
+        if state.config.speculation is None:
+            return None
+        key = (state.preset, tuple(sorted((k, v) for k, v in self.changes().items() if k != "gamma")))
+        if key not in self._best_cache:
+            self._best_cache[key] = {}
+            if len(self._best_cache) > self.CACHE_SIZE:
+                self._best_cache.popitem(last=False)
+        self._best_cache.move_to_end(key)
+        return self._best_cache[key]
 
     def _show_boards(self, view: View) -> None:
         """The "will more boards help?" table of `view`'s deployment while its button is down (cached)."""
@@ -817,6 +839,7 @@ class Explorer:
         self._preset_error = ""
         self._cache.clear()  # the file may have changed on disk
         self._boards_cache.clear()
+        self._best_cache.clear()
         self.base = base
         self.state = State(base, preset, self.controls["scheme"].value, self.controls["phase"].value)
         if preset in preset_names():
