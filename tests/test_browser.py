@@ -377,3 +377,42 @@ def test_a_slider_move_redraws_the_charts_in_place_and_records_the_time(voila_ur
         assert len(set(moves.titles)) == MOVES, moves.titles  # the title is a signal, set on every move
         assert page.locator(".wb-message").inner_text().strip() == ""
     record_redraws(moves.times)
+
+
+# ---- issues 34 and 35: the draft controls and "will more boards help?" render and answer ------------------
+SPECULATION_JS = "document.querySelector('.wb-speculation').innerText"
+
+
+def test_the_draft_controls_and_will_more_boards_help_render(voila_url):
+    """Choosing a draft fills the speculation table (time per token with and without it, best gamma); moving
+    gamma changes it; the "will more boards help?" button shows where each scheme stops helping and why."""
+    out = FIGURES_DIR / "explorer"
+    out.mkdir(parents=True, exist_ok=True)
+    with explorer_page(voila_url, height=4200) as page:
+        page.wait_for_selector(".wb-summary b", timeout=PAGE_READY_MS)
+        _settled(page)
+        for control in ("draft", "placement", "gamma", "alpha"):
+            assert page.locator(f".wb-{control}").count() == 1, control
+        assert page.locator(".wb-speculation").inner_text().strip() == ""  # the preset has no draft
+        from workbench.explore import draft_options
+        from workbench.models import get_model
+
+        label = dict((v, k) for k, v in draft_options(get_model("Llama 2-13B"), "none"))["Llama 2-3B"]
+        page.locator(".wb-draft select").select_option(label=label)
+        page.wait_for_function(f"() => ({SPECULATION_JS}).includes('draft Llama 2-3B (root), gamma 4')",
+                               timeout=UPDATE_MS)
+        page.wait_for_selector(".wb-chart-speculation svg .mark-symbol path", timeout=UPDATE_MS)  # its chart
+        table = page.locator(".wb-speculation").inner_text()
+        assert "best gamma" in table and "with draft" in table and "x" in table, table
+        _press(page, "gamma", "ArrowRight", times=2)
+        page.wait_for_function(f"() => ({SPECULATION_JS}).includes('gamma 6,')", timeout=UPDATE_MS)
+        page.locator(".wb-boards-button").click()
+        page.wait_for_function("() => document.querySelector('.wb-boards').innerText.includes('will more boards')",
+                               timeout=UPDATE_MS)
+        boards = page.locator(".wb-boards").inner_text()
+        assert "1, 2, 4, 8, 16 copies of" in boards and "what grows there" in boards, boards
+        assert page.locator(".wb-message").inner_text().strip() == "" and "Traceback" not in page.content()
+        page.screenshot(path=str(out / "explorer_speculation.png"), full_page=True)
+        page.locator(".wb-speculation").screenshot(path=str(out / "explorer_speculation_table.png"))
+        page.locator(".wb-chart-speculation").screenshot(path=str(out / "explorer_speculation_chart.png"))
+        page.locator(".wb-boards").screenshot(path=str(out / "explorer_boards_table.png"))

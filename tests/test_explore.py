@@ -501,3 +501,181 @@ def test_a_llama_cpp_file_type_is_a_weight_format_whose_bits_follow_the_model():
     assert other.weight_bits != q4km.weight_bits
     assert ("Q4_K_M (llama.cpp file type)", "Q4_K_M") in format_options("weight_format", "Q4_K_M")
     assert all(value != "Q4_K_M" for _, value in format_options("activation_format", "q8_0"))
+
+
+# ---- speculative decoding and "will more boards help?" (issues 34, 35) ---------------------------------------
+SPECULATIVE = '\n[speculative]\ndraft = "Llama 2-3B"\ngamma = 4\nalpha = 0.7\n'
+
+
+def _speculative_toml(tmp_path, body: str = SPECULATIVE, example: str = "laptops_wifi"):
+    """An example deployment with a [speculative] table."""
+    path = tmp_path / f"{example}_spec.toml"
+    path.write_text((REPO_ROOT / "examples" / f"{example}.toml").read_text() + body)
+    return path
+
+
+def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
+    """Same numbers as `whatif FILE.toml`: per scheme the plain and speculative time per token, speed-up,
+    costliest part and n/a reason (whatif.speculation_rows), and whatif's best gamma for the fastest scheme."""
+    import pandas as pd
+
+    from workbench import whatif
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    path = _speculative_toml(tmp_path)
+    explorer = Explorer(state_for_preset(str(path)))  # prefill shown: the draft's table is of decode all the same
+    assert explorer.message.value == "" and explorer.changes() == {}
+    ours = explorer.view.speculation
+    config = load_config(path)
+    arena = arena_for_config(config)
+    theirs = whatif.speculation_rows(arena, config)
+    pd.testing.assert_frame_equal(ours[theirs.columns].fillna({"notes": ""}), theirs.fillna({"notes": ""}))
+    assert ours["speculative_s"].notna().sum() >= 5 and ours["notes"].str.startswith("n/a: ").sum() >= 1
+    line = whatif.best_gamma_line(arena, config, theirs)  # "best with speculation: <scheme> at gamma <g> (...)"
+    scheme, gamma = line.split()[3], int(line.split()[6])
+    row = ours.set_index("scheme").loc[scheme]
+    assert row.best_gamma == gamma and f"at gamma {gamma} ({whatif._seconds(row.best_gamma_s)}/token" in line
+    assert (ours.dropna(subset=["best_gamma_s"]).eval("best_gamma_s <= speculative_s + 1e-15")).all()
+    shown = explorer.speculation.value
+    assert "draft Llama 2-3B (root), gamma 4, alpha 0.7" in shown
+    assert f"{row.speedup:.2f}x" in shown and format_seconds(row.speculative_s) in shown
+    explorer.controls["phase"].value = "decode"  # the same table from the decode arena itself
+    pd.testing.assert_frame_equal(explorer.view.speculation, ours)
+
+
+def test_the_speculation_controls_show_the_file_and_round_trip(tmp_path):
+    from workbench.explore import NO_DRAFT, START_ALPHA
+    from workbench.speculative import Speculation
+
+    path = _speculative_toml(tmp_path, example="sbc_gigabit")
+    base = load_preset(str(path))
+    values = control_values(base)
+    assert {k: values[k] for k in ("draft", "placement", "gamma", "alpha")} == \
+        {"draft": "Llama 2-3B", "placement": "root", "gamma": 4, "alpha": 0.7}
+    assert configure(base, draft="Llama 2-3B", placement="root", gamma=4, alpha=0.7) == base
+    explorer = Explorer(state_for_preset(str(path)), REGISTRY)
+    c = explorer.controls
+    assert (c["draft"].value, c["gamma"].value, c["alpha"].value) == ("Llama 2-3B", 4, 0.7)
+    c["gamma"].value = 7
+    assert explorer.state.config.speculation == Speculation("Llama 2-3B", "root", 7, 0.7)
+    c["alpha"].value = 0.5
+    c["draft"].value = "ngram"
+    assert explorer.state.config.speculation == Speculation("ngram", "root", 7, 0.5)
+    c["draft"].value = NO_DRAFT
+    assert explorer.state.config.speculation is None and explorer.speculation.value == ""
+    assert c["gamma"].disabled and c["alpha"].disabled
+    c["draft"].value, c["gamma"].value, c["alpha"].value = "Llama 2-3B", 4, 0.7
+    assert explorer.changes() == {} and explorer.state.config == base
+    plain = load_preset("sbc_gigabit")  # no [speculative]: the controls start at Speculation's defaults
+    assert control_values(plain)["draft"] == NO_DRAFT and configure(plain, gamma=9, alpha=0.2) == plain
+    assert configure(plain, draft="ngram").speculation == Speculation("ngram", "root", 4, START_ALPHA)
+
+
+def test_the_draft_dropdown_lists_smaller_decoders_and_a_bad_combination_is_one_line(tmp_path):
+    from workbench.models import get_model
+
+    explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path, example="sbc_gigabit"))), REGISTRY)
+    c = explorer.controls
+    listed = [value for _, value in c["draft"].options]
+    assert listed[:2] == ["none", "ngram"] and "Llama 2-3B" in listed and "Llama 2-7B" in listed
+    assert "Llama 2-13B" not in listed and "Llama 2-70B" not in listed and "BERT-base" not in listed
+    assert all(get_model(m).total_params() < get_model("Llama 2-13B").total_params() for m in listed[2:])
+    view = explorer.view
+    c["model"].value = "OPT-XL"  # 2.7B: the file's 3.4B draft is now larger than the target
+    assert "Llama 2-3B" in [value for _, value in c["draft"].options]  # kept, marked
+    message = explorer.message.value
+    assert "draft Llama 2-3B" in message and "must be smaller than the target OPT-XL" in message
+    assert "\n" not in message and explorer.view is view  # the previous charts stay
+    assert "Llama 2-7B" not in [value for _, value in c["draft"].options]
+    c["draft"].value = "ngram"
+    assert explorer.message.value == "" and explorer.state.config.speculation.draft == "ngram"
+    base = load_preset(str(_speculative_toml(tmp_path)))
+    for changes, fragment in (({"alpha": 1.2}, r"alpha must be a number in \[0, 1\), got 1.2"),
+                              ({"gamma": 0}, r"gamma must be an integer in \[1, 64\]"),
+                              ({"draft": "Llama 2-70B"}, "must be smaller than the target Llama 2-13B"),
+                              ({"placement": "nowhere"}, "unknown placement .nowhere.; allowed: root, own, ring")):
+        with pytest.raises(WorkbenchError, match=fragment) as err:
+            configure(base, **changes)
+        assert "\n" not in str(err.value)
+
+
+def test_accepted_lengths_and_an_own_draft_device_follow_the_controls(tmp_path):
+    from workbench.speculative import expected_tokens
+
+    lengths = _speculative_toml(tmp_path, '\n[speculative]\ndraft = "ngram"\ngamma = 3\n'
+                                          'accepted_lengths = [0.4, 0.3, 0.2, 0.1]\n')
+    base = load_preset(str(lengths))
+    alpha = control_values(base)["alpha"]  # the i.i.d. alpha with the same tokens per step at gamma 3
+    assert expected_tokens(3, alpha) == pytest.approx(expected_tokens(3, None, base.speculation.accepted_lengths))
+    assert configure(base, gamma=5).speculation.accepted_lengths == base.speculation.accepted_lengths
+    assert configure(base, alpha=0.6).speculation.accepted_lengths is None
+    own = configure(base, placement="own")  # no draft_device in the file: a spare of the first device
+    assert own.speculation.device == base.cluster.devices[0]
+    moved = configure(own, bandwidth_mbps=100.0).speculation.link  # the hand-off link follows [network]
+    assert moved == configure(base, bandwidth_mbps=100.0).cluster.topology.link
+    assert moved.bandwidth_bytes_per_s == pytest.approx(100e6 / 8)
+
+
+def test_will_more_boards_help_matches_the_scaling_module_and_follows_the_controls():
+    import pandas as pd
+
+    from workbench.explore import board_counts, boards_frame
+    from workbench.scaling import device_sweep, stop_helping_all, stop_helping_frame
+
+    assert board_counts(4) == (1, 2, 4, 8, 16) and board_counts(1) == (1, 2, 4) and board_counts(6) == (1, 3, 6, 12, 24)
+    assert board_counts(1024) == (1, 512, 1024)
+    config = load_preset("sbc_gigabit")
+    frame = boards_frame(config, "decode")
+    expected = stop_helping_frame(stop_helping_all(device_sweep(config, [1, 2, 4, 8, 16])))
+    pd.testing.assert_frame_equal(frame.drop(columns="applies"), expected)
+    explorer = Explorer(state_for_preset("sbc_gigabit", phase="decode"))
+    assert explorer.boards.value == ""  # only on request: a sweep is 5 arenas
+    explorer.boards_button.value = True
+    shown = explorer.boards.value
+    assert "will more boards help?" in shown and "1, 2, 4, 8, 16 copies of" in shown
+    stops = frame[frame.applies & frame.next_devices.notna()].iloc[0]
+    assert f">{stops.scheme}</td>" in shown and stops.cause in shown
+    explorer.controls["n_devices"].value = 2  # recomputed with the controls: counts around 2
+    assert "1, 2, 4, 8 copies of" in explorer.boards.value
+    explorer.boards_button.value = False
+    assert explorer.boards.value == ""
+
+
+def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tmp_path):
+    from workbench.explore import SPECULATION_KINDS, speculation_spec
+
+    explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path))))
+    spec = explorer.speculation_chart.spec
+    rows = next(iter(spec["datasets"].values()))
+    frame = explorer.view.speculation.dropna(subset=["speculative_s"])
+    assert [r["scheme"] for r in rows] == list(frame.scheme)
+    for row, expected in zip(rows, frame.itertuples()):
+        assert [row[k] for k in SPECULATION_KINDS] == [getattr(expected, k) for k in SPECULATION_KINDS]
+    assert "draft Llama 2-3B (root), gamma 4, alpha 0.7" in spec["title"]["subtitle"]
+    explorer.controls["gamma"].value = 6
+    moved = explorer.speculation_chart.spec
+    assert {**moved, "datasets": None, "title": None} == {**spec, "datasets": None, "title": None}  # redrawn in place
+    assert moved["datasets"] != spec["datasets"] and "gamma 6" in moved["title"]["subtitle"]
+    explorer.controls["draft"].value = "none"
+    assert explorer.speculation_chart.spec is None and speculation_spec(explorer.view) is None
+
+
+def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_gives(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from workbench import explore
+
+    explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode"))
+    calls = []
+    monkeypatch.setattr(explore, "best_gamma", lambda *a, **k: calls.append(a[1]) or pytest.fail("recomputed"))
+    explorer.controls["gamma"].value = 7  # the best gamma does not depend on the gamma chosen: memo
+    assert explorer.message.value == "" and calls == []
+    monkeypatch.undo()
+    fresh = compute(explorer.state).speculation
+    pd.testing.assert_frame_equal(explorer.view.speculation, fresh)
+    at_four = compute(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode")).speculation
+    moved = explorer.view.speculation.speculative_s.dropna()
+    assert (moved != at_four.speculative_s.dropna()).all() and len(moved) >= 5  # gamma 7's own times
+    explorer.controls["alpha"].value = 0.5  # alpha changes the best gamma: recomputed
+    pd.testing.assert_frame_equal(explorer.view.speculation, compute(explorer.state).speculation)

@@ -52,6 +52,17 @@ from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.schemes.base import PHASES, Cluster, load_all
+from workbench.speculative import (
+    DRAFT_SCHEME,
+    MAX_GAMMA,
+    NGRAM,
+    PLACEMENTS,
+    Speculation,
+    best_gamma,
+    check_draft,
+    expected_tokens,
+    speculative_cost,
+)
 from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import (
     ENTRY_FIELDS,
@@ -70,6 +81,14 @@ MAX_TOKENS = 4096  # the token sliders' end (further where a file has more)
 KV_AS_ACTIVATIONS = "as activations"  # the KV-format choice of a file without kv_bits / kv_format
 DEVICE_PRESET_COUNT = 4  # a data/devices preset starts as four such devices ...
 DEVICE_PRESET_MODEL = "Llama 2-7B"  # ... running this model (then the controls move it)
+NO_DRAFT = "none"  # the draft control's choice for plain decode (no [speculative] table)
+SPECULATION_CONTROLS = ("draft", "placement", "gamma", "alpha")  # the [speculative] keys with a control
+# Where the draft controls start for a file without [speculative] (they change nothing until a draft is chosen):
+# Speculation's own default gamma and placement, and an alpha near llama.cpp PR #3006's code example (quoted in
+# data/speculative/acceptance.csv: 87.8 % of 16 drafted tokens accepted) rounded to the slider's 0.05 steps
+START_ALPHA = 0.85
+ALPHA_SLIDER = (0.0, 0.95, 0.05)  # the alpha slider: i.i.d. acceptance, below 1 (Leviathan et al. 2023, Sec. 3.1)
+BOARD_COUNTS = 5  # "will more boards help?" sweeps at most this many device counts (one arena each)
 
 
 def preset_names() -> list[str]:
@@ -154,7 +173,8 @@ def control_values(config: UserConfig) -> dict[str, object]:
             "memory_gib": config.cluster.devices[0].memory_bytes / GIB, "seq_len": config.seq_len,
             "kv_len": config.kv_len, "weight_format": format_choice(config.weight_bits, config.weight_format),
             "activation_format": format_choice(config.activation_bits, config.activation_format),
-            "kv_format": format_choice(config.kv_bits, config.kv_format), **moe_values(config)}
+            "kv_format": format_choice(config.kv_bits, config.kv_format), **moe_values(config),
+            **speculation_values(config)}
 
 
 # ---- mixture-of-experts controls: one per routing / expert-cache key a deployment TOML accepts -------------
@@ -189,7 +209,7 @@ def moe_fields() -> dict[str, tuple[type, str, str]]:
 
 MOE_CONTROLS = tuple(moe_fields())
 CONTROLS = ("model", "n_devices", "bandwidth_mbps", "latency_ms", "memory_gib", "seq_len", "kv_len",
-            "weight_format", "activation_format", "kv_format") + MOE_CONTROLS
+            "weight_format", "activation_format", "kv_format") + MOE_CONTROLS + SPECULATION_CONTROLS
 
 
 def moe_values(config: UserConfig) -> dict[str, object]:
@@ -216,6 +236,68 @@ def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
     return config
 
 
+# ---- speculative decoding controls: the [speculative] table's draft, placement, gamma and alpha -------------
+def draft_options(model, shown: str) -> list[tuple[str, str]]:
+    """The draft dropdown: none, n-gram prompt lookup, the registered decoders smaller than the target `model`
+    (the draft shown kept, with its reason, where it is not one of them)."""
+    target = model.total_params()
+    smaller = [name for name in MODELS if get_model(name).is_decoder and get_model(name).total_params() < target]
+    options = [("none (plain decode)", NO_DRAFT), ("ngram (prompt lookup, no model)", NGRAM)] + \
+        [(f"{name} ({get_model(name).total_params() / 1e9:.3g}B)", name) for name in smaller]
+    if shown not in {value for _, value in options}:
+        options.append((f"{shown} (not smaller than {model.name})", shown))
+    return options
+
+
+def shown_alpha(spec: Speculation) -> float:
+    """What the alpha control shows: the file's alpha, or for accepted_lengths the i.i.d. alpha with the same
+    expected tokens per step at its gamma (`speculative.alpha_from_tokens`; the slider's end where none does)."""
+    if spec.alpha is not None:
+        return float(spec.alpha)
+    from workbench.speculative import alpha_from_tokens
+
+    try:
+        return alpha_from_tokens(expected_tokens(spec.gamma, None, spec.accepted_lengths), spec.gamma)
+    except WorkbenchError:
+        return ALPHA_SLIDER[1]
+
+
+def speculation_values(config: UserConfig) -> dict[str, object]:
+    """What the draft, placement, gamma and alpha controls show (their starting points without [speculative])."""
+    spec = config.speculation
+    if spec is None:
+        return {"draft": NO_DRAFT, "placement": Speculation.placement, "gamma": Speculation.gamma,
+                "alpha": START_ALPHA}
+    return {"draft": spec.draft, "placement": spec.placement, "gamma": spec.gamma, "alpha": shown_alpha(spec)}
+
+
+def configure_speculation(config: UserConfig, changes: dict) -> UserConfig:
+    """`config` with moved draft / placement / gamma / alpha controls applied to its speculation (plain decode
+    for draft "none"); placement "own" without a device of the file's runs the draft on a spare device like the
+    first one, over the deployment's link. The draft is checked against the target (one line)."""
+    moved = {key: changes[key] for key in SPECULATION_CONTROLS if key in changes}
+    values = {**speculation_values(config), **moved}
+    spec = config.speculation
+    if moved and values["draft"] == NO_DRAFT:
+        return replace(config, speculation=None)
+    if moved:
+        from workbench.userconfig import SPECULATIVE_FIELDS
+
+        gamma = SPECULATIVE_FIELDS["gamma"].check("gamma", values["gamma"])
+        base = spec or Speculation(values["draft"], alpha=START_ALPHA)
+        acceptance = {"alpha": values["alpha"], "accepted_lengths": None} if "alpha" in moved or spec is None else {}
+        spec = replace(base, draft=values["draft"], placement=values["placement"], gamma=gamma, **acceptance) \
+            if values["placement"] != "own" or base.device is not None else \
+            replace(base, draft=values["draft"], placement="own", gamma=gamma, device=config.cluster.devices[0],
+                    link=config.cluster.topology.link, **acceptance)
+    if spec is None:
+        return config
+    if spec.placement == "own" and spec.link != config.cluster.topology.link:  # the draft's link follows [network]
+        spec = replace(spec, link=config.cluster.topology.link)
+    check_draft(spec, config.model, config.cluster, config.workload("decode"))
+    return replace(config, speculation=spec)
+
+
 def configure(base: UserConfig, **changes) -> UserConfig:
     """`base` with some controls moved (`CONTROLS` names -> values); every field no control shows (per-message
     overhead, a shared machine, group size, device constants) is kept, so untouched controls give `base`."""
@@ -240,7 +322,8 @@ def configure(base: UserConfig, **changes) -> UserConfig:
     cluster = with_link(cluster, changes.get("bandwidth_mbps"), changes.get("latency_ms"))
     if "memory_gib" in changes:
         cluster = with_memory_budget(cluster, changes["memory_gib"])
-    return configure_moe(replace(config, cluster=cluster), changes)
+    config = configure_moe(replace(config, cluster=cluster), changes)
+    return configure_speculation(config, changes) if changes else config
 
 
 @dataclass(frozen=True)
@@ -271,6 +354,7 @@ class View:
     arena: Arena
     summary: str
     notes: tuple[str, ...] = field(default=())
+    speculation: pd.DataFrame | None = field(default=None, compare=False)  # `speculation_frame`, with a draft
 
     def table(self) -> pd.DataFrame:
         """The arena rows of this phase."""
@@ -298,9 +382,10 @@ def memoised(arena: Arena) -> Arena:
     return _MemoArena(arena.model, arena.cluster, arena.workloads, arena.entries)
 
 
-def compute(state: State, registry: Registry | None = None) -> View:
-    """The arena of `state`'s deployment in one phase, by `arena_for_config` (what whatif runs); raise
-    WorkbenchError when nothing can be shown."""
+def compute(state: State, registry: Registry | None = None, best_gammas: dict | None = None) -> View:
+    """The arena of `state`'s deployment in one phase, by `arena_for_config` (what whatif runs), and with a draft
+    its speculation table (`speculation_frame`; `best_gammas`: its memo of best gammas); raise WorkbenchError
+    when nothing can be shown."""
     registry = load_all() if registry is None else registry
     config = state.config
     for what, tokens in (("sequence length", config.seq_len), ("tokens attended (kv_len)", config.kv_len)):
@@ -319,7 +404,155 @@ def compute(state: State, registry: Registry | None = None) -> View:
     summary = (f"best {METRIC[state.phase]}: {best.scheme} ({best.paper}) {format_seconds(best.latency_s)}"
                f" | {int(counts.get('ok', 0))} fit, {int(counts.get('OOM', 0))} OOM, {int(counts.get('n/a', 0))} n/a")
     notes = tuple(f"{e.scheme}: {e.error}" for e in arena.entries if e.status == "n/a")
-    return View(state, arena, summary, notes)
+    speculation = None
+    if config.speculation is not None:
+        decode = arena if state.phase == "decode" else \
+            arena_for_config(config, phases=("decode",), schemes=schemes, registry=registry)
+        speculation = speculation_frame(decode, config, registry, best_gammas)
+    return View(state, arena, summary, notes, speculation)
+
+
+def speculation_frame(arena: Arena, config: UserConfig, registry: Registry,
+                      best_gammas: dict | None = None) -> pd.DataFrame:
+    """Per scheme whose decode runs within memory: time per token without (`plain_s`) and with the deployment's
+    draft at its gamma (`speculative_s`, speed-up, costliest part), and its best gamma in 1..16 (`best_gamma`,
+    `best_gamma_s`), all by `workbench.speculative`; where a scheme cannot verify several tokens, `notes` says
+    why. The plain / speculative columns are `whatif`'s `speculation_rows`. The best gamma does not depend on
+    the gamma chosen: `best_gammas` (scheme -> `best_gamma`'s answer), given for one deployment up to its gamma,
+    keeps them across gamma moves (most of the cost: 16 verify steps per scheme)."""
+    spec, workload, rows = config.speculation, config.workload("decode"), []
+    for entry in arena.entries:
+        if entry.phase != "decode" or entry.status != "ok":
+            continue
+        row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
+        try:
+            if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
+                raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
+            here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
+            best = best_gammas.get(entry.scheme) if best_gammas is not None else None
+            if best is None:
+                best = best_gamma(spec, entry.scheme, registry, config.model, config.cluster, workload,
+                                  plain=entry.result)
+                if best_gammas is not None:
+                    best_gammas[entry.scheme] = best
+        except WorkbenchError as exc:
+            rows.append({**row, "notes": str(exc).splitlines()[0]})
+            continue
+        rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
+                     "best_gamma": best.gamma, "best_gamma_s": best.per_token_s, "notes": ""})
+    columns = ["scheme", "plain_s", "speculative_s", "speedup", "costliest", "best_gamma", "best_gamma_s", "notes"]
+    return pd.DataFrame(rows).reindex(columns=columns).astype({"best_gamma": "Int64"})
+
+
+def speculation_html(view: View) -> str:
+    """The speculation table (HTML): per scheme, time per token without and with the draft, the speed-up, the
+    best gamma and its time per token; '' without a draft."""
+    frame, spec = view.speculation, view.state.config.speculation
+    if frame is None or spec is None:
+        return ""
+    accept = f"alpha {spec.alpha:g}" if spec.alpha is not None else "accepted lengths from the file"
+    head = (f"<b>speculative decoding</b>: draft {html.escape(spec.draft)} ({spec.placement}), gamma {spec.gamma}, "
+            f"{accept}, {expected_tokens(spec.gamma, spec.alpha, spec.accepted_lengths):.2f} tokens per verify step")
+    if frame.empty:
+        return f"{head}<br>no scheme's decode runs within memory"
+    cells = ["scheme", "time/token", f"with draft (gamma {spec.gamma})", "speed-up", "best gamma", "at best gamma",
+             "costliest part"]
+    rows = []
+    for r in frame.sort_values(["best_gamma_s", "plain_s", "scheme"], na_position="last").itertuples():
+        if r.notes:
+            values = [r.scheme, format_seconds(r.plain_s), "n/a", "", "", "", r.notes]
+        else:
+            values = [r.scheme, format_seconds(r.plain_s), format_seconds(r.speculative_s), f"{r.speedup:.2f}x",
+                      str(r.best_gamma), format_seconds(r.best_gamma_s), r.costliest]
+        rows.append(values)
+    return f"{head}{html_table(cells, rows)}"
+
+
+CELL_STYLE = "padding:0 8px;text-align:left;vertical-align:top;line-height:1.4"
+
+
+SPECULATION_KINDS = {"plain_s": "plain decode", "speculative_s": "with the draft", "best_gamma_s": "at the best gamma"}
+
+
+def speculation_spec(view: View, width: int = 300) -> dict | None:
+    """Vega-Lite spec of the speculation chart: per scheme that can verify several tokens, time per token of
+    plain decode, with the draft at its gamma and at the best gamma (dots on a log axis, a rule from plain to
+    the best), best first; None without a draft. Its rows are `view.speculation`'s."""
+    from workbench.arena_charts import field as channel
+    from workbench.arena_charts import seconds_expr, time_axis, top_level
+
+    spec, frame = view.state.config.speculation, view.speculation
+    if spec is None or frame is None:
+        return None
+    rows = frame.dropna(subset=["speculative_s"]).drop(columns=["notes", "costliest"])
+    y = {"y": channel("scheme", sort={"field": "best_gamma_s", "op": "min"}, title=None)}
+    kinds = list(SPECULATION_KINDS.values())
+    points = {"mark": {"type": "point", "filled": True, "size": 70}, "encoding": {
+        **y, "x": channel("seconds", "quantitative", scale={"type": "log"},
+                          axis=time_axis("time per token (log axis)", "log")),
+        "color": channel("kind", scale={"domain": kinds, "range": ["#9d9d9d", "#4c78a8", "#f58518"]}, title=None),
+        "shape": channel("kind", scale={"domain": kinds, "range": ["circle", "square", "diamond"]}, title=None),
+        "tooltip": [channel("scheme"), channel("kind", title="decode"), channel("time", title="time per token"),
+                    channel("best_gamma", "quantitative", title="best gamma")]},
+        "transform": [{"fold": list(SPECULATION_KINDS), "as": ["column", "seconds"]},
+                      {"calculate": " : ".join(f"datum.column === '{k}' ? '{v}'" for k, v in SPECULATION_KINDS.items())
+                       + " : ''", "as": "kind"},
+                      {"calculate": seconds_expr("datum.seconds"), "as": "time"}]}
+    rule = {"mark": {"type": "rule", "color": "#bbbbbb"},
+            "encoding": {**y, "x": channel("plain_s", "quantitative"), "x2": {"field": "best_gamma_s"}}}
+    accept = f"alpha {spec.alpha:g}" if spec.alpha is not None else "accepted lengths from the file"
+    title = {"text": setting_title(view.arena)["text"],
+             "subtitle": f"decode with draft {spec.draft} ({spec.placement}), gamma {spec.gamma}, {accept}"}
+    inner = {"layer": [rule, points], "width": width,
+             "title": "Speculative decoding: time per token, plain / with the draft / at the best gamma"}
+    return top_level({"vconcat": [inner], "title": title}, rows)
+
+
+def html_table(header: list[str], rows: list[list[str]]) -> str:
+    """A small HTML table (cells escaped; every column but the last kept on one line, the last wraps)."""
+    def line(cells, tag):
+        return "<tr>" + "".join(
+            f"<{tag} style='{CELL_STYLE}{'' if i == len(cells) - 1 else ';white-space:nowrap'}'>"
+            f"{html.escape(str(c))}</{tag}>" for i, c in enumerate(cells)) + "</tr>"
+    return ("<table style='font-size:12px;border-collapse:collapse'>" + line(header, "th")
+            + "".join(line(r, "td") for r in rows) + "</table>")
+
+
+# ---- will more boards help? ---------------------------------------------------------------------------------
+def board_counts(n: int) -> tuple[int, ...]:
+    """The device counts tried around the deployment's `n`: 1, n/2, n, 2n and 4n within 1..MAX_DEVICE_COUNT
+    (at most BOARD_COUNTS arenas: one sweep costs ~0.5 s on the 2-core machine)."""
+    counts = sorted({min(max(c, 1), MAX_DEVICE_COUNT) for c in (1, n // 2, n, 2 * n, 4 * n)})
+    return tuple(counts[:BOARD_COUNTS])
+
+
+def boards_frame(config: UserConfig, phase: str) -> pd.DataFrame:
+    """Per scheme, where adding devices (copies of the first) stops helping `phase` and why
+    (`scaling.device_sweep` over `board_counts`, `scaling.stop_helping_frame`), with `applies` (False: n/a at
+    every count tried)."""
+    from workbench.scaling import device_sweep, stop_helping_all, stop_helping_frame
+
+    answers = stop_helping_all(device_sweep(config, list(board_counts(config.cluster.n)), phases=(phase,)))
+    return stop_helping_frame(answers).assign(applies=[a.applies for a in answers])
+
+
+def boards_html(frame: pd.DataFrame, config: UserConfig, phase: str) -> str:
+    """The "will more boards help?" table (HTML): the fastest count, the next count and what grows there, per
+    scheme that applies; the schemes that apply at no count tried, in one line."""
+    counts = ", ".join(str(n) for n in board_counts(config.cluster.n))
+    head = (f"<b>will more boards help?</b> ({METRIC[phase]}; {counts} copies of "
+            f"{html.escape(config.cluster.devices[0].name)})")
+    shown = frame[frame["applies"]].sort_values(["best_latency_s", "scheme"], na_position="last")
+    rows = [[r.scheme, "none fits" if pd.isna(r.best_devices) else f"{int(r.best_devices)}",
+             format_seconds(r.best_latency_s), "" if pd.isna(r.next_devices) else f"{int(r.next_devices)}",
+             r.cannot_split_at, r.cause or ("still falling at the largest count that runs"
+                                            if not pd.isna(r.best_devices) else "")]
+            for r in shown.itertuples()]
+    table = html_table(["scheme", "fastest at", METRIC[phase], "next count", "cannot split at", "what grows there"],
+                       rows)
+    others = frame.loc[~frame["applies"], "scheme"].tolist()
+    tail = f"<br>n/a at every count tried ({len(others)}): {html.escape(', '.join(others))}" if others else ""
+    return f"{head}{table}{tail}"
 
 
 def format_seconds(seconds: float) -> str:
@@ -395,7 +628,9 @@ def view_result_rows(view: View) -> pd.DataFrame:
     setting = (f"preset={s.preset},n={v['n_devices']},bw={v['bandwidth_mbps']:g}Mbps,tau={v['latency_ms']:g}ms,"
                f"mem={v['memory_gib']:g}GiB,S={v['seq_len']},kv={v['kv_len']},w={v['weight_format']},"
                f"a={v['activation_format']},kv_format={v['kv_format']},"
-               + "".join(f"{key}={v[key]}," for key in MOE_CONTROLS) + s.phase)
+               + "".join(f"{key}={v[key]}," for key in MOE_CONTROLS)
+               + ("".join(f"{key}={v[key]}," for key in SPECULATION_CONTROLS) if s.config.speculation else "")
+               + s.phase)
     return table_result_rows(view.table(), "explorer", s.config.model.name, setting, phase_in_name=False)
 
 
@@ -432,6 +667,13 @@ class Explorer:
         self.message = w.HTML(value="").add_class("wb-message")
         self.summary = w.HTML(value="").add_class("wb-summary")
         self.notes = w.HTML(value="").add_class("wb-notes")
+        self.speculation = w.HTML(value="").add_class("wb-speculation")
+        self.boards_button = w.ToggleButton(value=False, description="will more boards help?",
+                                            tooltip=f"sweep {BOARD_COUNTS} device counts on every change (~0.5 s)",
+                                            layout=w.Layout(width="220px")).add_class("wb-boards-button")
+        self.boards = w.HTML(value="").add_class("wb-boards")
+        self._boards_cache: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self._best_cache: OrderedDict[tuple, dict] = OrderedDict()
         self._show_base(self.state.preset)
         self._set_controls(control_values(self.base))
         for name, value in control_values(self.state.config).items():  # a state given with moved controls
@@ -444,16 +686,20 @@ class Explorer:
                        for name, spec in chart_specs(self.view, self.controls["scale"].value).items()}
         for name, chart in self.charts.items():
             chart.add_class(f"wb-chart-{name}")
+        self.speculation_chart = LiveChart(speculation_spec(self.view), embed_options=embed)
+        self.speculation_chart.add_class("wb-chart-speculation")
         self._show(self.view)
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
+        self.boards_button.observe(lambda _: self._show_boards(self.view), names="value")
         self.widget = self._layout(w)
 
     def _layout(self, w):
         """Controls (with the log sliders' readouts), the best line, n/a notes and message; the charts."""
         rows = [w.HBox([c, self.readouts[n]]) if n in self.readouts else c for n, c in self.controls.items()]
         left = w.VBox(rows + [self.summary, self.notes, self.message], layout=w.Layout(width="450px", flex="0 0 450px"))
-        right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"]])
+        right = w.VBox([self.charts["breakdown"], self.charts["ranking"], self.charts["memory"],
+                        self.speculation_chart, self.speculation, self.boards_button, self.boards])
         return w.HBox([left, right])
 
     def _preset_options(self, preset: str) -> list[tuple[str, str]]:
@@ -472,7 +718,9 @@ class Explorer:
             c["model"].options = model_options(self.base)
             for name in ("weight_format", "activation_format", "kv_format"):
                 c[name].options = format_options(name, shown[name])
-            for name, limit in (("n_devices", MAX_DEVICES), ("seq_len", MAX_TOKENS), ("kv_len", MAX_TOKENS)):
+            c["draft"].options = draft_options(self.base.model, shown["draft"])
+            for name, limit in (("n_devices", MAX_DEVICES), ("seq_len", MAX_TOKENS), ("kv_len", MAX_TOKENS),
+                                ("gamma", MAX_GAMMA)):
                 c[name].max = max(limit, shown[name])
         finally:
             self._suspend = False
@@ -490,7 +738,7 @@ class Explorer:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        view = compute(state, self.registry)
+        view = compute(state, self.registry, self._best_gammas(state))
         self._cache[key] = view
         if len(self._cache) > self.CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -501,8 +749,49 @@ class Explorer:
             self.controls[key].disabled = not view.state.config.model.is_moe
         self.summary.value = f"<b>{html.escape(view.summary)}</b>"
         self.notes.value = notes_html(view.notes)
+        self.speculation.value = speculation_html(view)
+        self.speculation_chart.spec = speculation_spec(view)
+        for key in ("placement", "gamma", "alpha"):  # plain decode: the draft's settings change nothing
+            self.controls[key].disabled = view.state.config.speculation is None
+        self._show_boards(view)
         for name, text in readouts(view.state.config).items():
             self.readouts[name].value = text
+
+    def _best_gammas(self, state: State) -> dict | None:
+        """The memo of best gammas of `state`'s deployment up to its gamma (None without a draft)."""
+        if state.config.speculation is None:
+            return None
+        key = (state.preset, tuple(sorted((k, v) for k, v in self.changes().items() if k != "gamma")))
+        if key not in self._best_cache:
+            self._best_cache[key] = {}
+            if len(self._best_cache) > self.CACHE_SIZE:
+                self._best_cache.popitem(last=False)
+        self._best_cache.move_to_end(key)
+        return self._best_cache[key]
+
+    def _show_boards(self, view: View) -> None:
+        """The "will more boards help?" table of `view`'s deployment while its button is down (cached)."""
+        if not self.boards_button.value:
+            self.boards.value = ""
+            return
+        key = (view.state.preset, tuple(sorted(self.changes().items())), view.state.phase)
+        if key not in self._boards_cache:
+            self._boards_cache[key] = boards_frame(view.state.config, view.state.phase)
+            if len(self._boards_cache) > self.CACHE_SIZE:
+                self._boards_cache.popitem(last=False)
+        self._boards_cache.move_to_end(key)
+        self.boards.value = boards_html(self._boards_cache[key], view.state.config, view.state.phase)
+
+    def _follow_model(self, name: str) -> None:
+        """List the drafts smaller than a newly chosen target model (the draft chosen stays, marked if larger)."""
+        draft = self.controls["draft"].value
+        self._suspend = True
+        try:
+            self.controls["draft"].options = draft_options(get_model(name) if name in MODELS else self.base.model,
+                                                           draft)
+            self.controls["draft"].value = draft
+        finally:
+            self._suspend = False
 
     def changes(self) -> dict[str, object]:
         """The deployment's controls a person moved away from what the preset in force shows."""
@@ -521,6 +810,8 @@ class Explorer:
         if owner is self.controls["scale"]:
             self._redraw(self.view)
             return
+        if owner is self.controls["model"]:
+            self._follow_model(change["new"])
         if owner is self.controls["toml"]:
             self._load_preset(self.controls["toml"].value.strip() or self._last_listed)
         elif owner is self.controls["preset"]:
@@ -547,6 +838,8 @@ class Explorer:
             return
         self._preset_error = ""
         self._cache.clear()  # the file may have changed on disk
+        self._boards_cache.clear()
+        self._best_cache.clear()
         self.base = base
         self.state = State(base, preset, self.controls["scheme"].value, self.controls["phase"].value)
         if preset in preset_names():
@@ -593,6 +886,18 @@ def moe_controls(w, style: dict, layout) -> dict:
     return out
 
 
+def speculation_controls(w, style: dict, layout) -> dict:
+    """The draft dropdown (its entries follow the target: `draft_options`), placement, gamma and alpha."""
+    low, high, step = ALPHA_SLIDER
+    return {"draft": w.Dropdown(options=[NO_DRAFT], description="speculative draft", style=style, layout=layout),
+            "placement": w.Dropdown(options=list(PLACEMENTS), description="draft placement", style=style,
+                                    layout=layout),
+            "gamma": w.IntSlider(value=Speculation.gamma, min=1, max=MAX_GAMMA, description="drafted tokens (gamma)",
+                                 style=style, layout=layout, continuous_update=False),
+            "alpha": w.FloatSlider(value=START_ALPHA, min=low, max=high, step=step, description="acceptance (alpha)",
+                                   style=style, layout=layout, continuous_update=False)}
+
+
 def make_controls(registry: Registry, w) -> dict:
     """The explorer's controls (ipywidgets module `w`), not yet pointing at a deployment."""
     style, layout, slider = {"description_width": "150px"}, w.Layout(width="420px"), w.Layout(width="330px")
@@ -624,6 +929,7 @@ def make_controls(registry: Registry, w) -> dict:
         "activation_format": dropdown("activation format", [KV_AS_ACTIVATIONS]),
         "kv_format": dropdown("KV-cache format", [KV_AS_ACTIVATIONS]),
         **moe_controls(w, style, layout),
+        **speculation_controls(w, style, layout),
         "phase": w.ToggleButtons(options=list(PHASES), value="prefill", description="phase", style=style),
         "scale": w.ToggleButtons(options=list(SCALES), value="log", description="breakdown axis", style=style),
     }

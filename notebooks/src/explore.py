@@ -4,12 +4,18 @@
 # your own): the controls then show that deployment as `python -m workbench whatif` reads it (the same
 # `load_config`), a model given by its dimensions included. Move them: model, scheme (or all of them),
 # device count, link bandwidth, per-hop latency, memory budget per device, prompt length, tokens attended
-# per decode step, weight / activation / KV-cache format, prefill or decode. Every change re-runs the arena
+# per decode step, weight / activation / KV-cache format, a mixture of experts' routing and expert cache,
+# speculative decoding (a draft: none, n-gram prompt lookup or a registered decoder smaller than the model;
+# where it runs; the tokens it drafts per step, gamma, and the chance each is accepted, alpha: the file's
+# `[speculative]` table), prefill or decode. Every change re-runs the arena
 # (`workbench.explore.compute` calls `arena_for_config`, what whatif runs) and redraws the latency
-# breakdown, the ranking and the memory per device against its budget. A setting nothing can
-# run in (a budget nothing fits in, more devices than heads for the chosen scheme) shows one line in
-# orange and keeps the previous charts. In batch runs (`interactive=False`) only the starting point is
-# computed and recorded.
+# breakdown, the ranking and the memory per device against its budget. With a draft, a table gives each
+# scheme's time per token without and with it, the speed-up and the best gamma (`workbench.speculative`, the
+# numbers whatif prints). The "will more boards help?" button adds, for every change while it is down, the
+# device count where each scheme stops getting faster and what grows past it (`workbench.scaling`, a sweep of
+# up to five counts). A setting nothing can run in (a budget nothing fits in, more devices than heads for
+# the chosen scheme, a draft larger than the model) shows one line in orange and keeps the previous charts.
+# In batch runs (`interactive=False`) only the starting point is computed and recorded.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> figures/
