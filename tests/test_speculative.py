@@ -311,3 +311,24 @@ def test_a_moe_verify_step_streams_the_distinct_experts_a_simulated_trace_touche
         streamed.append(experts)
     assert all(b > a for a, b in zip(streamed, streamed[1:]))
     assert streamed[-1] < 9 * model.n_active_experts  # fewer than gamma + 1 tokens' k each: experts are shared
+
+
+def test_a_moe_target_behind_a_small_expert_cache_loses_to_its_verify_misses():
+    """Qwen3-30B-A3B on four Pi 5 boards, 32 of 128 experts cached per layer (moe_layer_pipeline): a verify step
+    of 5 tokens reads the misses of their union from storage, so speculation loses and the breakdown names the
+    expert misses; with every expert cached the misses are 0."""
+    from dataclasses import replace as _replace
+
+    from workbench.io import REPO_ROOT
+    from workbench.routing import ExpertCache
+    from workbench.schemes.base import load_all
+    from workbench.userconfig import load_config
+
+    config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
+    spec = sp.Speculation(sp.NGRAM, "root", 4, 0.7)
+    small = _replace(config.workload("decode"), expert_cache=ExpertCache(32))
+    cost = sp.speculative_cost(spec, "moe_layer_pipeline", load_all(), config.model, config.cluster, small)
+    assert cost.speedup < 1 and cost.losing_part == "verify expert misses" and cost.verify_experts_s > 0
+    full = _replace(config.workload("decode"), expert_cache=ExpertCache(128))
+    cached = sp.speculative_cost(spec, "moe_layer_pipeline", load_all(), config.model, config.cluster, full)
+    assert cached.verify_experts_s == 0.0
