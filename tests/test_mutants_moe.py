@@ -10,23 +10,40 @@ repository, as the registry's `source` quotes them), not read back from the code
   64 routed experts of 1408, top-6, 2 shared, 1 dense layer of 10944, vocab 102400, untied.
 * gpt-oss-20b: 24 layers, d 2880, 64 heads x 64, 8 KV heads, 32 experts of 2880, top-4, vocab 201088, untied.
 
-JAX-free and fast (well under a second per test).
+The routing model's special cases are worked on small popularity vectors (a hand-written trace CSV, Zipf
+weights 1, 1/2, 1/3, 1/4) and on the cards' expert counts under uniform routing, where every analytic value has
+a closed form. JAX-free and fast (well under a second per test).
+
+The memoised popularity (`routing._popularity`, `_grouped`, `_read_counts`) and layer parts
+(`common._LAYER_PARTS`) are cleared before every test here: mutmut forks each mutant's run from a process
+whose caches the unmutated code already filled, so a cached value would hide the mutant.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from workbench import routing
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
 from workbench.models import TransformerConfig, get_model, tiny_config
+from workbench.schemes import common
 
 QWEN = get_model("Qwen3-30B-A3B")
 MIXTRAL = get_model("Mixtral-8x7B")
 DSV2 = get_model("DeepSeek-V2-Lite")
 GPTOSS = get_model("gpt-oss-20b")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    """Every test computes its popularity and layer parts afresh (see the module docstring)."""
+    for memo in (routing._popularity, routing._grouped, routing._read_counts):
+        memo.cache_clear()
+    common._LAYER_PARTS.clear()
 
 
 # ---- the declared count fields ---------------------------------------------------------------------------------
@@ -230,3 +247,267 @@ def test_flops_of_latent_attention_and_the_dense_first_layer_by_hand():
     dense = get_model("Llama 2-7B")
     assert dense.ffn_flops(5) == 2.0 * 5 * 3 * 4096 * 11008
     assert get_model("GPT2-L").ffn_flops(5) == 2.0 * 5 * 2 * 1280 * 5120
+
+
+# ---- routing: popularity ---------------------------------------------------------------------------------------
+# Zipf skew 1 over 4 experts, k = 2: weights 1, 1/2, 1/3, 1/4 (sum 25/12), so pi = 2 x 12/25 x w.
+ZIPF4 = [0.96, 0.48, 0.32, 0.24]
+SKEW1 = routing.Routing("skewed", skew=1.0)
+
+
+def _trace(tmp_path, rows: list[list[int]], name: str = "counts.csv") -> str:
+    """A hand-written count CSV (layer, expert, count, kind, source) with one row of counts per layer."""
+    lines = ["layer,expert,count,kind,source"]
+    lines += [f"{layer},{e},{c},assumed,hand-made test counts" for layer, row in enumerate(rows) for e, c in enumerate(row)]
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_routing_and_cache_fields_refuse_bad_values_in_one_line():
+    with pytest.raises(WorkbenchError, match=r"^routing_skew must be a finite number >= 0 \(or a tuple of them\), "
+                                             r"got True$"):
+        routing.Routing("skewed", skew=True)
+    with pytest.raises(WorkbenchError, match=r"got inf$"):
+        routing.Routing("skewed", skew=math.inf)
+    with pytest.raises(WorkbenchError, match=r"^routing_skew must be a finite number >= 0 \(or a tuple of them\), "
+                                             r"got \(\)$"):
+        routing.Routing("skewed", skew=())
+    with pytest.raises(WorkbenchError, match=r"^routing_trace must name a count CSV \(under data/routing/, or a path\) "
+                                             r"for routing = 'trace'$"):
+        routing.Routing("trace")
+    with pytest.raises(WorkbenchError, match=r"^routing_locality must be a number in \[0, 1\), got True$"):
+        routing.Routing(locality=True)
+    assert routing.Routing(locality=np.float64(0.25), skew=np.int64(2)).locality == 0.25  # numpy numbers are real
+    assert routing.Routing("skewed", skew=(0.0, 7.5)).skew == (0.0, 7.5)
+    with pytest.raises(WorkbenchError, match=r"^cache_experts must be an integer >= 0, got -1$"):
+        routing.ExpertCache(-1)
+    assert routing.ExpertCache(0).experts == 0 and routing.ExpertCache(2, "lru").policy == "lru"
+
+
+def test_water_filling_by_hand():
+    """Proportional when nothing exceeds 1 (an expert at exactly 1 stays there); a capped expert's excess spreads
+    in proportion, twice over in a cascade (10, 5, 1, 1, 1; k = 3 -> 1, 1, 1/3, 1/3, 1/3); a zero weight stays 0."""
+    assert water_fill_list([4, 2, 1, 1], 2) == pytest.approx([1.0, 0.5, 0.25, 0.25], abs=1e-15)
+    assert water_fill_list([6, 1, 1], 2) == pytest.approx([1.0, 0.5, 0.5], abs=1e-15)
+    assert water_fill_list([10, 5, 1, 1, 1], 3) == pytest.approx([1, 1, 1 / 3, 1 / 3, 1 / 3], abs=1e-15)
+    assert water_fill_list([3, 0, 1], 1) == [0.75, 0.0, 0.25]
+    assert water_fill_list([1, 1], 2) == [1.0, 1.0]
+    assert routing.water_fill([3, 0, 1], 1).dtype == np.float64
+    with pytest.raises(WorkbenchError, match=r"^routing popularity must give at least k = 2 experts a positive weight, "
+                                             r"got 1$"):
+        routing.water_fill([1, 0, 0], 2)
+
+
+def water_fill_list(weights, k):
+    return routing.water_fill(weights, k).tolist()
+
+
+def test_zipf_weights_and_the_skewed_and_uniform_popularity_by_hand():
+    assert routing.zipf_weights(4, 1.0).tolist() == [1.0, 0.5, 1 / 3, 0.25]
+    assert routing.zipf_weights(3, 2).tolist() == [1.0, 0.25, 1 / 9]
+    assert routing.zipf_weights(2, 0).tolist() == [1.0, 1.0]
+    assert routing.popularity(SKEW1, 4, 2)[0] == pytest.approx(ZIPF4, abs=1e-15)
+    two = routing.popularity(routing.Routing("skewed", skew=(0.0, 1.0)), 4, 2)
+    assert two.shape == (2, 4) and two[0].tolist() == [0.5] * 4 and two[1] == pytest.approx(ZIPF4, abs=1e-15)
+    uniform = routing.popularity(routing.Routing(), 128, 8)  # Qwen3-30B-A3B: 8 of 128, 1/16 each
+    assert uniform.shape == (1, 128) and (uniform == 1 / 16).all() and not uniform.flags.writeable
+
+
+def test_a_trace_file_by_name_or_relative_path_gives_its_water_filled_counts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _trace(tmp_path, [[4, 2, 1, 1], [6, 1, 1, 0]], "mine.csv")
+    assert routing.trace_path("mine.csv") == routing.Path("mine.csv")
+    assert routing.load_trace("mine.csv").tolist() == [[4, 2, 1, 1], [6, 1, 1, 0]]
+    pi = routing.popularity(routing.Routing("trace", trace="mine.csv"), 4, 2)
+    assert pi.tolist() == [[1.0, 0.5, 0.25, 0.25], [1.0, 0.5, 0.5, 0.0]]
+    assert routing.trace_path("synthetic_8x2_4layers.csv") == routing.TRACE_DIR / "synthetic_8x2_4layers.csv"
+    with pytest.raises(WorkbenchError, match=r"^routing trace mine.csv has 4 experts per layer; the model has "
+                                             r"n_experts = 8$"):
+        routing.popularity(routing.Routing("trace", trace="mine.csv"), 8, 2)
+
+
+# ---- routing: the union of consecutive tokens ------------------------------------------------------------------
+def test_expected_distinct_closed_forms():
+    """Uniform: n (1 - (1 - k/n)^T) (Qwen3-30B-A3B 128 / 8: 8 at one token, 15.5 at two); skewed (pi above):
+    sum 1 - (1 - pi)^2 = 2.688 at two tokens; per layer and their mean; 0 tokens touch none."""
+    assert routing.expected_distinct(routing.Routing(), 128, 8, 1) == pytest.approx(8.0, rel=1e-14)
+    assert routing.expected_distinct(routing.Routing(), 128, 8, 2) == pytest.approx(15.5, rel=1e-14)
+    assert routing.expected_distinct(routing.Routing(), 128, 8, 0) == 0.0
+    assert type(routing.expected_distinct(routing.Routing(), 128, 8, 2)) is float
+    many = routing.expected_distinct(routing.Routing(), 4, 2, [0, 1, 2, 0.5])
+    assert isinstance(many, np.ndarray) and many == pytest.approx([0, 2, 3, 4 * (1 - 0.5 ** 0.5)], rel=1e-14)
+    assert routing.expected_distinct(SKEW1, 4, 2, 2) == pytest.approx(2.688, rel=1e-14)
+    layered = routing.Routing("skewed", skew=(0.0, 1.0))
+    assert routing.expected_distinct(layered, 4, 2, 2, layer=0) == pytest.approx(3.0, rel=1e-14)
+    assert routing.expected_distinct(layered, 4, 2, 2, layer=1) == pytest.approx(2.688, rel=1e-14)
+    assert routing.expected_distinct(layered, 4, 2, 2) == pytest.approx((3.0 + 2.688) / 2, rel=1e-14)
+    with pytest.raises(WorkbenchError, match=r"^layer must be an integer >= 0 and <= 1, got 2$"):
+        routing.expected_distinct(layered, 4, 2, 2, layer=2)
+    with pytest.raises(WorkbenchError, match=r"^layer must be an integer >= 0 and <= 1, got -1$"):
+        routing.expected_distinct(layered, 4, 2, 2, layer=-1)
+    for bad in (math.inf, math.nan, -1):
+        with pytest.raises(WorkbenchError, match=r"^tokens must be finite and >= 0, got"):
+            routing.expected_distinct(routing.Routing(), 4, 2, bad)
+
+
+def test_expected_distinct_with_locality_by_hand():
+    """rho = 0.5, uniform 2 of 4 (pi = 0.5, enter b = 0.25): absent over 3 tokens 0.5 x 0.75^2, so
+    4 x (1 - 0.28125) = 2.875; below one token locality does not matter: 4 (1 - 0.5^0.5)."""
+    sticky = routing.Routing(locality=0.5)
+    assert routing.expected_distinct(sticky, 4, 2, 3) == pytest.approx(2.875, rel=1e-14)
+    assert routing.expected_distinct(sticky, 4, 2, 1) == pytest.approx(2.0, rel=1e-14)
+    assert routing.expected_distinct(sticky, 4, 2, 0.5) == pytest.approx(4 * (1 - 0.5 ** 0.5), rel=1e-14)
+
+
+# ---- routing: the expert cache ---------------------------------------------------------------------------------
+def test_pinned_hit_rates_and_misses_by_hand():
+    """Pinned keeps the C most popular: hit = their pi summed / k (skewed: 0.48 at C = 1, 0.72 at C = 2); misses
+    per token k (1 - hit); a 2-token prompt misses sum over the unpinned of 1 - (1 - pi)^2 = 1.6896 experts."""
+    assert routing.hit_rate(SKEW1, 4, 2, 1) == pytest.approx(0.48, rel=1e-14)
+    assert routing.hit_rate(SKEW1, 4, 2, 2, "pinned") == pytest.approx(0.72, rel=1e-14)
+    assert routing.hit_rate(SKEW1, 4, 2, 0) == 0.0 and routing.hit_rate(SKEW1, 4, 2, 4) == pytest.approx(1.0)
+    layered = routing.Routing("skewed", skew=(0.0, 1.0))
+    assert routing.hit_rate(layered, 4, 2, 1, layer=1) == pytest.approx(0.48, rel=1e-14)
+    assert routing.hit_rate(layered, 4, 2, 1) == pytest.approx((0.25 + 0.48) / 2, rel=1e-14)
+    assert routing.expected_misses_per_token(SKEW1, 4, 2, 1) == pytest.approx(1.04, rel=1e-14)
+    assert routing.expected_misses_per_token(layered, 4, 2, 1, "pinned", layer=1) == pytest.approx(1.04, rel=1e-14)
+    assert routing.expected_misses_per_token(layered, 4, 2, 1, layer=0) == pytest.approx(1.5, rel=1e-14)
+    assert routing.expected_misses(SKEW1, 4, 2, 1, 2) == pytest.approx(0.7296 + 0.5376 + 0.4224, rel=1e-14)
+    assert routing.expected_misses(SKEW1, 4, 2, 1, 1) == pytest.approx(1.04, rel=1e-14)
+    assert routing.expected_misses(layered, 4, 2, 1, 1, layer=0) == pytest.approx(1.5, rel=1e-14)
+    assert routing.expected_misses(layered, 4, 2, 1, 1) == pytest.approx((1.5 + 1.04) / 2, rel=1e-14)
+    assert routing.expected_misses(SKEW1, 4, 2, 1, 0) == 0.0
+    assert type(routing.expected_misses(SKEW1, 4, 2, 1, 1)) is float
+    both = routing.expected_misses(SKEW1, 4, 2, 1, [1, 2])
+    assert isinstance(both, np.ndarray) and both == pytest.approx([1.04, 1.6896], rel=1e-14)
+    for bad in (math.inf, -1, -0.5):
+        with pytest.raises(WorkbenchError, match=r"^tokens must be finite and >= 0, got"):
+            routing.expected_misses(SKEW1, 4, 2, 1, bad)
+    assert routing.pinned_set(np.array([0.2, 0.5, 0.5, 0.1]), 2).tolist() == [1, 2]  # ties to the lower id
+    assert routing.pinned_set(np.array([0.2, 0.5, 0.5, 0.1]), 0).tolist() == []
+
+
+def test_lru_below_k_holds_a_share_of_the_previous_token():
+    """C < k: a read hits if the previous token read it (stay = rho + (1 - rho) pi) and it is among the C of k
+    kept: skewed, C = 1: sum pi^2 / 2 / 2 = 0.328 (rho = 0), sum pi (0.5 + 0.5 pi) / 4 = 0.414 (rho = 0.5); a
+    prompt token then misses sum pi (1 - pi / 2) = 1.344."""
+    assert routing.hit_rate(SKEW1, 4, 2, 1, "lru") == pytest.approx(0.328, rel=1e-14)
+    sticky = routing.Routing("skewed", skew=1.0, locality=0.5)
+    assert routing.hit_rate(sticky, 4, 2, 1, "lru") == pytest.approx(0.414, rel=1e-14)
+    assert routing.expected_misses(SKEW1, 4, 2, 1, 1, "lru") == pytest.approx(1.344, rel=1e-14)
+
+
+def test_lru_at_or_above_k_by_che_closed_forms():
+    """Uniform: the window T solves n (1 - (1 - p)(1 - b)^(T - 1)) = C, so a read hits with probability
+    rho + (1 - rho) C / n: C / n without locality (Qwen3 128 / 8, C = 32: 0.25), 0.3 + 0.7 x 0.25 = 0.475 with
+    rho = 0.3; a cache as large as the experts read at all always hits (a zero-count expert is never read)."""
+    assert routing.hit_rate(routing.Routing(), 128, 8, 32, "lru") == pytest.approx(0.25, rel=1e-9)
+    assert routing.hit_rate(routing.Routing(locality=0.3), 128, 8, 32, "lru") == pytest.approx(0.475, rel=1e-9)
+    assert routing.hit_rate(routing.Routing(locality=0.5), 4, 2, 3, "lru") == pytest.approx(0.875, rel=1e-9)
+    assert routing.expected_misses(routing.Routing(), 4, 2, 3, 1, "lru") == pytest.approx(0.5, rel=1e-9)
+    assert routing.expected_misses(routing.Routing(locality=0.5), 4, 2, 3, 1, "lru") == pytest.approx(0.5, rel=1e-9)
+    assert routing.expected_misses(routing.Routing(), 4, 2, 3, 2, "lru") == pytest.approx(3 * 0.25, rel=1e-9)
+
+
+def test_lru_with_a_never_read_expert(tmp_path):
+    """Counts 2, 1, 1, 0 (k = 2): pi = 1, 0.5, 0.5, 0; three experts are ever read, so an LRU cache of 3 holds
+    them all: every read hits and a prompt misses nothing."""
+    trace = routing.Routing("trace", trace=_trace(tmp_path, [[2, 1, 1, 0]]))
+    assert routing.hit_rate(trace, 4, 2, 3, "lru") == 1.0
+    assert routing.expected_misses(trace, 4, 2, 3, 5, "lru") == 0.0
+    assert routing.hit_rate(trace, 4, 2, 4, "lru") == 1.0
+
+
+def test_che_window_by_hand():
+    """Uniform 0.5 x 4: 4 (1 - 0.5^T) = 3 at T = 2; with rho = 0.5, 0.5 x 0.75^(T - 1) = 0.25 at
+    T = 1 + ln 0.5 / ln 0.75; a cache one token fills: 1; 127 of Qwen3's 128 (pi 1/16): T = ln 128 / ln(16/15)."""
+    half = np.full(4, 0.5)
+    assert routing.che_window(half, 0.0, 3) == pytest.approx(2.0, abs=1e-9)
+    assert routing.che_window(half, 0.5, 3) == pytest.approx(1 + math.log(0.5) / math.log(0.75), abs=1e-9)
+    assert routing.che_window(half, 0.0, 2) == 1.0
+    assert routing.che_window(half, 0.0, 1) == 1.0
+    assert routing.che_window(np.full(128, 1 / 16), 0.0, 127) == pytest.approx(math.log(128) / math.log(16 / 15),
+                                                                               abs=1e-8)
+
+
+def test_bad_cache_arguments_get_one_line():
+    with pytest.raises(WorkbenchError, match=r"^unknown cache_policy 'fifo'; allowed: pinned, lru$"):
+        routing.expected_misses(SKEW1, 4, 2, 1, 1, "fifo")
+    with pytest.raises(WorkbenchError, match=r"^cache_experts must be an integer in 0\.\.4 \(the model's experts "
+                                             r"per layer; a cache larger than the model\), got 5$"):
+        routing.hit_rate(SKEW1, 4, 2, 5)
+    with pytest.raises(WorkbenchError, match=r"got True$"):
+        routing.hit_rate(SKEW1, 4, 2, True)
+    with pytest.raises(WorkbenchError, match=r"^active experts must be an integer in 1\.\.4 \(the experts\), got 0$"):
+        routing.expected_distinct(SKEW1, 4, 0, 1)
+    with pytest.raises(WorkbenchError, match=r"got True$"):
+        routing.popularity(SKEW1, 4, True)
+    with pytest.raises(WorkbenchError, match=r"^n_experts must be an integer >= 1, got 0$"):
+        routing.popularity(SKEW1, 0, 1)
+    assert routing.popularity(SKEW1, 4, 4).tolist() == [[1.0] * 4] and routing.popularity(SKEW1, 1, 1).shape == (1, 1)
+
+
+# ---- routing: the Monte-Carlo ----------------------------------------------------------------------------------
+def test_with_locality_repeats_the_predecessor_by_hand():
+    """Tokens 1, 3 repeat (token 0's repeat flag is ignored): sources 0, 0, 2, 2, 4."""
+    fresh = np.arange(10).reshape(5, 2)
+    out = routing._with_locality(fresh, np.array([True, True, False, True, False]))
+    assert out.tolist() == [[0, 1], [0, 1], [4, 5], [4, 5], [8, 9]]
+
+
+def test_lru_ranks_by_hand():
+    """One expert per token, 3 experts: 0, 1, 0, 2, 1 -> never, never, 1 more recent (expert 1), never, 2 more
+    recent (0 and 2); the same in blocks of 2 tokens."""
+    ids = np.array([[0], [1], [0], [2], [1]])
+    assert routing.lru_ranks(ids, 3).tolist() == [[3], [3], [1], [3], [2]]
+    assert routing.lru_ranks(ids, 3, seed=5, block=2).tolist() == [[3], [3], [1], [3], [2]]
+    pairs = routing.lru_ranks(np.array([[0, 1], [2, 0], [1, 2]]), 3)  # 0 and 1 share token 0's recency
+    assert pairs[0].tolist() == [3, 3] and pairs[1, 0] == 3 and pairs[1, 1] in (0, 1) and pairs[2, 0] == 2
+    assert pairs[2, 1] in (0, 1) and pairs.dtype == np.int64
+
+
+def test_the_simulation_keeps_the_forced_experts_and_k_distinct(tmp_path):
+    """pi = 1, 0.5, 0.5 (counts 6, 1, 1; k = 2): every token reads expert 0 and one of 1 and 2; a pinned cache of
+    expert 0 serves exactly half the reads."""
+    trace = routing.Routing("trace", trace=_trace(tmp_path, [[6, 1, 1]]))
+    ids = routing.simulate_routing(trace, 3, 2, 20_000, seed=3)
+    assert ids.shape == (20_000, 2) and ids.dtype == np.int64
+    assert ((ids == 0).sum(axis=1) == 1).all() and ((ids == 1) | (ids == 2)).sum(axis=1).tolist() == [1] * 20_000
+    assert (ids == 1).mean() * 2 == pytest.approx(0.5, abs=0.02)
+    assert routing.simulated_hit_rate(trace, 3, 2, 1, tokens=2000, seed=3) == 0.5
+    assert routing.simulated_hit_rate(trace, 3, 2, 3, "lru", tokens=2000) == 1.0
+    assert routing.simulated_hit_rate(trace, 3, 2, 0, "lru", tokens=2000) == 0.0
+    again = routing.simulate_routing(trace, 3, 2, 20_000, seed=3)
+    assert (again == ids).all() and not (routing.simulate_routing(trace, 3, 2, 20_000, seed=4) == ids).all()
+    with pytest.raises(WorkbenchError, match=r"^tokens must be > 1000 for an LRU simulation \(its warm-up\), got 1000$"):
+        routing.simulated_hit_rate(trace, 3, 2, 1, "lru", tokens=1000)
+
+
+def test_the_simulation_picks_each_expert_by_its_popularity():
+    """Skewed 2 of 4 over 20,000 tokens: each expert's read share is its pi (0.96, 0.48, 0.32, 0.24) within
+    0.02; 2 fresh experts per token; locality 0.5 repeats the previous pair about half the time."""
+    ids = routing.simulate_routing(SKEW1, 4, 2, 20_000, seed=1)
+    share = [(ids == e).any(axis=1).mean() for e in range(4)]
+    assert share == pytest.approx(ZIPF4, abs=0.02)
+    assert (ids[:, 0] != ids[:, 1]).all()
+    sticky = routing.simulate_routing(routing.Routing("skewed", skew=1.0, locality=0.5), 4, 2, 20_000, seed=1)
+    same = (np.sort(sticky[1:], axis=1) == np.sort(sticky[:-1], axis=1)).all(axis=1).mean()
+    chance = (np.sort(ids[1:], axis=1) == np.sort(ids[:-1], axis=1)).all(axis=1).mean()
+    assert same == pytest.approx(0.5 + 0.5 * chance, abs=0.02)
+    assert [(sticky == e).any(axis=1).mean() for e in range(4)] == pytest.approx(ZIPF4, abs=0.02)
+    with pytest.raises(WorkbenchError, match=r"^tokens must be an integer >= 1, got 0$"):
+        routing.simulate_routing(SKEW1, 4, 2, 0)
+    with pytest.raises(WorkbenchError, match=r"^seed must be an integer >= 0, got -1$"):
+        routing.simulate_routing(SKEW1, 4, 2, 5, seed=-1)
+
+
+def test_simulated_distinct_by_hand():
+    """Windows of 2 tokens of (0, 1), (1, 2), (0, 1), (0, 1): 3 and 2 distinct, mean 2.5; of 1 token: 2; of 3
+    tokens: one window (the rest dropped) with 3."""
+    ids = np.array([[0, 1], [1, 2], [0, 1], [0, 1]])
+    assert routing.simulated_distinct(ids, 2) == 2.5
+    assert routing.simulated_distinct(ids, 1) == 2.0
+    assert routing.simulated_distinct(ids, 3) == 3.0
+    with pytest.raises(WorkbenchError, match=r"^tokens must be an integer >= 1, got 0$"):
+        routing.simulated_distinct(ids, 0)
