@@ -29,6 +29,7 @@ import pytest
 from workbench import routing
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
+from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.models import TransformerConfig, get_model, tiny_config
 from workbench.schemes import common
 
@@ -511,3 +512,136 @@ def test_simulated_distinct_by_hand():
     assert routing.simulated_distinct(ids, 3) == 3.0
     with pytest.raises(WorkbenchError, match=r"^tokens must be an integer >= 1, got 0$"):
         routing.simulated_distinct(ids, 0)
+
+
+# ---- the operator table's MoE and MLA rows (schemes/common.py) -------------------------------------------------
+# 8-bit weights (1 B per parameter), 16-bit activations and cache; decode at 512 cached tokens, or a 4-token prompt.
+DECODE8 = common.Workload("decode", seq_len=512, kv_len=512, weight_bits=8, activation_bits=16)
+PREFILL8 = common.Workload("prefill", seq_len=4, weight_bits=8, activation_bits=16)
+# Compute only (1 op/s, GEMV efficiency 0.5: a GEMV row takes 2 x FLOPs seconds) / streaming only (1 B/s).
+COMPUTE = DeviceSpec("compute", {"fp16": 1.0, "fp32": 1.0}, efficiency_gemm=1.0, efficiency_gemv=0.5)
+STREAM = DeviceSpec("stream", {"fp16": 1e30, "fp32": 1e30}, memory=(MemoryLevel("M", 1e12, 1.0),))
+# Qwen3-30B-A3B's 4-token prompt touches 128 (1 - (15/16)^4) = 14911 / 512 distinct experts (uniform routing).
+QWEN_UNION4 = 14911 / 512
+
+
+def _rows(model, workload, **slice_):
+    return {op.name: op for op in common.layer_operators(model, workload, **slice_)}
+
+
+def _row(op) -> tuple:
+    return (float(op.flops), float(op.bytes), op.kernels, op.dtype, op.kind, None if op.rows is None else float(op.rows))
+
+
+def _close(op, expected: tuple) -> bool:
+    """A row equals (flops, bytes, kernels, dtype, kind, rows): the numbers to 1e-12, the rest exactly."""
+    got = _row(op)
+    return all(g == e if isinstance(e, str) or e is None else g == pytest.approx(e, rel=1e-12)
+               for g, e in zip(got, expected, strict=True))
+
+
+def test_qwen3_decode_table_by_hand():
+    """One token: Q/K/V 2 x 2048 x 5120 FLOPs over 10,485,760 B; scores 4 x 512 x 32 x 128 over K and V of
+    4 heads x 128 x 512 tokens at 2 B; its 8 experts' gate+up (2 x 8 x 2 x 2048 x 768) and down; the f32 router
+    (2048 x 128 x 4 B); two connective blocks of 6 passes x 2048 x 2 B."""
+    rows = _rows(QWEN, DECODE8)
+    assert list(rows) == ["qkv", "attn", "out", "router", "ffn1", "ffn2", "con"]
+    assert _row(rows["qkv"]) == (20_971_520, 10_485_760, 1, "fp16", "gemv", 1)
+    assert _row(rows["attn"]) == (8_388_608, 1_048_576, 1, "fp16", "gemv", None)
+    assert _row(rows["out"]) == (16_777_216, 8_388_608, 1, "fp16", "gemv", 1)
+    assert _row(rows["router"]) == (524_288, 1_048_576, 1, "fp32", "gemv", 1)
+    assert _row(rows["ffn1"]) == (50_331_648, 25_165_824, 1, "fp16", "gemv", 1)
+    assert _row(rows["ffn2"]) == (25_165_824, 12_582_912, 1, "fp16", "gemv", 1)
+    assert _row(rows["con"]) == (0, 49_152, 2, "fp16", "elementwise", None)
+    assert common.kernels_per_layer(QWEN) == 8 and common.kernels_per_layer(get_model("Llama 2-7B")) == 7
+    assert common.layer_operator_names(QWEN) == common.MOE_OPERATORS
+    assert common.layer_operator_names(get_model("Llama 2-7B")) == common.FUSED_OPERATORS
+
+
+def test_qwen3_prompt_streams_the_union_of_experts():
+    """4 tokens: each computes 8 experts (4 x 8 = 32 expert-rows over 14911/512 experts touched, 16384/14911
+    rows each); the weights stream once; the router is a 4-row GEMM."""
+    rows = _rows(QWEN, PREFILL8)
+    assert _row(rows["qkv"]) == (83_886_080, 10_485_760, 1, "fp16", "gemm", 4)
+    assert _row(rows["attn"]) == (4.0 * 4 * 4 * 32 * 128, 0.0, 1, "fp16", "gemm", None)
+    assert _row(rows["router"]) == (2_097_152, 1_048_576, 1, "fp32", "gemm", 4)
+    assert _close(rows["ffn1"], (201_326_592, QWEN_UNION4 * 768 * 2048 * 2, 1, "fp16", "gemm",
+                                                16384 / 14911))
+    assert _close(rows["ffn2"], (100_663_296, QWEN_UNION4 * 768 * 2048, 1, "fp16", "gemm",
+                                                16384 / 14911))
+    assert common.experts_touched(QWEN, PREFILL8, 4) == pytest.approx(QWEN_UNION4, rel=1e-14)
+
+
+def test_a_slice_of_columns_heads_and_tokens_per_device():
+    """A quarter of every expert's columns (192 of 768) streams and computes a quarter, the router stays whole;
+    a device with no tokens reads nothing and routes nothing; one with no columns runs no router."""
+    quarter = _rows(QWEN, DECODE8, cols=192)
+    assert (float(quarter["ffn1"].flops), float(quarter["ffn1"].bytes)) == (50_331_648 / 4, 25_165_824 / 4)
+    assert (float(quarter["ffn2"].flops), float(quarter["ffn2"].bytes)) == (25_165_824 / 4, 12_582_912 / 4)
+    assert _row(quarter["router"]) == (524_288, 1_048_576, 1, "fp32", "gemv", 1)
+    per_device = _rows(QWEN, PREFILL8, tokens=np.array([0, 4]), cols=np.array([768, 768]))
+    assert per_device["router"].flops.tolist() == [0, 2_097_152]
+    assert per_device["router"].bytes.tolist() == [0, 1_048_576]
+    assert per_device["ffn2"].bytes == pytest.approx([0, QWEN_UNION4 * 768 * 2048], rel=1e-12)
+    assert per_device["ffn2"].rows == pytest.approx([0, 16384 / 14911], rel=1e-12)
+    assert per_device["qkv"].bytes.tolist() == [0, 10_485_760]
+    no_cols = _rows(QWEN, DECODE8, cols=np.array([0, 768]))
+    assert no_cols["router"].flops.tolist() == [0, 524_288] and no_cols["router"].bytes.tolist() == [0, 1_048_576]
+    assert no_cols["ffn1"].bytes.tolist() == [0, 25_165_824]
+    eight = _rows(QWEN, DECODE8, heads=8)  # a quarter of the heads: 1 KV head's cache
+    assert (float(eight["attn"].flops), float(eight["attn"].bytes)) == (8_388_608 / 4, 262_144)
+    assert float(eight["qkv"].bytes) == 10_485_760 / 4
+    assert common.experts_touched(QWEN, PREFILL8, np.array([0, 1])).tolist() == [0, 8]
+
+
+def test_deepseek_v2_lite_decode_table_by_hand():
+    """MLA rows stream the whole Q/K/V (9,568,256) and output (4,194,304) weights; attention reads the whole
+    latent (512 + 64 elements x 512 tokens x 2 B) at 2 x 512 x 16 x (192 + 128) FLOPs; the FFN rows blend the dense
+    first layer (10944 columns, 1 of 27) and 26 MoE layers of 6 routed + 2 shared experts of 1408."""
+    rows = _rows(DSV2, DECODE8)
+    assert _row(rows["qkv"]) == (19_136_512, 9_568_256, 1, "fp16", "gemv", 1)
+    assert _row(rows["out"]) == (8_388_608, 4_194_304, 1, "fp16", "gemv", 1)
+    assert _row(rows["attn"]) == (5_242_880, 589_824, 1, "fp16", "gemv", None)
+    assert _close(rows["router"], (26 / 27 * 262_144, 26 / 27 * 524_288, 1, "fp32", "gemv", 1))
+    assert _close(rows["ffn1"], (2_488_795_136 / 27, 2 * 303_808 * 2048 / 27, 1, "fp16", "gemv", 1))
+    assert _close(rows["ffn2"], (2_488_795_136 / 54, 303_808 * 2048 / 27, 1, "fp16", "gemv", 1))
+    assert common.experts_touched(DSV2, DECODE8, 1) == pytest.approx(8.0, rel=1e-14)  # 6 routed + 2 shared
+    # 2 tokens: 64 (1 - (58/64)^2) = 11.4375 routed + 2 shared; 16 expert-rows over them
+    assert common.experts_touched(DSV2, PREFILL8, 2) == pytest.approx(13.4375, rel=1e-14)
+    two = _rows(DSV2, PREFILL8, tokens=2)
+    assert float(two["ffn2"].rows) == pytest.approx(16 / 13.4375, rel=1e-14)
+    assert float(two["ffn2"].bytes) == pytest.approx((10944 + 26 * 13.4375 * 1408) * 2048 / 27, rel=1e-14)
+
+
+def test_latent_attention_slices_by_heads():
+    """4 of 16 heads: a quarter of the projections, the whole latent cache read; no heads, nothing read."""
+    quarter = _rows(DSV2, DECODE8, heads=4)
+    assert (float(quarter["qkv"].flops), float(quarter["qkv"].bytes)) == (4_784_128, 2_392_064)
+    assert (float(quarter["out"].flops), float(quarter["out"].bytes)) == (2_097_152, 1_048_576)
+    assert (float(quarter["attn"].flops), float(quarter["attn"].bytes)) == (1_310_720, 589_824)
+    assert common.kv_read_bytes(DSV2, DECODE8, np.array([0, 4, 16])).tolist() == [0, 589_824, 589_824]
+    assert common.kv_read_bytes(DSV2, common.Workload("decode", 512, 512, 8, 16, kv_bits=8), 16) == 294_912
+    assert common.kv_read_bytes(DSV2, PREFILL8, np.array([4, 16])).tolist() == [0, 0]
+    assert common.kv_read_bytes(QWEN, DECODE8, np.array([8, 32])).tolist() == [262_144, 1_048_576]
+    assert common.score_flops(DSV2, 4, 3, 5) == 2.0 * 3 * 5 * 4 * 320
+    assert common.score_flops(QWEN, 4, 3, 5) == 4.0 * 3 * 5 * 4 * 128
+
+
+def test_layer_time_adds_the_rows_two_connective_blocks_and_the_overhead():
+    """Qwen3 decode: streaming at 1 B/s, the rows' bytes (two connective blocks of 24,576 B each) = 58,769,408 s;
+    computing at 1 op/s x 0.5 (GEMV), 2 x 122,159,104 FLOPs; plus a 0.25 s layer overhead."""
+    assert common.layer_time(QWEN, STREAM, DECODE8) == 58_769_408
+    assert common.layer_time(QWEN, COMPUTE, DECODE8) == 244_318_208
+    assert common.layer_time(QWEN, STREAM.with_changes(layer_overhead_s=0.25), DECODE8) == 58_769_408.25
+    memory = common.layer_time(QWEN, STREAM, DECODE8, bound="memory")
+    assert memory == 58_769_408 and common.layer_time(QWEN, STREAM, DECODE8, bound="compute") == 0.0
+
+
+def test_step_fixed_time_charges_the_router_kernel():
+    """Launch 0.5 s, layer overhead 0.25 s, step overhead 2 s: a MoE layer's 8 kernels = 4.25 s; 48 layers + the
+    head's launch and the step overhead = 206.5 s; 2 layers 11 s; no head 204 s."""
+    dev = COMPUTE.with_changes(kernel_launch_s=0.5, layer_overhead_s=0.25, step_overhead_s=2.0)
+    assert common.step_fixed_time(QWEN, dev, DECODE8) == 206.5
+    assert common.step_fixed_time(QWEN, dev, DECODE8, n_layers=2) == 11.0
+    assert common.step_fixed_time(QWEN, dev, DECODE8, lm_head=False) == 204.0
+    assert common.step_fixed_time(QWEN, dev, common.Workload("decode", output_head=False)) == 204.0
