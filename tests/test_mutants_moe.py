@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pytest
 
-from workbench import routing
+from workbench import models, routing
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared_fields
 from workbench.hardware import DeviceSpec, MemoryLevel
@@ -61,6 +61,9 @@ def test_the_moe_and_mla_counts_are_declared_integers_that_may_be_zero():
     with pytest.raises(WorkbenchError, match=r"n_experts must be an integer in \[0, 4096\], got 4097"):
         specs["n_experts"].check("n_experts", 4097, from_file=True)  # ... more than 4096 from a file is not
     assert specs["n_experts"].range_text() == "an integer >= 0"
+    # the declarations run at import; the helper itself, called afresh, builds the same kind of field
+    assert models._count("latent rank", "rank", 7) == FieldSpec("latent rank", "", 0, math.inf, file_high=7,
+                                                                 kind="integer", toml=(TomlKey("rank", 1.0, ""),))
 
 
 # ---- construction checks ---------------------------------------------------------------------------------------
@@ -86,6 +89,7 @@ def _one_line(changes: dict, match: str) -> None:
     (dict(n_experts=4, n_active_experts=1, n_dense_layers=2), r"^n_dense_layers must be in 0\.\.1 \(n_layers - 1\), "
                                                               r"got 2 in 'tiny-llama'$"),
     (dict(n_experts=4, n_active_experts=1, n_dense_layers=3), r"^n_dense_layers must be in 0\.\.1"),
+    (dict(n_layers=1, n_experts=4, n_active_experts=1, n_dense_layers=1), r"^n_dense_layers must be in 0\.\.0 "),
     (dict(d_dense_ff=0), r"^d_dense_ff must be an integer >= 1, got 0$"),
     (dict(kv_lora_rank=-1), r"^kv_lora_rank must be an integer >= 0, got -1$"),
     (dict(qk_rope_dim=1), r"^qk_rope_dim must be an integer >= 0 and <= 0, got 1$"),  # no latent: no rotary part
@@ -196,6 +200,10 @@ def test_a_dense_model_is_one_expert_and_no_router():
     gpt = get_model("GPT2-L")  # a GELU FFN: up and down with their biases
     assert gpt.dense_ffn_params(5120) == 2 * 1280 * 5120 + 5120 + 1280
     assert gpt.ffn_params() == gpt.active_ffn_params() == 13_113_600
+    # GPT-2 large's attention: 4 x 1280 x 1280 weights and the Q, K, V, O biases of 1280 each
+    assert gpt.attention_params() == 4 * 1280 * 1280 + 4 * 1280 == 6_558_720
+    opt = get_model("OPT-L")  # 16 heads of 128 (the head count does not change the size)
+    assert opt.attention_params() == 4 * 2048 * 2048 + 4 * 2048
 
 
 # ---- bytes and FLOPs ------------------------------------------------------------------------------------------
