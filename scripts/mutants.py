@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
 MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/fields.py",
-           "workbench/schemes/common.py")
+           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py")
 KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
 TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
 
@@ -134,6 +134,13 @@ EQUIVALENT: dict[str, str] = {
     **dict.fromkeys([
         "workbench.schemes.common.x_code_bits__mutmut_6",
     ], _WHY["zero"]),
+    # models (MoE / MLA cost code): inert (require_int's default low is 1)
+    **dict.fromkeys([
+        "workbench.models.xǁTransformerConfigǁ_check_moe__mutmut_67",
+        "workbench.models.xǁTransformerConfigǁ_check_mla__mutmut_38",
+        "workbench.models.xǁTransformerConfigǁactivation_bytes__mutmut_7",
+        "workbench.models.xǁTransformerConfigǁactivation_bytes__mutmut_20",
+    ], _WHY["inert"]),
 }
 
 

@@ -303,6 +303,8 @@ def test_water_filling_by_hand():
     assert water_fill_list([3, 0, 1], 1) == [0.75, 0.0, 0.25]
     assert water_fill_list([1, 1], 2) == [1.0, 1.0]
     assert routing.water_fill([3, 0, 1], 1).dtype == np.float64
+    single = np.array([0.637, 0.270, 0.041, 0.017, 0.813, 0.913, 0.607], dtype=np.float32)
+    assert (routing.water_fill(single, 3) == routing.water_fill(single.astype(np.float64), 3)).all()  # float64 sums
     with pytest.raises(WorkbenchError, match=r"^routing popularity must give at least k = 2 experts a positive weight, "
                                              r"got 1$"):
         routing.water_fill([1, 0, 0], 2)
@@ -463,6 +465,7 @@ def test_with_locality_repeats_the_predecessor_by_hand():
     fresh = np.arange(10).reshape(5, 2)
     out = routing._with_locality(fresh, np.array([True, True, False, True, False]))
     assert out.tolist() == [[0, 1], [0, 1], [4, 5], [4, 5], [8, 9]]
+    assert routing._with_locality(fresh[:3], np.array([True, False, True])).tolist() == [[0, 1], [2, 3], [2, 3]]
 
 
 def test_lru_ranks_by_hand():
@@ -474,6 +477,9 @@ def test_lru_ranks_by_hand():
     pairs = routing.lru_ranks(np.array([[0, 1], [2, 0], [1, 2]]), 3)  # 0 and 1 share token 0's recency
     assert pairs[0].tolist() == [3, 3] and pairs[1, 0] == 3 and pairs[1, 1] in (0, 1) and pairs[2, 0] == 2
     assert pairs[2, 1] in (0, 1) and pairs.dtype == np.int64
+    ties = np.array([[0, 1], [2, 3], [0, 2], [1, 3], [3, 0]])  # the default seed is 0; another breaks ties otherwise
+    assert (routing.lru_ranks(ties, 4) == routing.lru_ranks(ties, 4, seed=0)).all()
+    assert not (routing.lru_ranks(ties, 4) == routing.lru_ranks(ties, 4, seed=1)).all()
 
 
 def test_the_simulation_keeps_the_forced_experts_and_k_distinct(tmp_path):
@@ -509,6 +515,17 @@ def test_the_simulation_picks_each_expert_by_its_popularity():
         routing.simulate_routing(SKEW1, 4, 2, 0)
     with pytest.raises(WorkbenchError, match=r"^seed must be an integer >= 0, got -1$"):
         routing.simulate_routing(SKEW1, 4, 2, 5, seed=-1)
+
+
+def test_the_simulated_hit_rate_defaults_and_layers():
+    """10^5 tokens of seed 0 unless told; a per-layer routing simulates the layer asked for (pinned C = 1:
+    0.25 under layer 0's uniform routing, 0.48 under layer 1's Zipf)."""
+    default = routing.simulated_hit_rate(SKEW1, 4, 2, 1)
+    assert default == routing.simulated_hit_rate(SKEW1, 4, 2, 1, "pinned", tokens=100_000, seed=0)
+    assert default == pytest.approx(0.48, abs=0.005)
+    layered = routing.Routing("skewed", skew=(0.0, 1.0))
+    assert routing.simulated_hit_rate(layered, 4, 2, 1, tokens=20_000, layer=1) == pytest.approx(0.48, abs=0.01)
+    assert routing.simulated_hit_rate(layered, 4, 2, 1, tokens=20_000, layer=0) == pytest.approx(0.25, abs=0.01)
 
 
 def test_simulated_distinct_by_hand():
