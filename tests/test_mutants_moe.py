@@ -397,6 +397,9 @@ def test_pinned_hit_rates_and_misses_by_hand():
             routing.expected_misses(SKEW1, 4, 2, 1, bad)
     assert routing.pinned_set(np.array([0.2, 0.5, 0.5, 0.1]), 2).tolist() == [1, 2]  # ties to the lower id
     assert routing.pinned_set(np.array([0.2, 0.5, 0.5, 0.1]), 0).tolist() == []
+    assert routing.pinned_set(np.array([0.1, 0.3] * 8), 3).tolist() == [1, 3, 5]  # 8 tied: the 3 lowest ids
+    with pytest.raises(WorkbenchError, match=r"^layer must be an integer >= 0 and <= 1, got 2$"):
+        routing.hit_rate(layered, 4, 2, 1, layer=2)
 
 
 def test_lru_below_k_holds_a_share_of_the_previous_token():
@@ -428,6 +431,16 @@ def test_lru_with_a_never_read_expert(tmp_path):
     assert routing.hit_rate(trace, 4, 2, 3, "lru") == 1.0
     assert routing.expected_misses(trace, 4, 2, 3, 5, "lru") == 0.0
     assert routing.hit_rate(trace, 4, 2, 4, "lru") == 1.0
+    both = routing.expected_misses(trace, 4, 2, 3, [1, 5], "lru")
+    assert both.dtype == np.float64 and both.tolist() == [0.0, 0.0]
+
+
+def test_lru_holding_every_read_expert_needs_no_window(tmp_path):
+    """Counts 10^17 and 1 (k = 1): the rare expert's pi (1e-17) is below float64's resolution next to 1, so no
+    finite window would ever fill a cache of both; the cache holds every expert ever read and always hits."""
+    trace = routing.Routing("trace", trace=_trace(tmp_path, [[10**17, 1]]))
+    assert routing.popularity(trace, 2, 1)[0, 1] == pytest.approx(1e-17)
+    assert routing.hit_rate(trace, 2, 1, 2, "lru") == 1.0
 
 
 def test_che_window_by_hand():
@@ -517,6 +530,14 @@ def test_the_simulation_picks_each_expert_by_its_popularity():
         routing.simulate_routing(SKEW1, 4, 2, 5, seed=-1)
 
 
+def test_a_pinned_simulation_pins_its_own_layer_s_favourite(tmp_path):
+    """Counts 4, 3, 2, 1 then 1, 2, 3, 4 (k = 1): layer 1 pins expert 3, read by 40 % of its tokens."""
+    trace = routing.Routing("trace", trace=_trace(tmp_path, [[4, 3, 2, 1], [1, 2, 3, 4]]))
+    assert routing.simulated_hit_rate(trace, 4, 1, 1, tokens=20_000, layer=1) == pytest.approx(0.4, abs=0.01)
+    assert routing.simulated_hit_rate(trace, 4, 1, 1, tokens=20_000, layer=0) == pytest.approx(0.4, abs=0.01)
+    assert routing.hit_rate(trace, 4, 1, 1, layer=1) == pytest.approx(0.4, rel=1e-14)
+
+
 def test_the_simulated_hit_rate_defaults_and_layers():
     """10^5 tokens of seed 0 unless told; a per-layer routing simulates the layer asked for (pinned C = 1:
     0.25 under layer 0's uniform routing, 0.48 under layer 1's Zipf)."""
@@ -524,6 +545,7 @@ def test_the_simulated_hit_rate_defaults_and_layers():
     assert default == routing.simulated_hit_rate(SKEW1, 4, 2, 1, "pinned", tokens=100_000, seed=0)
     assert default == pytest.approx(0.48, abs=0.005)
     layered = routing.Routing("skewed", skew=(0.0, 1.0))
+    assert (routing.simulate_routing(layered, 4, 2, 100) == routing.simulate_routing(layered, 4, 2, 100, 0, 0)).all()
     assert routing.simulated_hit_rate(layered, 4, 2, 1, tokens=20_000, layer=1) == pytest.approx(0.48, abs=0.01)
     assert routing.simulated_hit_rate(layered, 4, 2, 1, tokens=20_000, layer=0) == pytest.approx(0.25, abs=0.01)
 
