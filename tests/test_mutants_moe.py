@@ -666,12 +666,54 @@ def test_latent_attention_slices_by_heads():
     assert (float(quarter["qkv"].flops), float(quarter["qkv"].bytes)) == (4_784_128, 2_392_064)
     assert (float(quarter["out"].flops), float(quarter["out"].bytes)) == (2_097_152, 1_048_576)
     assert (float(quarter["attn"].flops), float(quarter["attn"].bytes)) == (1_310_720, 589_824)
-    assert common.kv_read_bytes(DSV2, DECODE8, np.array([0, 4, 16])).tolist() == [0, 589_824, 589_824]
+    assert common.kv_read_bytes(DSV2, DECODE8, np.array([0, 1, 16])).tolist() == [0, 589_824, 589_824]
     assert common.kv_read_bytes(DSV2, common.Workload("decode", 512, 512, 8, 16, kv_bits=8), 16) == 294_912
     assert common.kv_read_bytes(DSV2, PREFILL8, np.array([4, 16])).tolist() == [0, 0]
     assert common.kv_read_bytes(QWEN, DECODE8, np.array([8, 32])).tolist() == [262_144, 1_048_576]
     assert common.score_flops(DSV2, 4, 3, 5) == 2.0 * 3 * 5 * 4 * 320
     assert common.score_flops(QWEN, 4, 3, 5) == 4.0 * 3 * 5 * 4 * 128
+
+
+def test_q4_0_weights_stream_their_block_bytes_in_the_latent_rows():
+    """4.5-bit weights (q4_0: 0.5625 B per weight): DeepSeek-V2-Lite's Q/K/V rows stream 9,568,256 x 0.5625 B,
+    the output 4,194,304 x 0.5625 B."""
+    rows = _rows(DSV2, common.Workload("decode", seq_len=512, kv_len=512, weight_bits=4.5, activation_bits=16))
+    assert float(rows["qkv"].bytes) == 5_382_144 and float(rows["out"].bytes) == 2_359_296
+
+
+def test_shared_experts_need_a_token_and_a_top_1_router_one_row_per_token():
+    """No token touches no shared expert; a top-1 MoE (tiny: 4 experts of 128, d_model 64) gives each token's
+    expert one GEMM row, and half a token (a fractional slice) 0.5 / (4 (1 - 0.75^0.5)) rows per touched expert;
+    a device with a single column of each expert still runs the whole router."""
+    assert common.experts_touched(DSV2, DECODE8, np.array([0, 1])).tolist() == pytest.approx([0, 8], rel=1e-14)
+    top1 = tiny_config(n_experts=4, n_active_experts=1)
+    one = _rows(top1, DECODE8)
+    assert float(one["ffn2"].rows) == pytest.approx(1.0, rel=1e-14)
+    half = _rows(top1, PREFILL8, tokens=0.5)
+    assert float(half["ffn2"].rows) == pytest.approx(0.5 / (4 * (1 - 0.75 ** 0.5)), rel=1e-12)
+    single = _rows(QWEN, DECODE8, cols=np.array([1, 0]))
+    assert single["router"].flops.tolist() == [524_288, 0] and single["router"].bytes.tolist() == [1_048_576, 0]
+
+
+def test_float32_slices_cost_as_float64():
+    """Token, head and column counts given as float32 (exact small integers) cost what float64 ones do: the blend
+    of DeepSeek-V2-Lite's dense layer (26/27, 10944/1408) and a 3-head latent model's 1/3 share are not float32."""
+    f32, f64 = np.array([1, 2], dtype=np.float32), np.array([1.0, 2.0])
+    for slice_ in ("tokens", "cols"):
+        a, b = _rows(DSV2, PREFILL8, **{slice_: f32}), _rows(DSV2, PREFILL8, **{slice_: f64})
+        for name in ("router", "ffn1", "ffn2"):
+            assert (a[name].flops == b[name].flops).all() and (a[name].bytes == b[name].bytes).all(), (slice_, name)
+    three = TransformerConfig("mla-3", "llama", n_layers=2, d_model=48, n_heads=3, d_ff=64, vocab_size=10,
+                              kv_lora_rank=16, qk_rope_dim=4, d_head=16)
+    a = _rows(three, DECODE8, heads=np.array([1], dtype=np.float32))
+    b = _rows(three, DECODE8, heads=np.array([1.0]))
+    assert a["qkv"].bytes.tolist() == b["qkv"].bytes.tolist() == [three.qkv_weight_params() / 3]
+
+
+def test_the_unfused_table_is_the_whole_layer_only():
+    with pytest.raises(WorkbenchError, match=r"^fused=False costs the whole layer: leave heads, cols and tokens at "
+                                             r"their defaults$"):
+        common.layer_operators(QWEN, DECODE8, heads=8, fused=False)
 
 
 def test_layer_time_adds_the_rows_two_connective_blocks_and_the_overhead():
