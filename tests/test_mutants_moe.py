@@ -455,6 +455,17 @@ def test_che_window_by_hand():
                                                                                abs=1e-8)
 
 
+def test_a_cache_only_float_underflowing_experts_could_fill_has_a_finite_window():
+    """Zipf skew 8 (the file's limit) over 1024 experts, k = 2: 828 experts have pi < 1.1e-16, so 1 - pi == 1 and
+    they never add to the expected union; an LRU cache of 500 then never fills. Che's window stops at 2^64 tokens
+    (it used to double forever) and every expert with a readable popularity is resident: the hit rate is 1."""
+    zipf8 = routing.Routing("skewed", skew=8.0)
+    pi = routing.popularity(zipf8, 1024, 2)[0]
+    assert (1.0 - pi < 1.0).sum() < 500 and routing.che_window(pi, 0.0, 500) == 2.0 ** 64
+    assert routing.hit_rate(zipf8, 1024, 2, 500, "lru") == pytest.approx(1.0, abs=1e-12)
+    assert routing.che_window(pi, 0.0, 150) < 2.0 ** 64  # a cache the readable experts fill: a real window
+
+
 def test_bad_cache_arguments_get_one_line():
     with pytest.raises(WorkbenchError, match=r"^unknown cache_policy 'fifo'; allowed: pinned, lru$"):
         routing.expected_misses(SKEW1, 4, 2, 1, 1, "fifo")

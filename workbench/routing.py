@@ -290,6 +290,8 @@ def che_window(pi: np.ndarray, locality: float, cache_experts: int) -> float:
 
     high = 2.0
     while excess(high) < 0:
+        if high >= 2.0 ** 64:  # only experts too rare for float64 (1 - pi == 1) are left: the cache never fills
+            return high
         high *= 2.0
     return brentq(excess, 1.0, high, xtol=1e-10) if excess(1.0) < 0 else 1.0
 
