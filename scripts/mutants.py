@@ -155,6 +155,7 @@ EQUIVALENT: dict[str, str] = {
     # 2-D array, numpy's reshape taking any negative size as the inferred one; the block size of draws taken in order)
     **dict.fromkeys([
         "workbench.routing.x_check_experts__mutmut_6",
+        "workbench.routing.x_pinned_set__mutmut_7",
         "workbench.routing.x_simulate_routing__mutmut_8",
         "workbench.routing.x_simulated_distinct__mutmut_6",
         "workbench.routing.x_lru_ranks__mutmut_2",
@@ -171,12 +172,12 @@ EQUIVALENT: dict[str, str] = {
     # routing: arithmetic (see docs/mutation.md, "MoE cost code")
     **dict.fromkeys([
         "workbench.routing.x_water_fill__mutmut_36",
-        "workbench.routing.x_che_window__mutmut_14",
         "workbench.routing.x_che_window__mutmut_16",
         "workbench.routing.x_che_window__mutmut_17",
-        "workbench.routing.x_che_window__mutmut_20",
-        "workbench.routing.x_che_window__mutmut_30",
-        "workbench.routing.x_che_window__mutmut_35",
+        "workbench.routing.x_che_window__mutmut_34",
+        "workbench.routing.x_che_window__mutmut_39",
+        "workbench.routing.x__lru_resident__mutmut_11",
+        "workbench.routing.x__lru_resident__mutmut_14",
         "workbench.routing.x__lru_resident__mutmut_6",
         "workbench.routing.x__systematic__mutmut_42",
         "workbench.routing.x_simulate_routing__mutmut_43",
