@@ -135,8 +135,11 @@ EQUIVALENT: dict[str, str] = {
     **dict.fromkeys([
         "workbench.schemes.common.x_code_bits__mutmut_6",
     ], _WHY["zero"]),
-    # models (MoE / MLA cost code): inert (require_int's default low is 1)
+    # models (MoE / MLA cost code): inert (require_int's default low is 1; FieldSpec's high and TomlKey's unit
+    # default to inf and "")
     **dict.fromkeys([
+        "workbench.models.x__count__mutmut_11",
+        "workbench.models.x__count__mutmut_24",
         "workbench.models.xǁTransformerConfigǁ_check_moe__mutmut_67",
         "workbench.models.xǁTransformerConfigǁ_check_mla__mutmut_38",
         "workbench.models.xǁTransformerConfigǁactivation_bytes__mutmut_7",

@@ -714,11 +714,13 @@ def test_float32_slices_cost_as_float64():
         a, b = _rows(DSV2, PREFILL8, **{slice_: f32}), _rows(DSV2, PREFILL8, **{slice_: f64})
         for name in ("router", "ffn1", "ffn2"):
             assert (a[name].flops == b[name].flops).all() and (a[name].bytes == b[name].bytes).all(), (slice_, name)
-    three = TransformerConfig("mla-3", "llama", n_layers=2, d_model=48, n_heads=3, d_ff=64, vocab_size=10,
+    three = TransformerConfig("mla-3", "llama", n_layers=2, d_model=50, n_heads=3, d_ff=64, vocab_size=10,
                               kv_lora_rank=16, qk_rope_dim=4, d_head=16)
+    assert three.qkv_weight_params() == 50 * 48 + 50 * (16 + 4) + 16 * 3 * (16 - 4 + 16) == 4744  # not a multiple of 3
     a = _rows(three, DECODE8, heads=np.array([1], dtype=np.float32))
     b = _rows(three, DECODE8, heads=np.array([1.0]))
-    assert a["qkv"].bytes.tolist() == b["qkv"].bytes.tolist() == [three.qkv_weight_params() / 3]
+    assert a["qkv"].bytes.tolist() == b["qkv"].bytes.tolist() == pytest.approx([4744 / 3], rel=1e-15)
+    assert a["out"].flops.tolist() == b["out"].flops.tolist() == pytest.approx([2 * 3 * 16 * 50 / 3], rel=1e-15)
 
 
 def test_the_unfused_table_is_the_whole_layer_only():
