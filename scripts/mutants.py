@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
 MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/fields.py",
-           "workbench/schemes/common.py")
+           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py")
 KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
 TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
 
@@ -29,6 +29,7 @@ _WHY = {
     "arithmetic": "the changed expression cannot change the result (see docs/mutation.md)",
     "inert": "the changed argument or branch has no effect on any result",
     "zero": "differs only where both sides give the same value (0 FLOPs, 1 bit, no memory)",
+    "chance": "differs only when a uniform draw lands exactly on a float (probability about 2^-50 or less)",
 }
 EQUIVALENT: dict[str, str] = {
     # network: dtype
@@ -133,6 +134,99 @@ EQUIVALENT: dict[str, str] = {
     # schemes.common: zero
     **dict.fromkeys([
         "workbench.schemes.common.x_code_bits__mutmut_6",
+    ], _WHY["zero"]),
+    # models (MoE / MLA cost code): inert (require_int's default low is 1; FieldSpec's high and TomlKey's unit
+    # default to inf and "")
+    **dict.fromkeys([
+        "workbench.models.x__count__mutmut_11",
+        "workbench.models.x__count__mutmut_24",
+        "workbench.models.xǁTransformerConfigǁ_check_moe__mutmut_67",
+        "workbench.models.xǁTransformerConfigǁ_check_mla__mutmut_38",
+        "workbench.models.xǁTransformerConfigǁactivation_bytes__mutmut_7",
+        "workbench.models.xǁTransformerConfigǁactivation_bytes__mutmut_20",
+    ], _WHY["inert"]),
+    # routing: dtype
+    **dict.fromkeys([
+        "workbench.routing.x_zipf_weights__mutmut_4",
+        "workbench.routing.x_zipf_weights__mutmut_7",
+        "workbench.routing.x_expected_distinct__mutmut_31",
+        "workbench.routing.x_expected_distinct__mutmut_33",
+        "workbench.routing.x_expected_misses__mutmut_22",
+        "workbench.routing.x_expected_misses__mutmut_24",
+    ], _WHY["dtype"]),
+    # routing: inert (an argument equal to its default: require_int's low=1, accumulate's axis 0, the last axis of a
+    # 2-D array, numpy's reshape taking any negative size as the inferred one; the block size of draws taken in order)
+    **dict.fromkeys([
+        "workbench.routing.x_check_experts__mutmut_6",
+        "workbench.routing.x_pinned_set__mutmut_7",
+        "workbench.routing.x_simulate_routing__mutmut_8",
+        "workbench.routing.x_simulated_distinct__mutmut_6",
+        "workbench.routing.x_lru_ranks__mutmut_2",
+        "workbench.routing.x_lru_ranks__mutmut_57",
+        "workbench.routing.x_lru_ranks__mutmut_77",
+        "workbench.routing.x__systematic__mutmut_25",
+        "workbench.routing.x__systematic__mutmut_75",
+        "workbench.routing.x__systematic__mutmut_84",
+        "workbench.routing.x__systematic__mutmut_88",
+        "workbench.routing.x_simulated_distinct__mutmut_18",
+        "workbench.routing.x_simulated_distinct__mutmut_25",
+        "workbench.routing.x_simulated_distinct__mutmut_38",
+    ], _WHY["inert"]),
+    # routing: arithmetic (see docs/mutation.md, "MoE cost code")
+    **dict.fromkeys([
+        "workbench.routing.x_water_fill__mutmut_36",
+        "workbench.routing.x_che_window__mutmut_16",
+        "workbench.routing.x_che_window__mutmut_17",
+        "workbench.routing.x_che_window__mutmut_34",
+        "workbench.routing.x_che_window__mutmut_39",
+        "workbench.routing.x__lru_resident__mutmut_11",
+        "workbench.routing.x__lru_resident__mutmut_14",
+        "workbench.routing.x__lru_resident__mutmut_6",
+        "workbench.routing.x__systematic__mutmut_42",
+        "workbench.routing.x_simulate_routing__mutmut_43",
+        "workbench.routing.x_lru_ranks__mutmut_12",
+        "workbench.routing.x_lru_ranks__mutmut_37",
+    ], _WHY["arithmetic"]),
+    # routing: chance
+    **dict.fromkeys([
+        "workbench.routing.x__systematic__mutmut_50",
+        "workbench.routing.x__systematic__mutmut_67",
+        "workbench.routing.x_simulate_routing__mutmut_49",
+        "workbench.routing.x_lru_ranks__mutmut_91",
+    ], _WHY["chance"]),
+    # schemes.common, MoE / MLA rows: dtype (score_flops 7-17 above are now the latent branch's, 25-35 the dense one's)
+    **dict.fromkeys([
+        "workbench.schemes.common.x_score_flops__mutmut_25",
+        "workbench.schemes.common.x_score_flops__mutmut_27",
+        "workbench.schemes.common.x_score_flops__mutmut_29",
+        "workbench.schemes.common.x_score_flops__mutmut_31",
+        "workbench.schemes.common.x_score_flops__mutmut_33",
+        "workbench.schemes.common.x_score_flops__mutmut_35",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_12",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_14",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_45",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_47",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_72",
+        "workbench.schemes.common.x__weight_gemm_rows__mutmut_74",
+        "workbench.schemes.common.x_experts_touched__mutmut_3",
+        "workbench.schemes.common.x_experts_touched__mutmut_5",
+        "workbench.schemes.common.x__expert_rows__mutmut_59",
+        "workbench.schemes.common.x__expert_rows__mutmut_61",
+        "workbench.schemes.common.x__expert_rows__mutmut_69",
+        "workbench.schemes.common.x__expert_rows__mutmut_71",
+        "workbench.schemes.common.x__expert_rows__mutmut_84",
+        "workbench.schemes.common.x__expert_rows__mutmut_86",
+        "workbench.schemes.common.x_kv_read_bytes__mutmut_15",
+        "workbench.schemes.common.x_kv_read_bytes__mutmut_17",
+    ], _WHY["dtype"]),
+    # schemes.common, MoE rows: inert (the up projection is gated in every MoE model: n_experts needs family llama)
+    **dict.fromkeys([
+        "workbench.schemes.common.x__expert_rows__mutmut_48",
+        "workbench.schemes.common.x__expert_rows__mutmut_50",
+    ], _WHY["inert"]),
+    # schemes.common, MoE rows: zero (no expert touched: 0 tokens, so t x k / 1e-300 is 0 as well)
+    **dict.fromkeys([
+        "workbench.schemes.common.x__expert_rows__mutmut_36",
     ], _WHY["zero"]),
 }
 

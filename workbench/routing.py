@@ -301,6 +301,8 @@ def che_window(pi: np.ndarray, locality: float, cache_experts: int) -> float:
 
     high = 2.0
     while excess(high) < 0:
+        if high >= 2.0 ** 64:  # only experts too rare for float64 (1 - pi == 1) are left: the cache never fills
+            return high
         high *= 2.0
     from scipy.optimize import (
         brentq,  # imported here: `whatif` stays free of scipy unless an LRU cache is asked
