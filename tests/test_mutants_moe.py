@@ -747,3 +747,35 @@ def test_step_fixed_time_charges_the_router_kernel():
     assert common.step_fixed_time(QWEN, dev, DECODE8, n_layers=2) == 11.0
     assert common.step_fixed_time(QWEN, dev, DECODE8, lm_head=False) == 204.0
     assert common.step_fixed_time(QWEN, dev, common.Workload("decode", output_head=False)) == 204.0
+
+
+# ---- a speculative verify step's logits (common.head_tokens, lm_head_time) and the expert cache's checks ----------
+def test_a_verify_step_computes_one_row_of_logits_per_token_and_a_prompt_one():
+    from dataclasses import replace
+
+    verify = replace(DECODE8, verify_tokens=5)
+    assert (common.head_tokens(DECODE8), common.head_tokens(verify), common.head_tokens(PREFILL8)) == (1, 5, 1)
+    m = tiny_config()  # d_model 64, vocab 97, untied: a 64 x 97 output matrix, 8-bit (1 B per weight)
+    per_row = 2.0 * 64 * 97
+    # compute only: one token is a GEMV at efficiency 0.5; five are a GEMM of 5 rows at 1.0, held to 5 / (5 + 3)
+    assert common.lm_head_time(m, COMPUTE, DECODE8) == pytest.approx(per_row / 0.5, rel=1e-12)
+    assert common.lm_head_time(m, COMPUTE, verify) == pytest.approx(5 * per_row, rel=1e-12)
+    skinny = COMPUTE.with_changes(gemm_half_rows=3.0)
+    assert common.lm_head_time(m, skinny, verify) == pytest.approx(5 * per_row / (5 / 8), rel=1e-12)
+    # streaming only: the matrix is read once whatever the rows
+    assert common.lm_head_time(m, STREAM, verify) == pytest.approx(64 * 97, rel=1e-12)
+    assert common.lm_head_time(m, STREAM, DECODE8) == pytest.approx(64 * 97, rel=1e-12)
+
+
+def test_the_expert_cache_names_its_keys_and_refuses_a_cache_larger_than_the_model():
+    cache = routing.ExpertCache(16, "lru", "prefetch")
+    assert cache.check(16) is cache and cache.check(128) is cache
+    with pytest.raises(WorkbenchError, match=r"^cache_experts must be an integer in 0\.\.8 \(the model's experts per "
+                                             r"layer\), got 16 \(a cache larger than the model\)$"):
+        cache.check(8)
+    with pytest.raises(WorkbenchError, match=r"^unknown expert_reads 'mmap'; allowed: routed, prefetch$"):
+        routing.ExpertCache(4, "pinned", "mmap")
+    with pytest.raises(WorkbenchError, match=r"^unknown cache_policy 'fifo'; allowed: pinned, lru$"):
+        routing.ExpertCache(4, "fifo")
+    assert (routing.ExpertCache().experts, routing.ExpertCache().policy, routing.ExpertCache().reads) == \
+        (0, "pinned", "routed")

@@ -639,14 +639,14 @@ def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workloa
     params = model.vocab_size * model.d_model
     rows = head_tokens(workload)
     return float(roofline_time(device, lm_head_flops(model) * rows, weight_bytes(params, workload.weight_bits),
-                               workload_dtype(device, workload), kernel_kind(rows), rows=None if rows == 1 else rows,
+                               workload_dtype(device, workload), kernel_kind(rows), rows=rows,
                                bound=bound))
 
 
 def head_tokens(workload: Workload) -> int:
     """Tokens whose next-token logits a step computes: the last prompt token in prefill, each of a speculative
-    verify step's gamma + 1 tokens in decode (`Workload.verify_tokens`; 1 in plain decode)."""
-    return workload.verify_tokens if workload.phase == "decode" else 1
+    verify step's gamma + 1 tokens in decode (`Workload.verify_tokens`: 1 in plain decode, and always 1 in prefill)."""
+    return workload.verify_tokens
 
 
 def output_head_time(model: TransformerConfig, devices, workload: Workload) -> float:
