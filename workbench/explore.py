@@ -230,7 +230,7 @@ def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
             continue
         cls, owner, name = moe_fields()[key]
         config = replace(config, **{owner: replace(getattr(config, owner) or cls(), **{name: value})})
-    cache = getattr(config, "expert_cache", None)
+    cache = config.expert_cache
     if cache is not None and config.model.is_moe and hasattr(routing_module, "check_cache"):
         routing_module.check_cache(cache.experts, config.model.n_experts)
     return config

@@ -218,20 +218,20 @@ def _block_tensors(model, i: int) -> list[Tensor]:
 def _ffn_tensors(model, i: int) -> list[Tensor]:
     """Block `i`'s FFN weights: gate/up/down (dense), or router + stacked experts + shared experts (MoE)."""
     d, blk = model.d_model, f"blk.{i}."
-    n_experts = getattr(model, "n_experts", 0)  # MoE hook: models.py's MoE fields (0 on a dense model)
-    if n_experts and i >= getattr(model, "n_dense_layers", 0):
+    n_experts = model.n_experts  # 0 on a dense model
+    if n_experts and i >= model.n_dense_layers:
         ff, e = model.d_ff, n_experts
         out = [Tensor(f"{blk}ffn_gate_inp.weight", "ffn_gate_inp", i, (d, e)),
                Tensor(f"{blk}ffn_gate_exps.weight", "ffn_gate_exps", i, (d, ff, e)),
                Tensor(f"{blk}ffn_up_exps.weight", "ffn_up_exps", i, (d, ff, e)),
                Tensor(f"{blk}ffn_down_exps.weight", "ffn_down_exps", i, (ff, d, e))]
-        shared = getattr(model, "n_shared_experts", 0) * ff  # shared experts stored as one FFN of their total width
+        shared = model.n_shared_experts * ff  # shared experts stored as one FFN of their total width
         if shared:
             out += [Tensor(f"{blk}ffn_gate_shexp.weight", "ffn_gate_shexp", i, (d, shared)),
                     Tensor(f"{blk}ffn_up_shexp.weight", "ffn_up_shexp", i, (d, shared)),
                     Tensor(f"{blk}ffn_down_shexp.weight", "ffn_down_shexp", i, (shared, d))]
         return out
-    ff = getattr(model, "d_dense_ff", None) or model.d_ff if n_experts else model.d_ff
+    ff = model.d_dense_ff
     out = [Tensor(f"{blk}ffn_up.weight", "ffn_up", i, (d, ff)), Tensor(f"{blk}ffn_down.weight", "ffn_down", i, (ff, d))]
     if model.gated_ffn:
         out.insert(0, Tensor(f"{blk}ffn_gate.weight", "ffn_gate", i, (d, ff)))
@@ -290,7 +290,7 @@ class ModelFacts:
     def of(cls, model) -> ModelFacts:
         """The facts of a `TransformerConfig`."""
         gqa = model.n_heads // model.n_kv_heads
-        return cls(model.n_layers, gqa, getattr(model, "n_experts", 0),  # MoE hook (0: dense)
+        return cls(model.n_layers, gqa, model.n_experts,  # 0: dense
                    model.family == "llama" and model.n_layers == 80 and gqa > 1, model.tie_embeddings)
 
 

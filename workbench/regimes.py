@@ -104,7 +104,7 @@ class Base:
         precision."""
         return cls(get_model(model) if model else config.model, config.cluster, config.seq_len,
                    config.weight_bits if weight_bits is None else weight_bits, config.activation_bits,
-                   getattr(config, "routing", UNIFORM))
+                   config.routing)
 
 
 def moe_capable(registry: Registry | None = None) -> list[str]:

@@ -201,11 +201,11 @@ def expert_misses(result: SchemeResult, model: TransformerConfig, workload: Work
     (expert) rows' memory time, all its layers, times the share of the experts streamed beyond one token's (the
     routing union of the step's tokens, `routing.expected_distinct`, plus the shared experts). 0 for a dense
     target or a scheme that does not carry its operator rows."""
-    if result.operators is None or not getattr(model, "is_moe", False):
+    if result.operators is None or not model.is_moe:
         return 0.0
-    from workbench.routing import UNIFORM, expected_distinct
+    from workbench.routing import expected_distinct
 
-    routing = getattr(workload, "routing", UNIFORM)
+    routing = workload.routing
 
     def touched(tokens: int) -> float:
         return float(expected_distinct(routing, model.n_experts, model.n_active_experts, tokens)) \
@@ -345,7 +345,7 @@ def verify_step(spec: Speculation, scheme: str, registry, target: TransformerCon
 def storage_misses(verify: SchemeResult, plain: SchemeResult, model: TransformerConfig) -> float:
     """Seconds of expert reads from storage a MoE target's verify step adds over a one-token step (an expert
     cache's misses: `io_stall_s`, e.g. `moe_layer_pipeline`'s); 0 for a dense target."""
-    if not getattr(model, "is_moe", False):
+    if not model.is_moe:
         return 0.0
     return max(verify.io_stall_s - plain.io_stall_s, 0.0)
 

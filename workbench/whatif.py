@@ -274,7 +274,7 @@ def moe_header(config) -> str:
     """'mixture of experts: 128 experts per layer, 8 routed per token; 3.35 B of 30.53 B parameters per token
     (routing uniform)': what a MoE deployment stores and computes, and the routing its rows assume."""
     m = config.model
-    routing = getattr(config, "routing", None)
+    routing = config.routing
     extra = {k: v for k, v in vars(routing).items() if k != "kind" and v not in ("", 0, 0.0)} if routing else {}
     shown = ", ".join([routing.kind if routing else "uniform"] + [f"{k} {v}" for k, v in extra.items()])
     return (f"mixture of experts: {m.n_experts} experts per layer, {m.n_active_experts} routed per token"

@@ -202,7 +202,7 @@ from workbench.schemes.base import Cluster
 
 moe = find_model(moe_target)
 moe_sweeps = pd.DataFrame()
-if moe is not None and getattr(moe, "is_moe", False):
+if moe is not None and moe.is_moe:
     boards = Cluster((load_device(moe_board),) * 4, Topology("switch", 4, Link.from_mbps(1000, 0.1)))
     moe_workload = replace(workload, weight_bits=config.weight_bits)
     ngram = sp.Speculation(sp.NGRAM, "root", 4, 0.5)
