@@ -1,6 +1,5 @@
 """Mixtures of experts on the user's side: whatif, the explorer and the regime map take MoE models; whatif
---devices says why more devices stop helping; bad MoE input is one line naming the key and the allowed values.
-Tests marked xfail(strict=True) wait for another engineer's module (named in the reason) and flip at merge."""
+--devices says why more devices stop helping; bad MoE input is one line naming the key and the allowed values."""
 
 from __future__ import annotations
 
@@ -22,11 +21,6 @@ EXAMPLE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"
 MOE_MODELS = [name for name, m in MODELS.items() if m.is_moe]
 HAS_ROUTING_KEYS = "routing_skew" in WORKLOAD_KEYS
 HAS_CACHE_KEYS = "cache_experts" in WORKLOAD_KEYS
-WAITS_ROUTING = pytest.mark.xfail(not HAS_ROUTING_KEYS, strict=True, reason="waits for the [workload] routing keys "
-                                  "(workbench.routing's declared fields, parsed by userconfig.parse_routing on main)")
-WAITS_CACHE = pytest.mark.xfail(not HAS_CACHE_KEYS, strict=True, reason="waits for [workload] cache_experts / "
-                                "cache_policy (workbench.routing.ExpertCache parsed by userconfig into a Workload field "
-                                "the MoE schemes read)")
 
 
 def whatif(capsys, *argv) -> str:
@@ -151,28 +145,22 @@ def test_an_unknown_weight_format_is_one_line_listing_the_allowed():
     assert "model.weight_format must be one of" in message and "q4_0" in message and "'Q4_K_X'" in message
 
 
-@pytest.mark.xfail(not (REPO_ROOT / "workbench" / "formats.py").exists(), strict=True,
-                   reason="waits for workbench.formats (formats branch): recipes such as Q4_K_M")
 def test_an_unknown_recipe_lists_the_recipes():
     message = one_line_error(example_text(weight_format='"Q4_K_X"'))
     assert "Q4_K_M" in message
 
 
-@WAITS_CACHE
 def test_a_cache_larger_than_the_model_is_one_line():
     message = one_line_error(example_text("cache_experts = 200"))
     assert "cache_experts must be an integer in 0..128" in message and "200" in message
 
 
-@WAITS_ROUTING
 def test_bad_routing_values_are_one_line_each():
     assert "routing_skew must be" in one_line_error(example_text("routing = \"skewed\"\nrouting_skew = -1"))
     message = one_line_error(example_text("routing = \"zipf\""))
     assert "routing" in message and "uniform" in message and "skewed" in message
 
 
-@pytest.mark.xfail("dllama_moe_tp" not in load_all(), strict=True,
-                   reason="waits for workbench.schemes.moe (moesch branch): dllama_moe_tp")
 def test_a_device_count_the_engine_cannot_split_names_the_allowed(capsys):
     out = whatif(capsys, "--devices", "3")
     line = next(line for line in out.splitlines() if line.split()[:1] == ["dllama_moe_tp"])
@@ -180,7 +168,6 @@ def test_a_device_count_the_engine_cannot_split_names_the_allowed(capsys):
 
 
 # ---- the [workload] routing keys flow into Workload.routing ---------------------------------------------------------
-@WAITS_ROUTING
 def test_moe_routing_keys_reach_the_workload():
     from workbench.arena import arena_for_config
     from workbench.regimes import Base
@@ -221,7 +208,6 @@ def test_moe_controls_follow_the_declared_fields():
     assert ("cache_experts" in MOE_CONTROLS) <= HAS_CACHE_KEYS
 
 
-@WAITS_ROUTING
 def test_explorer_routing_controls_move_the_workload():
     import ipywidgets  # noqa: F401  (the widget needs it)
 
