@@ -8,9 +8,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from commands import bench_command
-
-from workbench.io import REPO_ROOT
+from commands import bench_command, example_variant
 
 TARGET_S = 1.0
 DEVICES = 64
@@ -20,13 +18,8 @@ MODEL = "Qwen3-30B-A3B"
 @pytest.fixture(scope="module")
 def moe_toml(tmp_path_factory):
     """examples/sbc_gigabit.toml with the MoE model and 64 boards (every other number as that file cites it)."""
-    text = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
-    for old, new in (('name = "Llama 2-13B"', f'name = "{MODEL}"'), ("count = 4", f"count = {DEVICES}")):
-        assert old in text, old
-        text = text.replace(old, new)
-    path = tmp_path_factory.mktemp("moe") / "sbc_64_qwen3_moe.toml"
-    path.write_text(text)
-    return path
+    return example_variant(tmp_path_factory.mktemp("moe"), "sbc_64_qwen3_moe.toml",
+                           (('name = "Llama 2-13B"', f'name = "{MODEL}"'), ("count = 4", f"count = {DEVICES}")))
 
 
 def test_arena_on_a_64_device_moe_cluster(benchmark, moe_toml):

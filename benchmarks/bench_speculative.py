@@ -6,8 +6,7 @@ Run: .venv/bin/pytest benchmarks/bench_speculative.py --benchmark-enable"""
 from __future__ import annotations
 
 import pytest
-
-from workbench.io import REPO_ROOT
+from commands import example_variant
 
 TARGET_S = 1.0
 DEVICES = 64
@@ -17,11 +16,8 @@ SPECULATIVE = '\n[speculative]\ndraft = "Llama 2-3B"\nplacement = "root"\ngamma 
 @pytest.fixture(scope="module")
 def speculative_toml(tmp_path_factory):
     """examples/sbc_gigabit.toml with 64 boards and a [speculative] table (every other number as that file cites)."""
-    text = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
-    assert "count = 4" in text
-    path = tmp_path_factory.mktemp("spec") / "sbc_64_speculative.toml"
-    path.write_text(text.replace("count = 4", f"count = {DEVICES}") + SPECULATIVE)
-    return path
+    return example_variant(tmp_path_factory.mktemp("spec"), "sbc_64_speculative.toml",
+                           (("count = 4", f"count = {DEVICES}"),), SPECULATIVE)
 
 
 def test_whatif_with_speculation_on_64_devices(benchmark, speculative_toml):

@@ -25,3 +25,15 @@ def bench_command(benchmark, command: list[str], rounds: int) -> None:
     run()  # warm the file cache (the first import compiles .pyc files)
     benchmark.pedantic(run, rounds=rounds, iterations=1)
     benchmark.extra_info["cpu_s_median"] = sorted(cpu)[len(cpu) // 2]
+
+
+def example_variant(folder, name: str, replacements: tuple[tuple[str, str], ...], extra: str = ""):
+    """examples/sbc_gigabit.toml with each (old, new) replaced (every old text must be there) and `extra` appended,
+    written to `folder / name`: a benchmark's deployment, every other number as the example cites it."""
+    text = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = folder / name
+    path.write_text(text + extra)
+    return path
