@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sigint import restore_default_sigint
 
 from workbench.accelerator import (
     block_operators,
@@ -232,7 +233,8 @@ def test_a_dying_process_is_named_and_the_rest_are_stopped():
 @pytest.mark.slow
 def test_ctrl_c_tears_the_cluster_down():
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "cluster", "--processes", "2", "sleep",
-                             "-p", "seconds=120"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+                             "-p", "seconds=120"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=restore_default_sigint)
     try:
         line = proc.stderr.readline()
         pids = ast.literal_eval(re.search(r"pids (\[.*\])", line).group(1))
@@ -814,7 +816,8 @@ def _listening(port: int, netns: str | None = None) -> list[str]:
 def _coordinator_listens_only_on(address_of, shape: list[str]) -> None:
     port = launcher_mod.free_port()
     proc = subprocess.Popen([sys.executable, "-m", "workbench", "cluster", "--processes", "2", "--port", str(port),
-                             *shape, "sleep", "-p", "seconds=120"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True)
+                             *shape, "sleep", "-p", "seconds=120"], cwd=REPO_ROOT, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=restore_default_sigint)
     try:
         line = proc.stderr.readline()
         pids = ast.literal_eval(re.search(r"pids (\[.*\])", line).group(1))
@@ -987,6 +990,15 @@ def test_chain_stream_rate_is_the_slope_not_the_mean_rate():
         chain_stream_rate(flat)
     with pytest.raises(WorkbenchError, match="two chain lengths"):
         chain_stream_rate(rows[rows.benchmark != "gemv_chain_fp32"])
+
+
+def test_a_flat_chain_is_flat_within_float_rounding():
+    from workbench.profile.microbench import grows
+
+    span, largest = 12 * 2**24, 1e-3  # the chain above: 4 to 16 x 2^24 B, about 1 ms a call
+    assert not grows(6.9e-28, span, largest)  # polyfit's slope through three equal times on one BLAS build
+    assert not grows(0.0, span, largest) and not grows(-1e-20, span, largest)
+    assert grows(1 / 5e9, span, largest)  # a real 5 GB/s stream rises by 40 ms over the span
 
 
 # ---- fresh pages: buffers above malloc's mmap threshold are new memory on every call ------------------

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sigint import python_sigint, restore_default_sigint
 
 from workbench.errors import WorkbenchError
 from workbench.fidelity import write_report
@@ -106,7 +107,7 @@ def test_swap_in_puts_the_old_folder_back_when_the_second_rename_fails(tmp_path,
 
 def test_sigint_is_held_until_the_block_ends():
     reached = False
-    with pytest.raises(KeyboardInterrupt):
+    with python_sigint(), pytest.raises(KeyboardInterrupt):
         with sigint_held():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
@@ -170,7 +171,7 @@ def test_sigint_during_reproduce_leaves_no_mixed_folder(tmp_path):
     cmd = [sys.executable, "-m", "workbench", "reproduce", "--only", "models", "arena", "--no-progress",
            "-p", "quick=True", "-p", f"figures_dir={figures}"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=restore_default_sigint)
     try:
         deadline = time.monotonic() + 120
         while not [p for p in figures.rglob("*") if p.is_file() and p not in before and p.suffix != ".tmp"]:

@@ -77,6 +77,11 @@ WIDER = {"fp32": (), "tf32": ("fp32",), "fp16": ("fp32",), "bf16": ("fp16", "fp3
 # What kind of processor a device is: picks the typical memory_efficiency of a device that states none
 # (data/constants/memory_efficiency.toml holds the classes that have a quoted typical value).
 DEVICE_CLASSES = ("cpu", "gpu", "mcu", "npu", "accelerator")
+# Instruction-set features a device's cores state (a preset's `[meta] isa`, with `isa_source`), the ones the engines'
+# quantized kernels branch on (ggml-cpu's `__ARM_FEATURE_DOTPROD`, `__ARM_FEATURE_MATMUL_INT8`, `__AVX2__`,
+# `__AVX512VNNI__`, ...): `workbench.kernels_cost` picks each format's kernel from them. Empty: not stated.
+ISA_FEATURES = ("neon", "fp16", "dotprod", "i8mm", "sve", "sve2", "sse3", "ssse3", "avx", "f16c", "fma", "avx2",
+                "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_int8", "cuda", "metal")
 TYPICAL_EFFICIENCY_PATH = DATA_DIR / "constants" / "memory_efficiency.toml"
 
 
@@ -194,9 +199,19 @@ class DeviceSpec:
         "CPU seconds the device's network stack spends per byte it sends or receives, on the cores that compute "
         "(a what-if; 0: free)", "s/B", 0.0, math.inf, TomlKey("stack_ns_per_byte", 1e-9, "ns/B"), "stack_s_per_byte",
         file_high=1e-3), 0.0)
+    # instruction-set features of its cores (`ISA_FEATURES`; () = not stated) and the core's name in
+    # data/constants/cores.toml (its vector issue rate; "" = not stated): what an engine's kernels run on
+    isa: tuple[str, ...] = ()
+    core: str = ""
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.isa, tuple) or any(f not in ISA_FEATURES for f in self.isa):
+            bad = [f for f in self.isa if f not in ISA_FEATURES] if isinstance(self.isa, tuple) else self.isa
+            raise WorkbenchError(f"device {self.name!r}: isa must be a tuple of features from "
+                                 f"{', '.join(ISA_FEATURES)}, got {bad!r}")
+        if not isinstance(self.core, str):
+            raise WorkbenchError(f"device {self.name!r}: core must be a core name (text), got {self.core!r}")
         if not self.peak_flops:
             raise WorkbenchError(f"device {self.name!r}: peak_flops needs at least one dtype")
         spec = self.__dataclass_fields__["peak_flops"].metadata["spec"]
@@ -392,8 +407,11 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
     if memory and "memory_efficiency" not in consts:  # no silent 1.0 for a device that streams from memory
         consts["memory_efficiency"] = typical_memory_efficiency(meta.get("device_class", ""), name, where)
         v["memory_efficiency"] = consts["memory_efficiency"].value
+    isa = meta.get("isa", [])
+    if not isinstance(isa, list):
+        raise WorkbenchError(f"{where}: meta.isa must be a list of features ({', '.join(ISA_FEATURES)}), got {isa!r}")
     return DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
-                      provenance=consts, **_preset_values(DeviceSpec, v))
+                      isa=tuple(isa), core=meta.get("core", ""), provenance=consts, **_preset_values(DeviceSpec, v))
 
 
 def device_names() -> list[str]:

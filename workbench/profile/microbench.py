@@ -322,8 +322,9 @@ def chain_stream_rate(bench: pd.DataFrame) -> float:
     chain = bench[bench.benchmark == "gemv_chain_fp32"]
     if len(chain) < 2:
         raise WorkbenchError("memory efficiency needs gemv_chain_fp32 rows at two chain lengths or more")
-    slope, _ = _slope(chain["rate"] * chain["seconds"], chain["seconds"])
-    if slope <= 0:
+    streamed = chain["rate"] * chain["seconds"]
+    slope, _ = _slope(streamed, chain["seconds"])
+    if not grows(slope, float(streamed.max() - streamed.min()), float(chain["seconds"].abs().max())):
         raise WorkbenchError(f"gemv_chain_fp32 seconds do not grow with the chain (slope {slope:.3g} s/B): re-measure")
     return 1.0 / slope
 
@@ -337,6 +338,16 @@ def memory_total_bytes() -> float:
     raise OSError("MemTotal not found in /proc/meminfo")
 
 
+
+
+# A fitted rise below this share of the largest time is rounding, not growth: a least-squares slope through equal
+# times comes out as +-1e-28 s/B or so on some BLAS builds, never exactly 0 (float64's epsilon is 2.2e-16).
+FLAT_RISE_SHARE = 1e-9
+
+
+def grows(slope: float, span: float, largest: float) -> bool:
+    """Whether a fitted line rises over `span` by more than float rounding of values up to `largest`."""
+    return slope * span > FLAT_RISE_SHARE * largest
 
 
 def _slope(xs, ys) -> tuple[float, float]:
