@@ -1,4 +1,4 @@
-"""Command line: `python -m workbench reproduce | whatif | cluster | calibrate | profile` (see --help)."""
+"""Command line: `python -m workbench reproduce | whatif | cluster | calibrate | profile | engines` (see --help)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ PLUGINS = {
     "cluster": ("workbench.cluster", "run an experiment across N local processes with jax.distributed"),
     "calibrate": ("workbench.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
     "profile": ("workbench.profile.cli", "measure this machine (or a link) and write a device (or [network]) TOML"),
+    "engines": ("workbench.engines.cli", "run llama.cpp here (campaign) and hold the workbench to it (compare)"),
 }
 
 

@@ -83,6 +83,7 @@ DEVICE_CLASSES = ("cpu", "gpu", "mcu", "npu", "accelerator")
 ISA_FEATURES = ("neon", "fp16", "dotprod", "i8mm", "sve", "sve2", "sse3", "ssse3", "avx", "f16c", "fma", "avx2",
                 "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_int8", "cuda", "metal")
 TYPICAL_EFFICIENCY_PATH = DATA_DIR / "constants" / "memory_efficiency.toml"
+KERNEL_RATE_PREFIX = "kernel_rate_"  # a preset constant kernel_rate_<engine>_<format>_<shape>: measured MAC/s
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,9 @@ class DeviceSpec:
     # data/constants/cores.toml (its vector issue rate; "" = not stated): what an engine's kernels run on
     isa: tuple[str, ...] = ()
     core: str = ""
+    # measured multiply-accumulates per second of an engine's quantized kernels on this device, by
+    # "<engine>_<format>_<gemv|gemm>" (a preset's `kernel_rate_<key>` constants; `workbench.kernel_cost`)
+    kernel_rates: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +214,8 @@ class DeviceSpec:
             bad = [f for f in self.isa if f not in ISA_FEATURES] if isinstance(self.isa, tuple) else self.isa
             raise WorkbenchError(f"device {self.name!r}: isa must be a tuple of features from "
                                  f"{', '.join(ISA_FEATURES)}, got {bad!r}")
+        if not all(isinstance(r, int | float) and math.isfinite(r) and r > 0 for r in self.kernel_rates.values()):
+            raise WorkbenchError(f"device {self.name!r}: kernel_rates must be finite MAC/s > 0, got {self.kernel_rates!r}")
         if not isinstance(self.core, str):
             raise WorkbenchError(f"device {self.name!r}: core must be a core name (text), got {self.core!r}")
         if not self.peak_flops:
@@ -407,11 +413,12 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
     if memory and "memory_efficiency" not in consts:  # no silent 1.0 for a device that streams from memory
         consts["memory_efficiency"] = typical_memory_efficiency(meta.get("device_class", ""), name, where)
         v["memory_efficiency"] = consts["memory_efficiency"].value
+    rates = {k.removeprefix(KERNEL_RATE_PREFIX): float(val) for k, val in v.items() if k.startswith(KERNEL_RATE_PREFIX)}
     isa = meta.get("isa", [])
     if not isinstance(isa, list):
         raise WorkbenchError(f"{where}: meta.isa must be a list of features ({', '.join(ISA_FEATURES)}), got {isa!r}")
     return DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
-                      isa=tuple(isa), core=meta.get("core", ""), provenance=consts, **_preset_values(DeviceSpec, v))
+                      isa=tuple(isa), core=meta.get("core", ""), kernel_rates=rates, provenance=consts, **_preset_values(DeviceSpec, v))
 
 
 def device_names() -> list[str]:

@@ -83,6 +83,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench import kernel_cost
 from workbench.errors import WorkbenchError, require_choice, require_int
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
@@ -264,9 +265,16 @@ class Operator:
     rows: Any = None
     kernel_flops: Any = None  # the size its efficiency falls with (default: its FLOPs; a tile passes its own)
     core_limited: bool = True  # a kernel under small_kernel_bytes streams at one core's rate (False: bulk rate)
+    # an engine's quantized kernel (`workbench.kernel_cost`): the engine and ((format, share of the weights), ...);
+    # "" = the framework's dense kernel at the device's peak[dtype] x efficiency
+    engine: str = ""
+    formats: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         require_int("kernels", self.kernels, low=0)
+        if bool(self.engine) != bool(self.formats):
+            raise WorkbenchError(f"operator {self.name!r}: an engine kernel needs its formats and formats their engine, "
+                                 f"got engine {self.engine!r}, formats {self.formats!r}")
         require_choice("operator kind", self.kind, OPERATOR_KINDS)
         if _any_negative(self.flops) or _any_negative(self.bytes):
             raise WorkbenchError(f"operator {self.name!r}: flops and bytes must be >= 0, got {self.flops!r}, "
@@ -289,10 +297,13 @@ class OperatorCost:
     compute_s: Any
     memory_s: Any
     launch_s: Any
+    serial: bool = False  # an in-order core's engine kernel: streaming and arithmetic add (`kernel_cost.OVERLAP`)
 
     @property
     def busy_s(self):
-        """The slower side of the roofline (launches aside)."""
+        """The slower side of the roofline (launches aside); both sides added on an in-order core (`serial`)."""
+        if self.serial:
+            return np.asarray(self.compute_s, dtype=float) + np.asarray(self.memory_s, dtype=float)
         return np.maximum(self.compute_s, self.memory_s)
 
     @property
@@ -318,8 +329,13 @@ def _operator_cost(device: DeviceSpec, op: Operator, memory_level: str | None = 
     evenly over its kernels (each a kernel: `DeviceSpec.kernel_stream_time`, or the bulk rate when not
     `core_limited`; through `memory_level` when named); each kernel's launch wherever it has work."""
     flops = np.asarray(op.flops, dtype=float)
-    compute = np.zeros_like(flops) if op.kind == "elementwise" else \
-        matmul_time(device, flops, op.dtype, op.kind, op.kernel_flops, op.rows)
+    if op.kind == "elementwise":
+        compute = np.zeros_like(flops)
+    elif op.engine:
+        compute = np.asarray(kernel_cost.mixed_kernel_time(device, op.engine, op.formats, op.kind, flops / 2),
+                             dtype=float)
+    else:
+        compute = matmul_time(device, flops, op.dtype, op.kind, op.kernel_flops, op.rows)
     k = max(op.kernels, 1)
     if memory_level is not None:
         memory = device.stream_time(op.bytes, memory_level)
@@ -329,7 +345,8 @@ def _operator_cost(device: DeviceSpec, op: Operator, memory_level: str | None = 
         memory = device.stream_time(np.asarray(op.bytes, dtype=float) / k) * k
     work = flops + np.asarray(op.bytes, dtype=float)
     launch = np.where(work > 0, op.kernels * device.kernel_launch_s, 0.0)
-    return OperatorCost(op, compute, np.asarray(memory, dtype=float), launch)
+    serial = bool(op.engine) and not kernel_cost.overlaps(device)
+    return OperatorCost(op, compute, np.asarray(memory, dtype=float), launch, serial)
 
 
 def cost(device: DeviceSpec, rows, memory_level: str | None = None) -> list[OperatorCost]:
@@ -390,23 +407,35 @@ def _weight_gemm_rows(model: TransformerConfig, workload: Workload, heads, cols,
     if model.is_mla:
         share = np.asarray(heads, dtype=float) / model.n_heads
         attention = [Operator("qkv", 2.0 * np.asarray(tokens, dtype=float) * share * model.qkv_weight_params(),
-                              share * model.qkv_weight_params() * wb, 1, dtype, kind, tokens),
+                              share * model.qkv_weight_params() * wb, 1, dtype, kind, tokens,
+                              **engine_kernel(model, workload, "qkv")),
                      Operator("out", 2.0 * np.asarray(tokens, dtype=float) * share * model.out_weight_params(),
-                              share * model.out_weight_params() * wb, 1, dtype, kind, tokens)]
+                              share * model.out_weight_params() * wb, 1, dtype, kind, tokens,
+                              **engine_kernel(model, workload, "out"))]
     else:
         kv_per_q = model.n_kv_heads / model.n_heads
         head_w = heads * model.d_head * model.d_model * wb
         attention = [Operator("qkv", qkv_flops(model, heads, tokens), head_w * (1 + 2 * kv_per_q), 1, dtype, kind,
-                              tokens),
-                     Operator("out", out_proj_flops(model, heads, tokens), head_w, 1, dtype, kind, tokens)]
+                              tokens, **engine_kernel(model, workload, "qkv")),
+                     Operator("out", out_proj_flops(model, heads, tokens), head_w, 1, dtype, kind, tokens,
+                              **engine_kernel(model, workload, "out"))]
     if model.is_moe:
         return attention + _expert_rows(model, workload, cols, tokens, wb)
     col_w = cols * model.d_model * wb
     return attention + [
         Operator("ffn1", ffn_up_flops(model, cols, tokens), col_w * (2 if model.gated_ffn else 1), 1, dtype, kind,
-                 tokens),
-        Operator("ffn2", ffn_down_flops(model, cols, tokens), col_w, 1, dtype, kind, tokens),
+                 tokens, **engine_kernel(model, workload, "ffn1")),
+        Operator("ffn2", ffn_down_flops(model, cols, tokens), col_w, 1, dtype, kind, tokens,
+                 **engine_kernel(model, workload, "ffn2")),
     ]
+
+
+def engine_kernel(model: TransformerConfig, workload: Workload, row: str) -> dict:
+    """An `Operator`'s engine and formats for weight matmul `row` when the workload names an engine (its quantized
+    kernels cost the row: `workbench.kernel_cost`), else nothing (the framework's dense kernel)."""
+    if not workload.engine:
+        return {}
+    return {"engine": workload.engine, "formats": kernel_cost.row_formats(model, workload.weight_format, row)}
 
 
 def experts_touched(model: TransformerConfig, workload: Workload, tokens):
@@ -433,11 +462,12 @@ def _expert_rows(model: TransformerConfig, workload: Workload, cols, tokens, wb)
     router_bytes = sparse * model.router_params() * (ROUTER_BITS / 8) * (t > 0) * (np.asarray(cols, dtype=float) > 0)
     return [
         Operator("router", router_flops, router_bytes, 1, operand_dtype(ROUTER_BITS, workload.activation_bits), kind,
-                 tokens),
+                 tokens, **engine_kernel(model, workload, "router")),
         Operator("ffn1", dense * ffn_up_flops(model, dense_cols, t) + sparse * model.experts_per_token *
-                 ffn_up_flops(model, cols, t), read * up_mats, 1, dtype, kind, rows),
+                 ffn_up_flops(model, cols, t), read * up_mats, 1, dtype, kind, rows,
+                 **engine_kernel(model, workload, "ffn1")),
         Operator("ffn2", dense * ffn_down_flops(model, dense_cols, t) + sparse * model.experts_per_token *
-                 ffn_down_flops(model, cols, t), read, 1, dtype, kind, rows),
+                 ffn_down_flops(model, cols, t), read, 1, dtype, kind, rows, **engine_kernel(model, workload, "ffn2")),
     ]
 
 
@@ -638,9 +668,11 @@ def lm_head_time(model: TransformerConfig, device: DeviceSpec, workload: Workloa
         return 0.0
     params = model.vocab_size * model.d_model
     rows = head_tokens(workload)
-    return float(roofline_time(device, lm_head_flops(model) * rows, weight_bytes(params, workload.weight_bits),
-                               workload_dtype(device, workload), kernel_kind(rows), rows=rows,
-                               bound=bound))
+    require_bound(bound)
+    (row,) = cost(device, [Operator("head", lm_head_flops(model) * rows, weight_bytes(params, workload.weight_bits), 1,
+                                    workload_dtype(device, workload), kernel_kind(rows), rows,
+                                    **engine_kernel(model, workload, "head"))])
+    return float(row.time_s if bound is None else row.part(bound))
 
 
 def head_tokens(workload: Workload) -> int:

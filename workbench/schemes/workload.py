@@ -11,6 +11,7 @@ from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.routing import UNIFORM, ExpertCache, Routing
 
 PHASES = ("prefill", "decode")
+ENGINE_NAMES = ("llama.cpp", "distributed-llama")  # `workbench.kernel_cost.ENGINES`' names
 
 
 def _tokens(help: str, key: str) -> FieldSpec:
@@ -43,6 +44,12 @@ class Workload:
     # and the one after them, `workbench.speculative`), attending kv_len keys. Not a TOML key: [speculative] sets it.
     verify_tokens: int = 1
 
+    # whose kernels run the matmuls: "" = the scheme's own framework (dense kernels at the device's peak rates, the
+    # papers' rows), else an engine (llama.cpp, distributed-llama) whose quantized kernels cost each weight matmul in
+    # `weight_format` (`workbench.kernel_cost`); an engine scheme sets it, a deployment may name it for the others
+    engine: str = ""
+    weight_format: str = ""  # a block format (q4_k) or a llama.cpp file type (Q4_K_M); "" = bits only
+
     # which experts a MoE layer's tokens touch (`workbench.routing`); a dense model ignores it
     routing: Routing = UNIFORM
     # a device's expert cache for a MoE model (`routing.ExpertCache`); None: the scheme's default (free memory)
@@ -63,6 +70,12 @@ class Workload:
         if self.kv_bits is not None:
             require_positive("kv_bits", self.kv_bits)
         require_int("verify_tokens", self.verify_tokens, low=1)
+        if self.engine not in ("", *ENGINE_NAMES):
+            raise WorkbenchError(f"engine must be one of {', '.join(ENGINE_NAMES)} (or \"\": the scheme's own "
+                                 f"kernels), got {self.engine!r}")
+        if self.engine and not self.weight_format:
+            raise WorkbenchError(f"engine {self.engine!r} runs quantized kernels by format: give weight_format "
+                                 "(a block format such as q4_0 or a file type such as Q4_K_M)")
         if self.phase == "prefill" and self.verify_tokens != 1:
             raise WorkbenchError(f"verify_tokens applies to decode only (prefill processes seq_len tokens), "
                                  f"got {self.verify_tokens!r} with phase='prefill'")

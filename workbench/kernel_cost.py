@@ -1,0 +1,246 @@
+"""What an engine's quantized matmul kernels cost on a device: the arithmetic time of a weight matmul row, by engine,
+weight format, kernel shape and instruction set, so a layer costs what the engine that runs it computes, not its
+bits at a read rate or its FLOPs at an fp32 rate.
+
+One rule, two sources of the rate (`kernel_rate`):
+
+* **Measured** (`DeviceSpec.kernel_rates`, a device TOML's `kernel_rate_<engine>_<format>_<kind>` constants written
+  by `python -m workbench profile --engine llama.cpp`): multiply-accumulates per second of the engine's own kernel on
+  that device at its thread count, timed on a cache-resident model so streaming does not bind it.
+* **Counted** (`data/kernels/<engine>_kernels.csv`, read from the engine's source at a pinned commit, file:line per
+  row): SIMD instructions per block of weights in the kernel's inner loop for the ISA class the device's features
+  select (`isa_class`), the activation's quantization to the format's dot type included; divided by the core's
+  SIMD issue rate (`data/constants/cores.toml`, from its optimisation guide) and multiplied out over the clock and
+  the cores: MAC/s = clock x cores x pipes x block_weights / instructions per block.
+
+A matmul row then takes max(streaming its bytes, this arithmetic) on an out-of-order core, whose loads are in
+flight while the dot products issue (the roofline; `OVERLAP`), and their sum on an in-order core (Cortex-A53 /
+A55: a load that misses stalls the pipeline). A format an engine has no kernel for on the device's ISA is a one-line
+error, never a bits-only time (`require_kernel`).
+
+Decode is a GEMV (one token: `gemv`); prefill a GEMM (`gemm`): llama.cpp's repacked GEMM (`repack.cpp`) or
+llamafile's tinyBLAS (`sgemm.cpp`) where the ISA has them, else its per-pair `vec_dot` (one dot product per weight
+row and token, the same instructions per MAC as decode). MoE rows are `mul_mat_id` over the routed rows: their
+MACs are the routed tokens' only (`schemes.common._expert_rows`), so the same rate applies.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import tomllib
+from dataclasses import dataclass
+
+from workbench.constants import parse_constants
+from workbench.errors import WorkbenchError, require_choice
+from workbench.hardware import DeviceSpec
+from workbench.io import DATA_DIR
+
+# engine id (used in constant names and CSV files) -> the name users write and the schemes carry
+ENGINES = {"llamacpp": "llama.cpp", "dllama": "distributed-llama"}
+KERNEL_SHAPES = ("gemv", "gemm")
+KERNELS_DIR = DATA_DIR / "kernels"
+CORES_PATH = DATA_DIR / "constants" / "cores.toml"
+# ISA classes from the most capable down; a device runs the first whose features it has all of (ggml-cpu compiles
+# the branch of the highest `__ARM_FEATURE_*` / `__AVX*__` macro the build targets).
+ISA_CLASSES = (
+    ("neon_i8mm", ("neon", "dotprod", "i8mm")),
+    ("neon_dotprod", ("neon", "dotprod")),
+    ("neon", ("neon",)),
+    ("avx512_vnni", ("avx512f", "avx512_vnni")),
+    ("avx_vnni", ("avx2", "avx_vnni")),
+    ("avx2", ("avx2", "fma", "f16c")),
+)
+# Kernel paths an engine takes for a shape, in the order it prefers them when its data has a row for the format and
+# ISA (llama.cpp: a repacked buffer's gemv/gemm first, then llamafile's tinyBLAS for prompts, then vec_dot).
+PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot"), "gemm": ("repack_gemm", "sgemm", "vec_dot")}
+OVERLAP = "out-of-order cores overlap streaming with arithmetic (max); in-order cores add them (sum)"
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One counted kernel: instructions per block of `block_weights` MACs for a format, ISA class and path."""
+
+    engine: str
+    version: str
+    fmt: str
+    isa_class: str
+    path: str
+    block_weights: int
+    simd_ops: float  # SIMD arithmetic and shuffle instructions per block (dot products included)
+    simd_loads: float  # vector loads per block
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.block_weights < 1 or self.simd_ops <= 0 or self.simd_loads < 0:
+            raise WorkbenchError(f"kernel row {self.engine} {self.fmt} {self.isa_class} {self.path}: block_weights "
+                                 f">= 1 and simd_ops > 0 needed, got {self.block_weights}, {self.simd_ops}")
+
+
+@dataclass(frozen=True)
+class Core:
+    """A core's SIMD issue: vector pipes for arithmetic, load ports, in or out of order (from its guide)."""
+
+    name: str
+    simd_pipes: float
+    load_ports: float
+    out_of_order: bool
+    source: str
+
+    def __post_init__(self) -> None:
+        if self.simd_pipes <= 0 or self.load_ports <= 0:
+            raise WorkbenchError(f"core {self.name!r}: simd_pipes and load_ports must be > 0")
+
+    def cycles_per_block(self, row: KernelRow) -> float:
+        """Issue-bound cycles of one block: the busier of the arithmetic pipes and the load ports."""
+        return max(row.simd_ops / self.simd_pipes, row.simd_loads / self.load_ports)
+
+
+def isa_class(device: DeviceSpec) -> str:
+    """The ISA class of the device's stated features (`ISA_CLASSES`), one line when it states none or no class fits."""
+    if not device.isa:
+        raise WorkbenchError(f"device {device.name!r} states no isa features: an engine's kernels cannot be chosen "
+                             "(state [meta] isa, e.g. [\"neon\", \"dotprod\"] or [\"avx2\", \"fma\", \"f16c\"])")
+    for name, needs in ISA_CLASSES:
+        if set(needs) <= set(device.isa):
+            return name
+    raise WorkbenchError(f"device {device.name!r}: its isa {list(device.isa)} has no engine kernel class (needs one "
+                         f"of {', '.join('+'.join(n) for _, n in ISA_CLASSES)})")
+
+
+def engine_id(engine: str) -> str:
+    """The engine's id (llamacpp, dllama) from its id or its name (llama.cpp, distributed-llama)."""
+    for key, name in ENGINES.items():
+        if engine in (key, name):
+            return key
+    raise WorkbenchError(f"engine must be one of {', '.join(ENGINES.values())}, got {engine!r}")
+
+
+def rate_key(engine: str, fmt: str, shape: str) -> str:
+    """The `DeviceSpec.kernel_rates` key (and `kernel_rate_<key>` constant) of a measured kernel rate."""
+    require_choice("kernel shape", shape, KERNEL_SHAPES)
+    return f"{engine_id(engine)}_{fmt}_{shape}"
+
+
+@functools.cache
+def kernel_rows(engine: str) -> tuple[KernelRow, ...]:
+    """The counted kernels of `engine` (data/kernels/<id>_kernels.csv)."""
+    path = KERNELS_DIR / f"{engine_id(engine)}_kernels.csv"
+    if not path.exists():
+        return ()
+    with open(path, newline="") as f:
+        return tuple(KernelRow(r["engine"], r["version"], r["format"], r["isa_class"], r["path"],
+                               int(r["block_weights"]), float(r["simd_ops"]), float(r["simd_loads"]), r["source"])
+                     for r in csv.DictReader(f) if r["simd_ops"].strip())
+
+
+@functools.cache
+def cores() -> dict[str, Core]:
+    """Every core of data/constants/cores.toml: `<core>_simd_pipes`, `_load_ports`, `_out_of_order` constants."""
+    if not CORES_PATH.exists():
+        return {}
+    with open(CORES_PATH, "rb") as f:
+        table = tomllib.load(f)
+    table.pop("meta", None)
+    consts = parse_constants(table, CORES_PATH.name)
+    names = sorted({k.removesuffix("_simd_pipes") for k in consts if k.endswith("_simd_pipes")})
+    return {n: Core(n, float(consts[f"{n}_simd_pipes"].value), float(consts[f"{n}_load_ports"].value),
+                    bool(consts[f"{n}_out_of_order"].value), consts[f"{n}_simd_pipes"].source) for n in names}
+
+
+def core_of(device: DeviceSpec) -> Core:
+    """The device's core (`DeviceSpec.core`), one line when it states none or an unknown one."""
+    known = cores()
+    if device.core not in known:
+        raise WorkbenchError(f"device {device.name!r}: core {device.core!r} is not in {CORES_PATH.name} "
+                             f"(known: {', '.join(sorted(known)) or 'none'}); state [meta] core")
+    return known[device.core]
+
+
+def counted_row(device: DeviceSpec, engine: str, fmt: str, shape: str) -> KernelRow:
+    """The kernel the engine runs for `fmt` and `shape` on the device's ISA class (`PATH_ORDER`), or one line."""
+    isa = isa_class(device)
+    rows = {r.path: r for r in kernel_rows(engine) if r.fmt == fmt and r.isa_class == isa}
+    for path in PATH_ORDER[shape]:
+        if path in rows:
+            return rows[path]
+    raise WorkbenchError(f"no kernel: {ENGINES[engine_id(engine)]} has no {fmt} {shape} kernel on {isa} "
+                         f"(device {device.name!r})")
+
+
+def kernel_rate(device: DeviceSpec, engine: str, fmt: str, shape: str) -> float:
+    """MAC/s of the engine's `fmt` kernel of `shape` on the whole device: measured if its TOML states it, else
+    counted instructions over the core's issue rate x clock x cores."""
+    measured = device.kernel_rates.get(rate_key(engine, fmt, shape))
+    if measured is not None:
+        return measured
+    row = counted_row(device, engine, fmt, shape)
+    if device.clock_hz <= 0:
+        raise WorkbenchError(f"device {device.name!r} states no clock_hz: its {fmt} kernel rate cannot be counted")
+    return device.clock_hz * device.cores * row.block_weights / core_of(device).cycles_per_block(row)
+
+
+def require_kernel(device: DeviceSpec, engine: str, fmt: str, shape: str) -> None:
+    """One line unless the engine has a kernel (measured or counted) for `fmt` and `shape` on the device."""
+    kernel_rate(device, engine, fmt, shape)
+
+
+def kernel_time(device: DeviceSpec, engine: str, fmt: str, shape: str, macs):
+    """Seconds of `macs` multiply-accumulates in the engine's `fmt` kernel of `shape` on the device (vectorised)."""
+    import numpy as np
+
+    return np.asarray(macs, dtype=float) / kernel_rate(device, engine, fmt, shape)
+
+
+def overlaps(device: DeviceSpec) -> bool:
+    """Whether the device's core streams while it computes (`OVERLAP`): out of order, or a measured rate (whose
+    cache-resident timing has no streaming to overlap, and which a device with no counted core still runs)."""
+    known = cores().get(device.core)
+    return True if known is None else known.out_of_order
+
+
+# ---- which format each matmul row of a layer runs: a block format everywhere, or a recipe's per-tensor mix ----
+# operator-table row -> the GGUF tensor classes whose weights it multiplies (`formats.TENSOR_CLASSES`)
+ROW_TENSORS = {"qkv": ("attn_q", "attn_k", "attn_v", "attn_qkv"), "out": ("attn_output",),
+               "ffn1": ("ffn_gate", "ffn_up", "ffn_gate_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_up_shexp"),
+               "ffn2": ("ffn_down", "ffn_down_exps", "ffn_down_shexp"), "head": ("output",),
+               "router": ("ffn_gate_inp",)}
+
+
+@functools.cache
+def _recipe_shares(model, recipe: str) -> dict[str, tuple[tuple[str, float], ...]]:
+    """Row -> ((format, share of the row's weights), ...) of `model`'s tensors under a llama.cpp file type."""
+    from workbench.formats import model_tensors, tensor_formats
+
+    formats = tensor_formats(model, recipe)
+    out = {}
+    for row, kinds in ROW_TENSORS.items():
+        weights: dict[str, float] = {}
+        for t in model_tensors(model):
+            if t.kind in kinds:
+                weights[formats[t.name].name] = weights.get(formats[t.name].name, 0.0) + t.params
+        total = sum(weights.values())
+        out[row] = tuple((f, w / total) for f, w in sorted(weights.items())) if total else ()
+    return out
+
+
+def row_formats(model, weight_format: str, row: str) -> tuple[tuple[str, float], ...]:
+    """((format, share), ...) that operator row `row` runs: the router in f32 (never quantized), every other row in
+    `weight_format` when it is a block format (q4_k), or a recipe's per-tensor mix (Q4_K_M: q4_k and q6_k)."""
+    from workbench.formats import RECIPE_DEFAULTS, weight_formats
+
+    if row == "router":
+        return (("f32", 1.0),)
+    if weight_format in RECIPE_DEFAULTS:
+        return _recipe_shares(model, weight_format)[row]
+    if weight_format in weight_formats():
+        return ((weight_format, 1.0),)
+    raise WorkbenchError(f"an engine's kernels need a weight_format (a block format {', '.join(weight_formats())} "
+                         f"or a file type {', '.join(RECIPE_DEFAULTS)}), got {weight_format!r}")
+
+
+def mixed_kernel_time(device: DeviceSpec, engine: str, formats: tuple[tuple[str, float], ...], shape: str, macs):
+    """Seconds of `macs` split over formats by their shares, each in the engine's own kernel (`kernel_time`)."""
+    if not formats:
+        raise WorkbenchError("a kernel row needs at least one (format, share)")
+    return sum(share * kernel_time(device, engine, fmt, shape, macs) for fmt, share in formats)
