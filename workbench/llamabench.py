@@ -55,7 +55,8 @@ MISMATCH = 0.10
 # llama-bench.cpp markdown_printer: size in MiB / GiB (1024-powers), params in M / B (1e6 / 1e9).
 SIZE_UNITS = {"KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3, "TiB": 1024.0 ** 4}
 PARAM_UNITS = {"K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
-TEST = re.compile(r"(?:pp(\d+)|tg(\d+)|pp(\d+)\+tg(\d+))(?: @ d(\d+))?")
+# "pp512", "tg128 @ d512", "pp512+tg128"; tables of 2023 builds print "pp 512", "tg 128" (the README's examples)
+TEST = re.compile(r"(?:pp ?(\d+)|tg ?(\d+)|pp ?(\d+)\+tg ?(\d+))(?: @ d(\d+))?")
 RATE = re.compile(r"([0-9][0-9.eE+-]*)(?:\s*(?:±|\+/-|\+-)\s*([0-9][0-9.eE+-]*))?")
 REQUIRED_JSON = ("n_prompt", "n_gen", "avg_ts")
 
@@ -162,15 +163,17 @@ def json_values(name: str, text: str) -> list[tuple[int, object]]:
     pos = _blank(text, text.index("[") + 1) if array else _blank(text, 0)
     out: list[tuple[int, object]] = []
     while pos < len(text) and not (array and text[pos] == "]"):
+        line = text.count("\n", 0, pos) + 1
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            raise WorkbenchError(f"{name} line {exc.lineno}: not valid JSON: {exc.msg}") from None
-        out.append((text.count("\n", 0, pos) + 1, value))
+            raise WorkbenchError(f"{name} line {line}: not valid JSON: {exc.msg} (at line {exc.lineno} column "
+                                 f"{exc.colno})") from None
+        out.append((line, value))
         pos = _blank(text, end)
         if array and text[pos:pos + 1] == ",":
             pos = _blank(text, pos + 1)
-        elif array and text[pos:pos + 1] != "]":
+        elif array and pos < len(text) and text[pos] != "]":
             raise WorkbenchError(f"{name} line {text.count(chr(10), 0, pos) + 1}: not valid JSON: expected , or ] "
                                  "after a list element")
     if array and (pos >= len(text) or text[pos + 1:].strip()):
@@ -300,8 +303,8 @@ def run_from_cells(name: str, line: int, row: dict[str, str], build: str) -> Run
         raise WorkbenchError(f"{where}: threads must be an integer >= 0, got {threads!r}")
     return Run(name, line, pp or pg_p, tg or pg_g, mean, n_depth=depth,
                stddev_ts=_float(rate.group(2)) if rate.group(2) else None, model_type=row.get("model", ""),
-               model_size_bytes=_quantity(where, "size", row.get("size", ""), SIZE_UNITS),
-               model_params=_quantity(where, "params", row.get("params", ""), PARAM_UNITS),
+               model_size_bytes=_quantity(where, "size", row.get("size", ""), SIZE_UNITS, "4.33 GiB"),
+               model_params=_quantity(where, "params", row.get("params", ""), PARAM_UNITS, "8.03 B"),
                threads=int(threads) if threads else None, backend=row.get("backend", ""), build=build)
 
 
@@ -313,15 +316,15 @@ def _float(text: str) -> float | None:
         return None
 
 
-def _quantity(where: str, key: str, text: str, units: dict[str, float]) -> float | None:
+def _quantity(where: str, key: str, text: str, units: dict[str, float], example: str) -> float | None:
     """A "4.33 GiB" / "8.03 B" cell in base units (bytes, parameters); None for an absent or empty cell."""
     if not text:
         return None
     number, _, unit = text.partition(" ")
     value = _float(number)
     if value is None or unit.strip() not in units:
-        raise WorkbenchError(f"{where}: {key} must be a number and one of {', '.join(units)} (e.g. "
-                             f"'4.33 {next(iter(units))}'), got {text!r}")
+        raise WorkbenchError(f"{where}: {key} must be a number and one of {', '.join(units)} (e.g. {example!r}), "
+                             f"got {text!r}")
     return value * units[unit.strip()]
 
 
@@ -331,22 +334,28 @@ def to_rows(runs: list[Run], validation: Collection[str] = ()) -> pd.DataFrame:
     calibration otherwise) with each run's line and its llama-bench facts as llama_* columns."""
     models = list(dict.fromkeys((r.model_type, r.model_size_bytes, r.model_params) for r in runs))
     if len(models) > 1:
-        raise WorkbenchError(f"{runs[0].source}: the rows are costed as the config's one model, but llama-bench ran "
-                             f"{len(models)} ({', '.join(repr(m[0]) for m in models)}; size or parameters differ): "
-                             "keep one model's rows")
+        raise WorkbenchError(f"{runs[0].source}: the rows are costed as the config's one model, but the file holds "
+                             f"{len(models)} models ({', '.join(repr(m[0]) for m in models)}: type, size or "
+                             "parameters differ): keep one model's rows")
     known = {r.test for r in runs}
-    for test in validation:
+    held = {canonical(t) for t in validation}
+    for test in sorted(held):
         if test not in known:
             raise WorkbenchError(f"--validation {test!r} is not a test of {runs[0].source}; its tests: "
                                  f"{', '.join(sorted(known))}")
     return pd.DataFrame([{
         "scheme": SCHEME, "devices": 1, "phase": r.phase, "tokens": r.tokens, "latency_s": r.latency_s,
-        "role": "validation" if r.test in validation else "calibration", "line": r.line, "llama_test": r.test,
+        "role": "validation" if r.test in held else "calibration", "line": r.line, "llama_test": r.test,
         "llama_tokens_per_s": r.tokens_per_s, "llama_model": r.model_type,
         "llama_size_bytes": math.nan if r.model_size_bytes is None else r.model_size_bytes,
         "llama_params": math.nan if r.model_params is None else r.model_params,
         "llama_threads": -1 if r.threads is None else r.threads, "llama_backend": r.backend, "llama_build": r.build,
     } for r in runs])
+
+
+def canonical(test: str) -> str:
+    """A test name as `Run.test` spells it: 'tg 128' (2023 tables) -> 'tg128'."""
+    return re.sub(r"(pp|tg) (\d)", r"\1\2", test.strip())
 
 
 def parse_validation(text: str | None) -> tuple[str, ...]:
