@@ -242,6 +242,13 @@ def test_validation_names_must_be_tests_of_the_file_and_a_csv_has_its_own_roles(
         C.read_measurements(tmp_path / "m.csv", validation=("tg128",))
 
 
+def test_llama_bench_csv_is_pointed_to_the_formats_it_reads(tmp_path):
+    pd.DataFrame(RUNS).to_csv(tmp_path / "bench.csv", index=False)
+    with pytest.raises(WorkbenchError, match="missing column scheme; .*; a llama-bench -o csv file\\? give its -o json, "
+                                             "-o jsonl or markdown table instead$"):
+        C.read_measurements(tmp_path / "bench.csv")
+
+
 # ---- the model check -----------------------------------------------------------------------------------------
 def test_a_llama_bench_model_unlike_the_configs_gets_one_warning_line(tmp_path):
     rows = C.read_measurements(_write(tmp_path, "bench.md", PASTED))  # an 8B model

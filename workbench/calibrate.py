@@ -118,8 +118,10 @@ def read_measurements(path: str | Path, validation: tuple[str, ...] = ()) -> pd.
     required = [c for c in COLUMNS if c != "devices"]
     missing = [c for c in required if c not in frame.columns]
     if missing:
+        hint = ("; a llama-bench -o csv file? give its -o json, -o jsonl or markdown table instead"
+                if {"n_prompt", "avg_ts"} <= set(frame.columns) else "")
         raise WorkbenchError(f"{path.name}: missing column {missing[0]}; needed: {', '.join(COLUMNS)} (devices "
-                             "optional, model optional, options optional)")
+                             f"optional, model optional, options optional){hint}")
     frame["line"] = np.arange(len(frame)) + 2  # blank lines are kept as empty rows until here, so this counts them
     frame = frame[(frame.drop(columns="line") != "").any(axis=1)]
     if frame.empty:

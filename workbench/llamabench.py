@@ -10,22 +10,25 @@ avg_ts, model_type, model_size in bytes, model_n_params, n_threads, backends, bu
 1e6 / 1e9, backend, threads (n_threads), ngl, ..., test, t/s as "%.2f ± %.2f"; the footer
 "build: <commit> (<number>)") and `test::get_ts` (t/s = (n_prompt + n_gen) / the run's time, averaged over
 the repetitions). The markdown columns vary by version and flags, so they are read by header name: only
-`test` and `t/s` are required.
+`test` and `t/s` are required (tables of 2023 builds name tests "pp 512", "tg 128": read as pp512, tg128).
 
 What a test becomes (`Run`):
 
 * `ppN` (n_prompt = N, n_gen = 0): `test_prompt` decodes N random tokens from an empty context in batches
   of n_batch and returns after the last token's logits: a prefill of N tokens, latency_s = N / t/s, which
-  is calibrate's prefill row (time to first token of a `tokens`-token prompt), less sampling one token.
+  is calibrate's prefill row (time to first token of a `tokens`-token prompt) less tokenizing and sampling
+  (llama-bench's README: its measurements include neither).
 * `tgN` (n_gen = N, n_prompt = 0): `test_gen` decodes N tokens one at a time after `llama_memory_clear`
   (or after a restored n_depth-token context): one token's latency = 1 / t/s. Token i (0-based) attends
   n_depth + i + 1 positions, so the mean is n_depth + (N + 1) / 2; the row's `tokens` (the positions a
   decode step attends) is n_depth + (N + 1) // 2, the mean rounded down: 64 for tg128, 576 for
-  "tg128 @ d512". The model's decode cost is linear in the attended length, so the mean step costs the
-  mean of the steps.
+  "tg128 @ d512". The model's decode step is affine in the attended length (weights streamed once, the
+  KV cache read per position), so the step at the mean length costs the mean of the steps.
 * Refused by name, one line each (a silently dropped row would change what is fitted): a combined test
-  `ppN+tgM` (`-pg`: its t/s mixes a prefill and N decode steps), a prompt after a filled context
-  (`ppN @ dD`: a calibrate prefill row is a prompt from an empty context), a test that is neither.
+  `ppN+tgM` (`-pg`: its t/s mixes a prefill and M decode steps), a prompt after a filled context
+  (`ppN @ dD`: a calibrate prefill row is a prompt from an empty context), a test that is neither, and a
+  file whose tests ran more than one model (the rows are all costed as the config's one model).
+* JSON's avg_ts (the same mean the table prints), not avg_ns, so a run gives the same rows in every format.
 
 Every row is `SCHEME` (the workbench's one-device scheme: all weights resident on the config's device,
 dense or mixture of experts) on `devices` = 1, role calibration unless its test is named in
