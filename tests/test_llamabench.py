@@ -114,6 +114,13 @@ def test_a_2023_table_with_spaced_test_names_is_read(tmp_path):
     assert list(rows.latency_s) == pytest.approx([512 / 2368.80, 1 / 131.42], rel=1e-12)
 
 
+def test_two_pasted_tables_keep_each_its_own_build(tmp_path):
+    runs = L.read_runs(tmp_path / "two.md", OLD + "\n" + PASTED)
+    assert [(r.line, r.test, r.build) for r in runs] == [(3, "pp512", ""), (4, "tg128", ""),
+                                                         (8, "pp512", "8e672efe (4440)"),
+                                                         (9, "tg128", "8e672efe (4440)")]
+
+
 def test_json_and_jsonl_give_the_rows_the_table_gives(tmp_path):
     table = C.read_measurements(_write(tmp_path, "bench.md", PASTED))
     for name, text in (("bench.json", json_text(RUNS)), ("bench.jsonl", jsonl_text(RUNS)),

@@ -250,7 +250,8 @@ def parse_markdown(name: str, text: str) -> list[Run]:
         end = number
         while end < len(lines) and lines[end].strip().startswith("|"):
             end += 1
-        build = next((_build(line) for line in lines[end:] if _build(line)), "")
+        after = lines[end:next((i for i in range(end, len(lines)) if lines[i].strip().startswith("|")), len(lines))]
+        build = next((_build(line) for line in after if _build(line)), "")  # before the next table, if any
         runs += table_runs(name, number + 1, lines[number:end], build)
         number = end
     return runs
