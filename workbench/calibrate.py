@@ -18,6 +18,15 @@ fittable constant (`sensitivities`) and refuses a named constant that moves none
 which constant would (`refuse_unmoved`); after it, a value on its bound or two constants the rows cannot
 tell apart (`bound_caveats`, `correlation_caveats`) are not written as fitted without `--force`, and a
 calibration row whose error grew is named (`worse_rows`). `--out` is checked before anything is read.
+
+In place of MEASURED.csv it takes llama.cpp's `llama-bench` output (`workbench.llamabench`): `-o json`,
+`-o jsonl` or the default markdown table (a .json/.jsonl file or text starting with [ or {; a .md/.txt file
+or text whose first line starts with |). Each ppN test becomes a prefill row of N tokens (latency N / t/s),
+each tgN test a decode row (latency 1 / t/s, attending n_depth + (N + 1) // 2 positions), on the
+one-device scheme `single_device_resident` with devices = 1 and the config's model; `--validation
+tg128[,...]` makes the named tests validation rows (the rest are calibration). Combined (ppN+tgM) tests and
+prompts after a filled context (ppN @ dD) are refused by name. A llama-bench model whose size or parameter
+count is more than 10 % off the config's model, and rows run with different thread counts, get a warning line.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workbench import llamabench
 from workbench.errors import WorkbenchError
 
 # name -> (where in the TOML, lower bound, upper bound, start): every [[devices]] entry or the network.
@@ -82,12 +92,25 @@ class Fit:
     caveats: tuple[Caveat, ...] = ()
 
 
-def read_measurements(path: str | Path) -> pd.DataFrame:
+def read_measurements(path: str | Path, validation: tuple[str, ...] = ()) -> pd.DataFrame:
     """MEASURED.csv, checked cell by cell as written (a bad cell is named by its line, header = line 1, and its
-    text), with a `line` column: the line each row is on, which the fitted TOML cites."""
+    text), with a `line` column: the line each row is on, which the fitted TOML cites. llama-bench output
+    (`llamabench.detect`) is read as its rows instead, `validation` naming its tests that are validation rows."""
     path = Path(path)
     if not path.is_file():
         raise WorkbenchError(f"measurements file {str(path)!r} does not exist")
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path.name}: not a readable text file: {exc.reason} at byte {exc.start}") from None
+    if llamabench.detect(path, text):
+        rows = llamabench.to_rows(llamabench.read_runs(path, text), validation)
+        for row in rows.to_dict("records"):
+            _check_row(path.name, int(row["line"]), {k: str(row[k]) for k in COLUMNS})
+        return rows
+    if validation:
+        raise WorkbenchError(f"--validation names llama-bench tests; {path.name} is a CSV, whose role column says "
+                             "which rows are validation rows")
     try:  # every cell as text: one bad cell must not turn its column's good cells into other values
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -95,8 +118,10 @@ def read_measurements(path: str | Path) -> pd.DataFrame:
     required = [c for c in COLUMNS if c != "devices"]
     missing = [c for c in required if c not in frame.columns]
     if missing:
+        hint = ("; a llama-bench -o csv file? give its -o json, -o jsonl or markdown table instead"
+                if {"n_prompt", "avg_ts"} <= set(frame.columns) else "")
         raise WorkbenchError(f"{path.name}: missing column {missing[0]}; needed: {', '.join(COLUMNS)} (devices "
-                             "optional, model optional, options optional)")
+                             f"optional, model optional, options optional){hint}")
     frame["line"] = np.arange(len(frame)) + 2  # blank lines are kept as empty rows until here, so this counts them
     frame = frame[(frame.drop(columns="line") != "").any(axis=1)]
     if frame.empty:
@@ -442,9 +467,14 @@ def _value(value) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `python -m workbench calibrate`."""
     parser.add_argument("config", metavar="CONFIG.toml", help="the deployment (see examples/)")
-    parser.add_argument("measured", metavar="MEASURED.csv", help="scheme, devices, phase, tokens, latency_s, role")
+    parser.add_argument("measured", metavar="MEASURED.csv",
+                        help="scheme, devices, phase, tokens, latency_s, role; or llama-bench output (-o json, "
+                             "-o jsonl, or its markdown table)")
     parser.add_argument("--fit", required=True, metavar="NAME[,NAME...]",
                         help=f"constants to fit: {', '.join(FITTABLE)}")
+    parser.add_argument("--validation", default=None, metavar="TEST[,TEST...]",
+                        help="llama-bench input: its tests (as its table names them: tg128, 'tg128 @ d512') whose "
+                             "rows are validation rows; the others are calibration rows")
     parser.add_argument("--out", default=None, help="the fitted TOML (default: CONFIG.calibrated.toml)")
     parser.add_argument("--force", action="store_true",
                         help="write values that ended on a bound or that the rows cannot tell apart as fitted "
@@ -462,7 +492,9 @@ def main(args: argparse.Namespace) -> int:
     writable_file(out, f"--out {str(out)!r}")  # before any reading or fitting
     document = read_document(config)
     names = parse_fit_names(args.fit)
-    rows = read_measurements(args.measured)
+    rows = read_measurements(args.measured, llamabench.parse_validation(getattr(args, "validation", None)))
+    for line in _llama_warnings(document, rows, config):
+        print(line)
     cal_rows = rows[rows["role"] == "calibration"].reset_index(drop=True)
     table = starting_sensitivities(document, cal_rows, names, config.name, config.parent) if len(cal_rows) else None
     if table is not None:
@@ -479,9 +511,20 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _llama_warnings(document: dict, rows: pd.DataFrame, config: Path) -> list[str]:
+    """`llamabench.mismatch_warnings` of llama-bench rows against the config's model; [] for a CSV's rows."""
+    if "llama_model" not in rows.columns:
+        return []
+    from workbench.userconfig import parse_config
+
+    parsed = parse_config(document, config.name, config.parent)
+    return llamabench.mismatch_warnings(rows, parsed.model.total_params(), parsed.model.weight_bytes(parsed.weight_bits),
+                                        parsed.model.name)
+
+
 def sensitivity_text(table: pd.DataFrame, cal_rows: pd.DataFrame, names: list[str]) -> str:
     """The sensitivity table as printed before the fit: one line per calibration row, fitted constants marked *."""
-    keys = [c for c in ("line", "scheme", "devices", "phase", "tokens") if c in cal_rows.columns]
+    keys = [c for c in ("line", "llama_test", "scheme", "devices", "phase", "tokens") if c in cal_rows.columns]
     shown = cal_rows[keys].join(table.rename(columns={n: f"{n}*" for n in names}).map("{:+.3g}".format))
     return ("sensitivity of each calibration row to each fittable constant at the start (d log latency / d log "
             "constant; for a constant at 0, per its typical value; * = fitted):\n" + shown.to_string(index=False))
@@ -491,8 +534,9 @@ def report_text(fit: Fit, calibration_rows: int) -> str:
     """The fitted values, every row before -> after, the validation summary and a warning per calibration row
     that got worse and per caveat."""
     out = [f"{name} = {value:.6g} (fitted on {calibration_rows} calibration rows)" for name, value in fit.values.items()]
-    shown = fit.rows.assign(error_before=fit.rows.error_before.map("{:+.1%}".format),
-                            error_after=fit.rows.error_after.map("{:+.1%}".format))
+    shown = fit.rows.drop(columns=[c for c in fit.rows.columns if c.startswith("llama_") and c != "llama_test"])
+    shown = shown.assign(error_before=fit.rows.error_before.map("{:+.1%}".format),
+                         error_after=fit.rows.error_after.map("{:+.1%}".format))
     out.append(shown.to_string(index=False))
     val = fit.rows[fit.rows.role == "validation"]
     if len(val):
