@@ -53,13 +53,15 @@ ISA_CLASSES = (
 )
 # Kernel paths an engine takes for a shape, in the order it prefers them when its data has a row for the format and
 # ISA (llama.cpp: a repacked buffer's gemv/gemm first, then llamafile's tinyBLAS for prompts, then vec_dot).
-PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot"), "gemm": ("repack_gemm", "sgemm", "vec_dot")}
+# (AMX tiles need an AMX build: the engines extra builds AVX2-class kernels, so they are not in the order.)
+PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot"), "gemm": ("repack_gemm", "sgemm", "tiled", "vec_dot")}
 OVERLAP = "out-of-order cores overlap streaming with arithmetic (max); in-order cores add them (sum)"
 
 
 @dataclass(frozen=True)
 class KernelRow:
-    """One counted kernel: instructions per block of `block_weights` MACs for a format, ISA class and path."""
+    """One kernel of data/kernels: SIMD instructions per block of `block_weights` MACs (one weight block against one
+    token) for a format, ISA class and path; `counted` False where the path exists but was not counted."""
 
     engine: str
     version: str
@@ -67,33 +69,44 @@ class KernelRow:
     isa_class: str
     path: str
     block_weights: int
-    simd_ops: float  # SIMD arithmetic and shuffle instructions per block (dot products included)
-    simd_loads: float  # vector loads per block
+    simd_mul: float  # dot-product / multiply instructions (SDOT, VPMADDUBSW, VPDPBUSD, FMLA, VFMADD ...)
+    simd_alu: float  # other vector arithmetic and shuffles
+    simd_load: float  # vector loads
+    scalar_ops: float  # scalar work for the scales (fp16 -> fp32, multiplies)
+    counted: bool
     source: str
 
     def __post_init__(self) -> None:
-        if self.block_weights < 1 or self.simd_ops <= 0 or self.simd_loads < 0:
+        if self.block_weights < 1 or (self.counted and min(self.simd_mul, self.simd_alu, self.simd_load,
+                                                            self.scalar_ops) < 0):
             raise WorkbenchError(f"kernel row {self.engine} {self.fmt} {self.isa_class} {self.path}: block_weights "
-                                 f">= 1 and simd_ops > 0 needed, got {self.block_weights}, {self.simd_ops}")
+                                 f">= 1 and counts >= 0 needed")
+
+
+# Issue widths the counts need beside the vector pipes, where data/constants/cores.toml states none (assumed: every
+# core of the library has at least two load pipes and three scalar integer ALUs; the vector pipes bind first).
+LOAD_PORTS, SCALAR_PORTS = 2.0, 3.0
 
 
 @dataclass(frozen=True)
 class Core:
-    """A core's SIMD issue: vector pipes for arithmetic, load ports, in or out of order (from its guide)."""
+    """A core's SIMD issue: vector pipes, dot products per cycle, in or out of order (`out_of_order` None: unstated)."""
 
     name: str
     simd_pipes: float
-    load_ports: float
-    out_of_order: bool
+    dot_per_cycle: float
+    out_of_order: bool | None
     source: str
 
     def __post_init__(self) -> None:
-        if self.simd_pipes <= 0 or self.load_ports <= 0:
-            raise WorkbenchError(f"core {self.name!r}: simd_pipes and load_ports must be > 0")
+        if self.simd_pipes <= 0 or self.dot_per_cycle <= 0:
+            raise WorkbenchError(f"core {self.name!r}: simd_pipes and dot_per_cycle must be > 0")
 
     def cycles_per_block(self, row: KernelRow) -> float:
-        """Issue-bound cycles of one block: the busier of the arithmetic pipes and the load ports."""
-        return max(row.simd_ops / self.simd_pipes, row.simd_loads / self.load_ports)
+        """Issue-bound cycles of one block: the busiest of the vector pipes, the dot-product pipes, the load pipes and
+        the scalar ALUs (`LOAD_PORTS`, `SCALAR_PORTS`)."""
+        return max((row.simd_mul + row.simd_alu) / self.simd_pipes, row.simd_mul / self.dot_per_cycle,
+                   row.simd_load / LOAD_PORTS, row.scalar_ops / SCALAR_PORTS)
 
 
 def isa_class(device: DeviceSpec) -> str:
@@ -122,30 +135,45 @@ def rate_key(engine: str, fmt: str, shape: str) -> str:
     return f"{engine_id(engine)}_{fmt}_{shape}"
 
 
+def _count(text: str) -> float:
+    """A count cell: a number, or NaN where the row was not counted."""
+    return float(text) if text.strip() else float("nan")
+
+
 @functools.cache
 def kernel_rows(engine: str) -> tuple[KernelRow, ...]:
-    """The counted kernels of `engine` (data/kernels/<id>_kernels.csv)."""
+    """The kernels of `engine` (data/kernels/<id>_kernels.csv; see data/kernels/README.md for how they were counted)."""
     path = KERNELS_DIR / f"{engine_id(engine)}_kernels.csv"
     if not path.exists():
         return ()
     with open(path, newline="") as f:
         return tuple(KernelRow(r["engine"], r["version"], r["format"], r["isa_class"], r["path"],
-                               int(r["block_weights"]), float(r["simd_ops"]), float(r["simd_loads"]), r["source"])
-                     for r in csv.DictReader(f) if r["simd_ops"].strip())
+                               int(r["block_weights"]), _count(r["simd_mul"]), _count(r["simd_alu"]),
+                               _count(r["simd_load"]), _count(r["scalar_ops"] or "0"),
+                               r["kind"] != "not_counted" and bool(r["simd_mul"].strip()), r["source"])
+                     for r in csv.DictReader(f))
 
 
 @functools.cache
 def cores() -> dict[str, Core]:
-    """Every core of data/constants/cores.toml: `<core>_simd_pipes`, `_load_ports`, `_out_of_order` constants."""
+    """Every core of data/constants/cores.toml: its vector pipes (`_vec_pipes`, else the wider of its dot-product and
+    FMA issue), dot products per cycle and whether it is out of order."""
     if not CORES_PATH.exists():
         return {}
     with open(CORES_PATH, "rb") as f:
         table = tomllib.load(f)
     table.pop("meta", None)
-    consts = parse_constants(table, CORES_PATH.name)
-    names = sorted({k.removesuffix("_simd_pipes") for k in consts if k.endswith("_simd_pipes")})
-    return {n: Core(n, float(consts[f"{n}_simd_pipes"].value), float(consts[f"{n}_load_ports"].value),
-                    bool(consts[f"{n}_out_of_order"].value), consts[f"{n}_simd_pipes"].source) for n in names}
+    c = {k: v.value for k, v in parse_constants(table, CORES_PATH.name).items()}
+    names = sorted({k.rsplit("_vec_", 1)[0] for k in c if "_vec_" in k})
+    out = {}
+    for n in names:
+        dot = c.get(f"{n}_vec_int_dot_per_cycle", c.get(f"{n}_vec_fma_per_cycle"))
+        pipes = c.get(f"{n}_vec_pipes", max(filter(None, (dot, c.get(f"{n}_vec_fma_per_cycle"))), default=None))
+        if pipes is None or dot is None:
+            continue
+        ooo = c.get(f"{n}_out_of_order")
+        out[n] = Core(n, float(pipes), float(dot), None if ooo is None else bool(ooo), CORES_PATH.name)
+    return out
 
 
 def core_of(device: DeviceSpec) -> Core:
@@ -162,6 +190,9 @@ def counted_row(device: DeviceSpec, engine: str, fmt: str, shape: str) -> Kernel
     isa = isa_class(device)
     rows = {r.path: r for r in kernel_rows(engine) if r.fmt == fmt and r.isa_class == isa}
     for path in PATH_ORDER[shape]:
+        if path in rows and not rows[path].counted:
+            raise WorkbenchError(f"no counted kernel: {ENGINES[engine_id(engine)]} runs {fmt} {shape} on {isa} through "
+                                 f"its {path} path, whose instructions are not counted ({rows[path].source})")
         if path in rows:
             return rows[path]
     raise WorkbenchError(f"no kernel: {ENGINES[engine_id(engine)]} has no {fmt} {shape} kernel on {isa} "
@@ -193,10 +224,10 @@ def kernel_time(device: DeviceSpec, engine: str, fmt: str, shape: str, macs):
 
 
 def overlaps(device: DeviceSpec) -> bool:
-    """Whether the device's core streams while it computes (`OVERLAP`): out of order, or a measured rate (whose
-    cache-resident timing has no streaming to overlap, and which a device with no counted core still runs)."""
+    """Whether the device's core streams while it computes (`OVERLAP`): its core's out-of-order flag; a core the
+    library does not state runs the roofline (max), as every table row does without an engine."""
     known = cores().get(device.core)
-    return True if known is None else known.out_of_order
+    return True if known is None or known.out_of_order is None else known.out_of_order
 
 
 # ---- which format each matmul row of a layer runs: a block format everywhere, or a recipe's per-tensor mix ----

@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="network: shape the link to MBIT with tc tbf in namespaces (root only)")
     parser.add_argument("--processes", "-n", type=int, default=2,
                         help="network: co-located processes the deployment runs (2-16; the syncs are measured there)")
+    parser.add_argument("--engine", default=None, choices=("llama.cpp",),
+                        help="device: measure this engine's own kernel rates (MAC/s per format, decode and prefill), "
+                             "fixed costs and streaming at --threads, written as measured constants "
+                             "(workbench.engines.profile; needs the engines extra)")
+    parser.add_argument("--threads", type=int, default=None, help="--engine: threads the engine runs (default: all cores)")
+    parser.add_argument("--based-on", default="this_machine_xeon",
+                        help="--engine: the preset whose clock, peaks and isa the written TOML keeps")
     parser.add_argument("--phase", default="decoder", choices=("decoder", "decode", "prefill", "single-call"),
                         help="network: the syncs among a TP decoder layer's kernels (default), after one decode "
                              "step's GEMV or one prefill GEMM, inside a running program; or single psum calls")
@@ -80,7 +87,30 @@ def main(args: argparse.Namespace) -> int:
     request = checked_arguments(args)
     if request.what == "network":
         return profile_network(request, args.shape, args.processes, None if args.phase == "single-call" else args.phase)
+    if args.engine:
+        return profile_engine(request, args.threads, args.based_on, args.name)
     return profile_device(request, args.name)
+
+
+def profile_engine(request: Request, threads: int | None, base: str, name: str | None) -> int:
+    """Measure llama.cpp's kernels on this machine and write them into a device TOML based on preset `base`."""
+    import os
+
+    from workbench.engines.llamacpp import llama_cpp_module
+    from workbench.engines.profile import device_toml, measure
+    from workbench.hardware import load_device
+    from workbench.io import write_text_atomic
+
+    threads = (os.cpu_count() or 1) if threads is None else require_int("--threads", threads, low=1, high=1024)
+    load_device(base)  # an unknown base is one line before anything runs
+    llama_cpp_module()
+    profile = measure(threads, ("f16", "q8_0", "q4_0") if request.quick else None)
+    write_text_atomic(request.out, device_toml(profile, base, name or f"llama.cpp on this machine, {threads} thread(s)"))
+    for key, rate in sorted(profile.kernel_rates.items()):
+        print(f"{key:32s} {rate / 1e9:8.2f} GMAC/s")
+    print(f"layer overhead {profile.layer_overhead_s * 1e6:.1f} us, step overhead {profile.step_overhead_s * 1e6:.1f} us, "
+          f"stream {profile.stream_bytes_per_s / 1e9:.1f} GB/s\nwrote {request.out}")
+    return 0
 
 
 def profile_network(request: Request, shape: float | None, processes: int, phase: str | None) -> int:

@@ -124,7 +124,7 @@ MOE_ONLY: set[str] = set()  # schemes that cost mixtures of experts only (regist
 
 
 def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
-             dense: bool = True) -> Callable[[Evaluator], Evaluator]:
+             dense: bool = True, engine: str = "") -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
     evaluator already holds is an error (re-importing the same module is not).
 
@@ -136,7 +136,10 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
     With `moe` the scheme costs a mixture of experts' FFN through the operator table's expert rows
     (`common.layer_operators`); without, it costs a dense FFN by its own formulas, and a MoE model is n/a
     for it (one line saying so), never silently costed as a dense model of the expert width. A scheme with
-    `dense` False costs mixtures of experts only (`MOE_ONLY`: the MoE engines' partitions)."""
+    `dense` False costs mixtures of experts only (`MOE_ONLY`: the MoE engines' partitions).
+
+    With `engine` (llama.cpp, distributed-llama) the scheme is that engine's and its weight matmuls run the engine's
+    quantized kernels (`runs_engine`: `Workload.engine`, `workbench.kernel_cost`), whatever the deployment says."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
         if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
@@ -144,6 +147,8 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
             raise WorkbenchError(f"scheme {name!r} is already registered by {known[1].__module__}."
                                  f"{known[1].__qualname__}; pick another name")
         evaluator = with_streaming_split(fn) if streaming else fn
+        if engine:
+            evaluator = runs_engine(engine, evaluator)
         if not moe:
             evaluator = dense_only(name, evaluator)
         if not dense:
@@ -172,6 +177,26 @@ def one_device_takes(reference: Callable[[], Evaluator], note: str) -> Callable[
             return replace(own, **times, notes=f"{own.notes}; {note}" if own.notes else note)
         return wrapped
     return decorate
+
+
+# A deployment that gives bits, not a format, names a format only where the bits are a plain float type's.
+PLAIN_FORMATS = {16.0: "f16", 32.0: "f32"}
+
+
+def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
+    """`fn` on its workload with `engine`'s kernels; a quantized width given as bits alone (no weight_format) is one
+    line: an engine's time depends on the kernel, and 4.5 bits is q4_0 or q4_k."""
+    import functools
+    from dataclasses import replace
+
+    @functools.wraps(fn)
+    def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        fmt = workload.weight_format or PLAIN_FORMATS.get(float(workload.weight_bits), "")
+        if not fmt:
+            raise WorkbenchError(f"{engine} runs its kernels by weight format: give weight_format (q4_0, q4_k, Q4_K_M, "
+                                 f"...), not weight_bits = {workload.weight_bits:g} alone")
+        return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
+    return evaluator
 
 
 def dense_only(name: str, fn: Evaluator) -> Evaluator:

@@ -174,7 +174,7 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
-@register("llamacpp_rpc", "llama.cpp", moe=True)
+@register("llamacpp_rpc", "llama.cpp", moe=True, engine="llama.cpp")
 def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp with RPC servers: layers by free memory (another split: [schemes.llamacpp] tensor_split,
     `LlamaCppOptions.evaluator`), hand-offs through the client."""

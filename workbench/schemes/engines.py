@@ -505,14 +505,14 @@ def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workl
                    f"v{first}-v{last}: star through the root, {what}, one token per forward")
 
 
-@register("dllama_allgather_tp", PAPER)
+@register("dllama_allgather_tp", PAPER, engine="distributed-llama")
 @one_device_is_local
 def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
     return evaluate_allgather_tp(model, cluster, workload)
 
 
-@register("dllama_root_tp", PAPER)
+@register("dllama_root_tp", PAPER, engine="distributed-llama")
 @one_device_is_local
 def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer (another
@@ -520,14 +520,14 @@ def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload
     return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
 
 
-@register("dllama_root6_tp", PAPER)
+@register("dllama_root6_tp", PAPER, engine="distributed-llama")
 @one_device_is_local
 def evaluate_dllama_root6_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.5-v0.7: TP through the root, six transfers a layer (the FFN's hidden re-sent)."""
     return evaluate_root_tp(model, cluster, workload, scheme="dllama_root6_tp")
 
 
-@register("dllama_root8_tp", PAPER)
+@register("dllama_root8_tp", PAPER, engine="distributed-llama")
 @one_device_is_local
 def evaluate_dllama_root8_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.1-v0.4: TP through the root, eight transfers a layer, every head's attention on the root."""

@@ -302,7 +302,7 @@ def _layerwise_mp():
 one_device_is_whole = one_device_takes(_layerwise_mp, "one device: nothing to split, the whole model's time")
 
 
-@register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False)
+@register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False, engine="distributed-llama")
 @one_device_is_whole
 def evaluate_dllama_moe_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16: every node streams its slices of attention and of the active experts, the F32 router."""
@@ -462,7 +462,7 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True, dense=False)
+@register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True, dense=False, engine="llama.cpp")
 def evaluate_moe_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp RPC / prima.cpp: whole layers per device, an expert cache in free memory (or the workload's
     `expert_cache`: experts per layer, policy, reads), misses read from storage."""

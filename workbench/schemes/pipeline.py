@@ -369,7 +369,7 @@ def evaluate_pipeline(model: TransformerConfig, cluster: Cluster, workload: Work
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(SCHEME, PAPER, moe=True)
+@register(SCHEME, PAPER, moe=True, engine="llama.cpp")
 def evaluate_pipeline_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp RPC / prima.cpp pipeline: layers split by memory, what does not fit offloaded to storage."""
     return evaluate_pipeline(model, cluster, workload)
