@@ -72,11 +72,14 @@ def wait_for_quiet(max_load: float | None, max_wait_s: float) -> None:
 
 def measure_micro(out: Path, machine: str, date: str) -> None:
     """The campaign's micro-benchmarks -> data/cluster/microbench.csv, then the CPU preset from them."""
+    from workbench.profile.isa import read_isa
     from workbench.profile.microbench import CAMPAIGN, run_microbenchmarks
 
     bench = run_microbenchmarks(CAMPAIGN)
     bench.insert(0, "date", date)
     bench["machine"] = machine
+    isa = read_isa(machine, date)  # the preset's [meta] isa (device_toml.table_isa)
+    bench["isa"], bench["isa_source"] = " ".join(isa.features), isa.source
     write_csv_atomic(out / "cluster" / "microbench.csv", bench)
     build_preset(out)
     log(f"micro: {bench[['benchmark', 'size', 'rate']].to_string(index=False)}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError, require_choice
 
-FIELD_KINDS = ("number", "integer", "text", "per_dtype", "levels")
+FIELD_KINDS = ("number", "integer", "text", "per_dtype", "levels", "list")  # list: of text (a device's isa)
 
 
 class TomlKey(NamedTuple):

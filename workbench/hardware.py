@@ -201,8 +201,12 @@ class DeviceSpec:
         "(a what-if; 0: free)", "s/B", 0.0, math.inf, TomlKey("stack_ns_per_byte", 1e-9, "ns/B"), "stack_s_per_byte",
         file_high=1e-3), 0.0)
     # instruction-set features of its cores (`ISA_FEATURES`; () = not stated) and the core's name in
-    # data/constants/cores.toml (its vector issue rate; "" = not stated): what an engine's kernels run on
-    isa: tuple[str, ...] = ()
+    # data/constants/cores.toml (its vector issue rate; "" = not stated): what an engine's kernels run on. A preset
+    # states both in [meta] with `isa_source` (where the features are read or quoted; for [] why none applies) and,
+    # for core = "", a `core_note` saying why (tests/test_isa.py)
+    isa: tuple[str, ...] = declared(FieldSpec(
+        f"instruction-set features of its cores, each one of {', '.join(ISA_FEATURES)} (what an engine's quantized "
+        "kernels branch on; absent: not stated)", kind="list", toml=(TomlKey("isa"),)), ())
     core: str = ""
     # measured multiply-accumulates per second of an engine's quantized kernels on this device, by
     # "<engine>_<format>_<gemv|gemm>" (a preset's `kernel_rate_<key>` constants; `workbench.kernel_cost`)
@@ -414,11 +418,20 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
         consts["memory_efficiency"] = typical_memory_efficiency(meta.get("device_class", ""), name, where)
         v["memory_efficiency"] = consts["memory_efficiency"].value
     rates = {k.removeprefix(KERNEL_RATE_PREFIX): float(val) for k, val in v.items() if k.startswith(KERNEL_RATE_PREFIX)}
-    isa = meta.get("isa", [])
-    if not isinstance(isa, list):
-        raise WorkbenchError(f"{where}: meta.isa must be a list of features ({', '.join(ISA_FEATURES)}), got {isa!r}")
     return DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
-                      isa=tuple(isa), core=meta.get("core", ""), kernel_rates=rates, provenance=consts, **_preset_values(DeviceSpec, v))
+                      isa=parse_isa(f"{where}: meta.isa", meta.get("isa", [])), core=meta.get("core", ""),
+                      kernel_rates=rates, provenance=consts, **_preset_values(DeviceSpec, v))
+
+
+def parse_isa(where: str, value: object) -> tuple[str, ...]:
+    """A list of instruction-set features (a preset's meta.isa, a deployment's `isa`) as a tuple; one line
+    naming `where` and listing the allowed features when it is not a list of known ones."""
+    if not isinstance(value, list) or not all(isinstance(f, str) for f in value):
+        raise WorkbenchError(f"{where} must be a list of features ({', '.join(ISA_FEATURES)}), got {value!r}")
+    unknown = [f for f in value if f not in ISA_FEATURES]
+    if unknown:
+        raise WorkbenchError(f"{where}: unknown feature {unknown[0]!r}; allowed: {', '.join(ISA_FEATURES)}")
+    return tuple(value)
 
 
 def device_names() -> list[str]:

@@ -42,6 +42,7 @@ from workbench.hardware import (
     MemoryLevel,
     device_from_table,
     load_device,
+    parse_isa,
     typical_memory_efficiency,
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
@@ -360,14 +361,16 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     table = _table(where, key, table, DEVICE_KEYS)
     count = _integer(where, f"{key}.count", table.get("count", 1))
     if "preset" in table:
-        extra = sorted(set(table) - {"preset", "count", "name", "sources", *PRESET_OVERRIDES})
+        extra = sorted(set(table) - {"preset", "count", "name", "sources", "isa", *PRESET_OVERRIDES})
         if extra:
-            raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count, "
+            raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count, isa, "
                                  f"{', '.join(PRESET_OVERRIDES)})")
         spec = load_preset(where, key, _text(where, f"{key}.preset", table["preset"]), base_dir)
         changes = declared_numbers(where, key, table, DeviceSpec)
         if "name" in table:
             changes["name"] = _text(where, f"{key}.name", table["name"])
+        if "isa" in table:  # the features this board's cores have, over the preset's
+            changes["isa"] = parse_isa(f"{where}: {key}.isa", table["isa"])
         try:
             return spec.with_changes(**changes), count
         except WorkbenchError as exc:
@@ -387,6 +390,8 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
         **declared_numbers(where, key, table, DeviceSpec))
     if "device_class" in table:
         fields["device_class"] = _text(where, f"{key}.device_class", table["device_class"])
+    if "isa" in table:
+        fields["isa"] = parse_isa(f"{where}: {key}.isa", table["isa"])
     if "memory_efficiency" not in table:  # no silent 1.0: the class's typical value, noticed by whatif
         typical = typical_memory_efficiency(fields.get("device_class", ""), fields["name"], f"{where}: {key}")
         fields.update(memory_efficiency=typical.value, provenance={"memory_efficiency": typical})
@@ -413,8 +418,8 @@ def parse_peaks(where: str, key: str, table: dict) -> dict[str, float]:
 # ---- the key table in docs/keys.md, generated from the declarations ------------------------------------------
 def _allowed(spec: FieldSpec, scale: float) -> str:
     """A key's allowed values for the docs table (a file's range, in the key's units)."""
-    if spec.kind in ("text", "levels"):
-        return "text" if spec.kind == "text" else "list of tables"
+    if spec.kind in ("text", "levels", "list"):
+        return {"text": "text", "levels": "list of tables", "list": "list of text"}[spec.kind]
     return spec.range_text(scale, from_file=True).removeprefix("a ").removeprefix("an ").removeprefix("finite ")
 
 
@@ -432,7 +437,7 @@ def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> li
 def config_keys_table() -> str:
     """The [[devices]], [[devices.memory]], [network], [workload] and [model] keys as a Markdown table, derived from
     the field declarations (docs/keys.md carries a copy; tests/test_fields.py checks they agree)."""
-    tunable = {"name", "count", "preset", *PRESET_OVERRIDES}
+    tunable = {"name", "count", "preset", "isa", *PRESET_OVERRIDES}
     rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
     rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)
     rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)

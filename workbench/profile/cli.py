@@ -4,8 +4,9 @@ The micro-benchmarks of `workbench.profile.microbench` (the campaign's, with bf1
 GEMM added: `PROFILE_PLANS`), then the read rate of a fresh file with the page cache bypassed
 (`workbench.profile.storage`), written through the one device builder (`device_toml.write_device_toml`, as
 the campaign script writes data/devices/this_machine_cpu.toml). Every number says its kind, the date, the
-machine and the method; the file is a device preset a deployment TOML names by path
-(`preset = "my_machine.toml"`). `--quick` runs in well under 30 s for the tests.
+machine and the method; the instruction-set features are read from /proc/cpuinfo (macOS: sysctl) into the
+[meta] `isa`, with an `isa_source` saying where and when (`workbench.profile.isa`). The file is a device preset
+a deployment TOML names by path (`preset = "my_machine.toml"`). `--quick` runs in well under 30 s for the tests.
 
 `python -m workbench profile network [--shape RATE]` measures the per-message endpoint time, the wire
 latency and the bandwidth of a link class with the cluster launcher (`workbench.profile.network`) and writes
@@ -130,11 +131,14 @@ def profile_device(request: Request, name: str | None) -> int:
     from workbench.cluster.measure import machine_label
     from workbench.io import write_csv_atomic
     from workbench.profile.device_toml import profile_provenance, write_device_toml
+    from workbench.profile.isa import read_isa
     from workbench.profile.microbench import PROFILE_PLANS
 
     plan = PROFILE_PLANS["quick" if request.quick else "full"]
     machine, date = machine_label(), dt.date.today().isoformat()
     bench = measure(request, _progress_bar(3))
+    isa = read_isa(machine, date)  # recorded beside the rows, as the campaign records its machine and date
+    bench = bench.assign(isa=" ".join(isa.features), isa_source=isa.source)
     name = name or f"this machine ({machine})"
     header = (f"{name}: measured by `python -m workbench profile` on {machine}, {date}.\n"
               f"Rates are the best of several interleaved calls, fixed costs the minimum over interleaved batches.")

@@ -9,7 +9,10 @@ Where the two former builders disagreed, one rule each, the one the stored campa
 - peak_flops_<dtype> for every dtype whose GEMM ran (the campaign measures fp32 only);
 - storage_read_bandwidth where a storage row was measured (the profile measures it, the campaign does not);
 - jit_dispatch and program_dispatch always (both runs measure the fixed costs the same way);
-- values rounded to 6 significant digits, constants sorted by name (`workbench.constants.constants_toml`).
+- values rounded to 6 significant digits, constants sorted by name (`workbench.constants.constants_toml`);
+- [meta] isa / isa_source: what the table recorded when it was measured (its isa and isa_source columns, read
+  from /proc/cpuinfo by `workbench.profile.isa.read_isa`), for a table without them the brand baseline of its
+  machine label (`isa.BRAND_BASELINES`); core = "" with a core_note: the core's name is not detected.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import pandas as pd
 
 from workbench.constants import Constant, constants_toml
 from workbench.errors import WorkbenchError, require_int
+from workbench.hardware import ISA_FEATURES
+from workbench.profile.isa import IsaReading, baseline_reading
 from workbench.profile.microbench import (
     GEMM_ROWS_CHAIN,
     GEMM_ROWS_FLAT,
@@ -194,13 +199,37 @@ def storage_constants(bench: pd.DataFrame, source: Provenance) -> dict[str, Cons
         f"{source.where}: {row.note} of {int(row['size']) // 2**20} MiB")}
 
 
-def device_toml(constants: dict[str, Constant], name: str, header: str) -> str:
+# What a profiled device's [meta] says of its core: the profile reads the instruction-set features, not the core's
+# name (an id of data/constants/cores.toml, stated by hand).
+CORE_NOTE = ("not detected: the profile reads the instruction-set features, not the core's name; state core = "
+             "\"<id>\" by hand")
+
+
+def device_toml(constants: dict[str, Constant], name: str, header: str, isa: IsaReading | None = None) -> str:
     """A device preset file: the `header` as comments, `[meta]` (name, class: a CPU, what the micro-benchmarks
-    measure, one DRAM level), one table per constant."""
+    measure, one DRAM level; with `isa`, its features, their source and an undetected core), one table per
+    constant."""
     body = constants_toml(constants, header)
-    meta = f'[meta]\nname = {_quoted(name)}\ndevice_class = "cpu"\nmemory_levels = ["DRAM"]\n\n'
+    meta = f'[meta]\nname = {_quoted(name)}\ndevice_class = "cpu"\nmemory_levels = ["DRAM"]\n'
+    if isa is not None:
+        meta += (f"isa = [{', '.join(_quoted(f) for f in isa.features)}]\nisa_source = {_quoted(isa.source)}\n"
+                 f'core = ""\ncore_note = {_quoted(CORE_NOTE)}\n')
     head, _, rest = body.partition("\n\n")
-    return f"{head}\n\n{meta}{rest}" if header else meta + body
+    return f"{head}\n\n{meta}\n{rest}" if header else f"{meta}\n{body}"
+
+
+def table_isa(bench: pd.DataFrame, source: Provenance, label: str) -> IsaReading:
+    """The features a micro-benchmark table recorded (its `isa` and `isa_source` columns, written when it was
+    measured), or for a table without them the brand baseline of its machine `label` (`isa.baseline_reading`)."""
+    if {"isa", "isa_source"} <= set(bench.columns):
+        features, where = bench["isa"].iloc[0], str(bench["isa_source"].iloc[0])
+        found = tuple(str(features).split()) if isinstance(features, str) else ()
+        bad = sorted(set(found) - set(ISA_FEATURES))
+        if bad:
+            raise WorkbenchError(f"the table's isa column names unknown features {bad}; known: "
+                                 f"{', '.join(ISA_FEATURES)}")
+        return IsaReading(found, where)
+    return baseline_reading(label, source.where)
 
 
 def _quoted(text: str) -> str:
@@ -215,7 +244,8 @@ def write_device_toml(out: str | Path, bench: pd.DataFrame, source: Provenance, 
     from workbench.io import write_text_atomic
 
     constants = device_constants(bench, source)
-    write_text_atomic(Path(out), device_toml(constants, name, header))
+    label = str(bench["machine"].iloc[0]) if "machine" in bench.columns else source.where
+    write_text_atomic(Path(out), device_toml(constants, name, header, table_isa(bench, source, label)))
     return constants
 
 
