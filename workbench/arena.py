@@ -193,10 +193,12 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
               weight_bits: float = 16, activation_bits: float = 16, phases: tuple[str, ...] = PHASES,
               schemes: list[str] | None = None, registry: Registry | None = None,
               output_head: bool = True, kv_bits: float | None = None, routing: Routing = UNIFORM,
-              expert_cache: ExpertCache | None = None) -> Arena:
+              expert_cache: ExpertCache | None = None, weight_format: str = "", engine: str = "") -> Arena:
     """Evaluate every registered scheme (or `schemes`) on `model` and `cluster` for each phase: generation
     steps that end in the next token's logits (`output_head=False`: the backbone only, as Galaxy times it);
-    `routing` is which experts a mixture of experts' tokens touch, `expert_cache` a device's cache of them."""
+    `routing` is which experts a mixture of experts' tokens touch, `expert_cache` a device's cache of them;
+    `weight_format` names the format the bits are (an engine's kernels cost by it), `engine` whose kernels the
+    generic schemes run ("" = their own)."""
     registry = load_all() if registry is None else registry
     names = sorted(registry) if schemes is None else list(schemes)
     for name in names:
@@ -204,7 +206,8 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
     workloads = tuple(Workload(phase=require_choice("phase", p, PHASES), seq_len=seq_len,
                                kv_len=seq_len if kv_len is None else kv_len, weight_bits=weight_bits,
                                activation_bits=activation_bits, output_head=output_head, kv_bits=kv_bits,
-                               routing=routing, expert_cache=expert_cache)
+                               routing=routing, expert_cache=expert_cache, weight_format=weight_format,
+                               engine=engine)
                       for p in phases)
     entries = tuple(evaluate(n, registry[n][0], registry[n][1], model, cluster, w) for w in workloads for n in names)
     return Arena(model, cluster, workloads, entries)
@@ -220,7 +223,8 @@ def arena_for_config(config, phases: tuple[str, ...] = PHASES, schemes: list[str
         registry = apply_options(load_all() if registry is None else registry, config.scheme_options)
     return run_arena(config.model, config.cluster, config.seq_len, config.kv_len, config.weight_bits,
                      config.activation_bits, phases, schemes, registry, kv_bits=config.kv_bits,
-                     routing=config.routing, expert_cache=config.expert_cache)
+                     routing=config.routing, expert_cache=config.expert_cache,
+                     weight_format=config.weight_format, engine=config.engine)
 
 
 # ---- chart frames (the charts themselves are Vega-Lite specs in workbench.arena_charts) -----------

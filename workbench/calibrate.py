@@ -221,7 +221,8 @@ def predict_parts(document: dict, rows: pd.DataFrame, where: str, base_dir: Path
             _model(row.model)
         tokens = int(row.tokens)
         workload = Workload(row.phase, seq_len=tokens, kv_len=tokens, weight_bits=config.weight_bits,
-                            activation_bits=config.activation_bits)
+                            activation_bits=config.activation_bits, weight_format=config.weight_format,
+                            engine=config.engine)
         result = evaluator(model, config.cluster, workload).row()
         out.append({part: float(result.get(part, 0.0)) for part in ("latency_s", *PARTS)})
     return pd.DataFrame(out, index=rows.index)

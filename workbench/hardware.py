@@ -401,7 +401,7 @@ def efficiency_notices(devices) -> list[str]:
 def device_from_table(table: dict, where: str) -> DeviceSpec:
     """Build a DeviceSpec from a preset table (meta + provenance-carrying constants); a preset with memory levels
     that states no memory_efficiency takes the typical value of its meta device_class (`typical_memory_efficiency`)."""
-    table = dict(table)
+    table = with_base(dict(table))
     meta = table.pop("meta", {})
     consts = parse_constants(table, where)
     v = {k: c.value for k, c in consts.items()}
@@ -439,6 +439,18 @@ def device_names() -> list[str]:
     return sorted(p.stem for p in DEVICES_DIR.glob("*.toml"))
 
 
+def with_base(table: dict, _seen: tuple[str, ...] = ()) -> dict:
+    """`table` over the preset its meta names as `based_on` (a device TOML written by `profile --engine` states only
+    what it measured); itself when it names none."""
+    base_id = table.get("meta", {}).get("based_on")
+    if base_id is None:
+        return table
+    base = preset_table(base_id, _seen)
+    meta = {**base.get("meta", {}), **table["meta"]}
+    meta.pop("based_on")
+    return {**base, **table, "meta": meta}
+
+
 def preset_table(device_id: str, _seen: tuple[str, ...] = ()) -> dict:
     """The table of preset data/devices/<device_id>.toml; a preset whose meta names `based_on = "<id>"`
     takes every constant of that preset it does not set itself (a measured variant of a datasheet preset
@@ -450,13 +462,7 @@ def preset_table(device_id: str, _seen: tuple[str, ...] = ()) -> dict:
         raise WorkbenchError(f"device presets based on each other in a circle: {' -> '.join((*_seen, device_id))}")
     with open(path, "rb") as f:
         table = tomllib.load(f)
-    base_id = table.get("meta", {}).get("based_on")
-    if base_id is None:
-        return table
-    base = preset_table(base_id, (*_seen, device_id))
-    meta = {**base.get("meta", {}), **table["meta"]}
-    meta.pop("based_on")
-    return {**base, **table, "meta": meta}
+    return with_base(table, (*_seen, device_id))
 
 
 def load_device(device_id: str) -> DeviceSpec:

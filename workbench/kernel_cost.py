@@ -54,7 +54,8 @@ ISA_CLASSES = (
 # Kernel paths an engine takes for a shape, in the order it prefers them when its data has a row for the format and
 # ISA (llama.cpp: a repacked buffer's gemv/gemm first, then llamafile's tinyBLAS for prompts, then vec_dot).
 # (AMX tiles need an AMX build: the engines extra builds AVX2-class kernels, so they are not in the order.)
-PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot"), "gemm": ("repack_gemm", "sgemm", "tiled", "vec_dot")}
+PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot", "scalar"),
+              "gemm": ("repack_gemm", "sgemm", "tiled", "vec_dot", "scalar")}
 OVERLAP = "out-of-order cores overlap streaming with arithmetic (max); in-order cores add them (sum)"
 
 
@@ -185,10 +186,28 @@ def core_of(device: DeviceSpec) -> Core:
     return known[device.core]
 
 
+def _version_key(version: str) -> tuple:
+    """A sortable key of a version text (v0.16.4 -> (0, 16, 4); other texts sort first)."""
+    import re
+
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("(")[0]))
+
+
+def newest_version(engine: str) -> str:
+    """The newest version of `engine` data/kernels counts: the one its schemes are costed with (distributed-llama's
+    older tags' counts are kept beside it for reading)."""
+    versions = {r.version for r in kernel_rows(engine)}
+    return max(versions, key=_version_key) if versions else ""
+
+
 def counted_row(device: DeviceSpec, engine: str, fmt: str, shape: str) -> KernelRow:
     """The kernel the engine runs for `fmt` and `shape` on the device's ISA class (`PATH_ORDER`), or one line."""
     isa = isa_class(device)
-    rows = {r.path: r for r in kernel_rows(engine) if r.fmt == fmt and r.isa_class == isa}
+    version = newest_version(engine)
+    rows = {r.path: r for r in kernel_rows(engine) if r.fmt == fmt and r.isa_class == isa and r.version == version}
+    if "unsupported" in rows:
+        raise WorkbenchError(f"no kernel: {ENGINES[engine_id(engine)]} {version} has no {fmt} kernel on {isa} "
+                             f"({rows['unsupported'].source})")
     for path in PATH_ORDER[shape]:
         if path in rows and not rows[path].counted:
             raise WorkbenchError(f"no counted kernel: {ENGINES[engine_id(engine)]} runs {fmt} {shape} on {isa} through "
@@ -238,6 +257,9 @@ ROW_TENSORS = {"qkv": ("attn_q", "attn_k", "attn_v", "attn_qkv"), "out": ("attn_
                "router": ("ffn_gate_inp",)}
 
 
+PLAIN_NAMES = {"fp16": "f16", "fp32": "f32"}  # the workbench's plain format names -> ggml's type names
+
+
 @functools.cache
 def _recipe_shares(model, recipe: str) -> dict[str, tuple[tuple[str, float], ...]]:
     """Row -> ((format, share of the row's weights), ...) of `model`'s tensors under a llama.cpp file type."""
@@ -260,6 +282,7 @@ def row_formats(model, weight_format: str, row: str) -> tuple[tuple[str, float],
     `weight_format` when it is a block format (q4_k), or a recipe's per-tensor mix (Q4_K_M: q4_k and q6_k)."""
     from workbench.formats import RECIPE_DEFAULTS, weight_formats
 
+    weight_format = PLAIN_NAMES.get(weight_format, weight_format)
     if row == "router":
         return (("f32", 1.0),)
     if weight_format in RECIPE_DEFAULTS:
@@ -275,3 +298,22 @@ def mixed_kernel_time(device: DeviceSpec, engine: str, formats: tuple[tuple[str,
     if not formats:
         raise WorkbenchError("a kernel row needs at least one (format, share)")
     return sum(share * kernel_time(device, engine, fmt, shape, macs) for fmt, share in formats)
+
+
+def format_for_bits(engine: str, bits: float) -> str:
+    """The weight format a width given as bits alone means for `engine`: a plain float width (16 -> f16, 32 -> f32),
+    else the one format of that width the engine has kernels for (distributed-llama's 4.5 bits are its Q40 = q4_0);
+    one line where none or several are (llama.cpp's 4.5 bits are q4_0, q4_k or iq4_nl)."""
+    from workbench.formats import format_bits
+
+    plain = {16.0: "f16", 32.0: "f32"}.get(float(bits))
+    known = sorted({r.fmt for r in kernel_rows(engine) if r.path != "unsupported"})
+    if plain in known:
+        return plain
+    same = [f for f in known if abs(format_bits(f) - float(bits)) < 1e-9]
+    if len(same) == 1:
+        return same[0]
+    name = ENGINES[engine_id(engine)]
+    raise WorkbenchError(f"{name} runs its kernels by weight format and {float(bits):g} bits are "
+                         + (f"any of {', '.join(same)}" if same else f"none of its formats ({', '.join(known)})")
+                         + ": give weight_format")

@@ -49,6 +49,7 @@ from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_
 from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
 from workbench.routing import UNIFORM, ExpertCache, Routing
 from workbench.schemes.base import Cluster, Workload
+from workbench.schemes.workload import ENGINE_NAMES
 from workbench.speculative import Speculation, check_draft, check_lengths
 from workbench.units import GIB, MIB
 
@@ -148,7 +149,10 @@ MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
 NETWORK_KEYS = (*NETWORK_FIELDS, "link_class", "sources")
 ROUTING_FIELDS = section_fields(Routing)  # [workload] routing, routing_skew, routing_locality, routing_trace
 CACHE_FIELDS = section_fields(ExpertCache)  # [workload] cache_experts, cache_policy, expert_reads
-WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, *CACHE_FIELDS, "sources")
+WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, *CACHE_FIELDS, "engine", "sources")
+ENGINE_KEY_HELP = ("the engine whose quantized kernels run the generic schemes' weight matmuls (one of "
+                   f"{', '.join(ENGINE_NAMES)}; default: the schemes' own dense kernels; needs model.weight_format). "
+                   "The engines' own schemes always run their engine's kernels")
 META_KEYS = ("name", "description", "sources")
 # [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
 # path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
@@ -178,6 +182,7 @@ class UserConfig:
     routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
     expert_cache: ExpertCache | None = None  # a MoE model's expert cache ([workload] cache_experts ...)
     speculation: Speculation | None = None  # a [speculative] table: decode with a draft (`workbench.speculative`)
+    engine: str = ""  # [workload] engine: whose kernels the generic schemes run ("" = their own dense kernels)
     # [schemes.<section>] options (workbench.schemes.options: DllamaOptions ...), applied by the arena
     scheme_options: tuple = ()
 
@@ -185,7 +190,7 @@ class UserConfig:
         """The prefill (time to first token) or decode (time per token) workload of this deployment."""
         return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
                         activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing,
-                        expert_cache=self.expert_cache)
+                        expert_cache=self.expert_cache, engine=self.engine, weight_format=self.weight_format)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -448,6 +453,7 @@ def config_keys_table() -> str:
     rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in CACHE_FIELDS.values()])
+    rows.append(f"| `[workload]` | `engine` |  | text |  | {ENGINE_KEY_HELP} |")
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
@@ -592,12 +598,13 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
                                  f"({model.max_positions}), got {value}")
     routing = parse_routing(where, workload, base_dir)
     expert_cache = parse_expert_cache(where, workload, model)
+    engine = parse_engine(where, workload, table["model"].get("weight_format", ""))
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
     kv_bits = _bits(where, table["model"], "kv", None)
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache,
+                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache, engine=engine,
                         scheme_options=parse_scheme_options(where, table.get("schemes", {})))
     if "speculative" not in table:
         return config
@@ -607,6 +614,17 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     except WorkbenchError as exc:
         raise _in_speculative(where, exc) from None
     return replace(config, speculation=speculation)
+
+
+def parse_engine(where: str, workload: dict, weight_format: str) -> str:
+    """[workload] engine: "" or an engine name (its kernels cost the generic schemes), which needs a weight_format."""
+    engine = workload.get("engine", "")
+    if engine not in ("", *ENGINE_NAMES):
+        raise WorkbenchError(f"{where}: workload.engine must be one of {', '.join(ENGINE_NAMES)}, got {engine!r}")
+    if engine and not weight_format:
+        raise WorkbenchError(f"{where}: workload.engine = {engine!r} runs its kernels by format: give "
+                             "model.weight_format (q4_0, q4_k, Q4_K_M, ...), not weight_bits alone")
+    return engine
 
 
 def parse_expert_cache(where: str, workload: dict, model: TransformerConfig) -> ExpertCache | None:

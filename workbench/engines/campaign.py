@@ -28,6 +28,9 @@ CAMPAIGN_CSV = DATA_DIR / "engines" / "llamacpp_campaign.csv"
 ENGINE_VERSION = "llama-cpp-python 0.3.36"
 BUILD = 'CMAKE_ARGS="-DGGML_RPC=ON -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"'
 PROMPT_TOKENS, DECODE_TOKENS, REPEATS = 64, 16, 3
+# the features the engines extra's build compiles kernels for (its CMAKE_ARGS): a datasheet description of this host
+# runs llama.cpp's AVX2 branches whatever else its cores have (`as_built`)
+BUILD_ISA = ("sse3", "ssse3", "avx", "f16c", "fma", "avx2")
 THREADS = (1, 2)
 
 
@@ -41,7 +44,7 @@ def _llama(name: str, layers: int, d: int, heads: int, kv: int, ff: int, vocab: 
 SHAPES = {
     "s-1024x4": _llama("s-1024x4", 4, 1024, 16, 8, 2816),
     "m-2048x6": _llama("m-2048x6", 6, 2048, 16, 8, 5632),
-    "l-3072x6": _llama("l-3072x6", 6, 3072, 24, 8, 8192),
+    "l-3072x4": _llama("l-3072x4", 4, 3072, 24, 8, 8192),
 }
 MOE_SHAPE = TransformerConfig("moe-1024x4-e16a4", "llama", n_layers=4, d_model=1024, n_heads=16, d_ff=768,
                               vocab_size=8192, n_kv_heads=4, d_head=64, max_positions=2048, n_experts=16,
@@ -125,10 +128,16 @@ def with_threads(device, threads: int):
     return out
 
 
-def predict(row, device) -> float:
+def as_built(device):
+    """`device` as the engines extra's build runs on it: only the ISA features the build compiles for (`BUILD_ISA`)."""
+    return replace(device, isa=tuple(f for f in device.isa if f in BUILD_ISA))
+
+
+def predict(row, device, engine: bool = True) -> float:
     """Seconds the workbench gives a campaign row: single_device_resident running llama.cpp's kernels on `device`
     (as it runs on the row's threads: the device itself when its cores are those threads, an engine profile, else
-    `with_threads`); a decode row attends the prompt plus half the generated tokens."""
+    `with_threads`); a decode row attends the prompt plus half the generated tokens. `engine` False: the format's
+    bits at the device's dense rates (the workbench before engine kernels)."""
     from workbench.formats import weight_format_bits
     from workbench.network import Link, Topology
     from workbench.schemes.base import Cluster, Workload, load_all
@@ -137,7 +146,7 @@ def predict(row, device) -> float:
     decode_kv = int(row["prompt_tokens"]) + int(row["decode_tokens"]) // 2
     workload = Workload(row["phase"], seq_len=int(row["prompt_tokens"]), kv_len=decode_kv,
                         weight_bits=weight_format_bits(fmt, model), activation_bits=32.0, kv_bits=16.0,
-                        engine="llama.cpp", weight_format=fmt)
+                        engine="llama.cpp" if engine else "", weight_format=fmt)
     runs_on = device if device.cores == threads else with_threads(device, threads)
     cluster = Cluster((runs_on,), Topology("direct", 1, Link(1e9, 0.0)))
     return float(load_all()["single_device_resident"][1](model, cluster, workload).latency_s)

@@ -54,15 +54,17 @@ def devices_by_threads(specs: list[str]) -> dict[int | None, object]:
     return out
 
 
-def compare(rows: pd.DataFrame, devices: dict[str, dict]) -> pd.DataFrame:
-    """Rows with predicted seconds and error per device label (error = predicted / measured - 1)."""
+def compare(rows: pd.DataFrame, devices: dict[str, dict], engine: dict[str, bool] | None = None) -> pd.DataFrame:
+    """Rows with predicted seconds and error per device label (error = predicted / measured - 1; NaN where the
+    model says n/a, e.g. an uncounted kernel path); `engine[label]` False costs that label without engine kernels."""
     out = rows.copy()
     for label, by_threads in devices.items():
         predicted = []
         for _, row in rows.iterrows():
             device = by_threads.get(int(row["threads"]), by_threads.get(None))
             try:
-                predicted.append(campaign.predict(row, device) if device is not None else float("nan"))
+                predicted.append(campaign.predict(row, device, (engine or {}).get(label, True))
+                                 if device is not None else float("nan"))
             except WorkbenchError:
                 predicted.append(float("nan"))
         out[f"predicted_{label}_s"] = predicted

@@ -179,22 +179,17 @@ def one_device_takes(reference: Callable[[], Evaluator], note: str) -> Callable[
     return decorate
 
 
-# A deployment that gives bits, not a format, names a format only where the bits are a plain float type's.
-PLAIN_FORMATS = {16.0: "f16", 32.0: "f32"}
-
-
 def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
-    """`fn` on its workload with `engine`'s kernels; a quantized width given as bits alone (no weight_format) is one
-    line: an engine's time depends on the kernel, and 4.5 bits is q4_0 or q4_k."""
+    """`fn` on its workload with `engine`'s kernels; a width given as bits alone means the engine's one format of that
+    width, else one line (an engine's time depends on the kernel: llama.cpp's 4.5 bits are q4_0 or q4_k)."""
     import functools
     from dataclasses import replace
 
     @functools.wraps(fn)
     def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        fmt = workload.weight_format or PLAIN_FORMATS.get(float(workload.weight_bits), "")
-        if not fmt:
-            raise WorkbenchError(f"{engine} runs its kernels by weight format: give weight_format (q4_0, q4_k, Q4_K_M, "
-                                 f"...), not weight_bits = {workload.weight_bits:g} alone")
+        from workbench.kernel_cost import format_for_bits
+
+        fmt = workload.weight_format or format_for_bits(engine, workload.weight_bits)
         return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
     return evaluator
 
