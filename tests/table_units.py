@@ -70,18 +70,23 @@ def _cells(row: str) -> list[str]:
 
 def html_table_cells(table: str) -> list[tuple[str, str]]:
     """(column name, cell text) of every body cell of one pandas HTML table (the index cells left out)."""
-    head = re.search(r"<thead>(.*?)</thead>", table, re.S)
-    body = re.search(r"<tbody>(.*?)</tbody>", table, re.S)
-    if head is None or body is None:
-        return []
-    columns = _cells(re.findall(r"<tr[^>]*>(.*?)</tr>", head.group(1), re.S)[0])[1:]
-    pairs = []
-    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S):
-        values = [html.unescape(re.sub(r"<.*?>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-        pairs += list(zip(columns[-len(values):] if values else [], values))
-    return pairs
+    return [pair for row in html_table_rows(table) for pair in row.items()]
 
 
 def table_problems(table: str) -> list[str]:
     """Every cell of one pandas HTML table whose unit does not match its column's name."""
     return [problem for column, text in html_table_cells(table) for problem in unit_problems(column, text)]
+
+
+def html_table_rows(table: str) -> list[dict[str, str]]:
+    """Every body row of one pandas HTML table as {column name: cell text} (the index cells left out)."""
+    head = re.search(r"<thead>(.*?)</thead>", table, re.S)
+    body = re.search(r"<tbody>(.*?)</tbody>", table, re.S)
+    if head is None or body is None:
+        return []
+    columns = _cells(re.findall(r"<tr[^>]*>(.*?)</tr>", head.group(1), re.S)[0])[1:]
+    rows = []
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body.group(1), re.S):
+        values = [html.unescape(re.sub(r"<.*?>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        rows.append(dict(zip(columns[-len(values):] if values else [], values)))
+    return rows
