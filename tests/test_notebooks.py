@@ -30,6 +30,15 @@ def test_notebook_executes_and_records_results(name, executed):
     assert pd.to_numeric(results["value"], errors="coerce").notna().all()
     assert_charts_inline(build / f"{name}.ipynb", figures / name)
     assert_tables_readable(build / f"{name}.ipynb")
+    assert_no_staging_path(build / f"{name}.ipynb")
+
+
+def assert_no_staging_path(notebook: Path) -> None:
+    """No output shows where a batch run wrote before swapping its folder in (figures/.staging-<name>-*/)."""
+    import nbformat
+
+    shown = [str(output) for cell in nbformat.read(notebook, as_version=4).cells for output in cell.get("outputs", [])]
+    assert [text for text in shown if ".staging-" in text] == []
 
 
 def shown_tables(notebook: Path) -> list[str]:
