@@ -3,13 +3,24 @@ a drawn chart passes; Recorder.chart refuses a blank chart by name; every `whati
 
 from __future__ import annotations
 
+import re
+
 import altair as alt
 import pandas as pd
 import pytest
 
 from workbench.arena import arena_for_config
 from workbench.arena_charts import figure_specs
-from workbench.chartcheck import chart_problems, check_chart, item_drawn, vl_version
+from workbench.chartcheck import (
+    _marks,
+    chart_problems,
+    check_chart,
+    guide_labels,
+    item_drawn,
+    scenegraph,
+    title_texts,
+    vl_version,
+)
 from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.papers.charts import diagonal, log_base, speedup_chart
@@ -122,3 +133,87 @@ def test_every_whatif_chart_is_drawn(path):
     assert set(specs) == {"breakdown", "ranking", "memory"}
     for name, spec in specs.items():
         assert chart_problems(spec) == [], name
+
+
+# ---- the notebooks' charts draw what they promise -----------------------------------------------------------------
+def test_guide_labels_read_every_axis_and_legend():
+    chart = alt.Chart(LATENCY).mark_bar().encode(x=alt.X("latency_s:Q", title="latency"), y=alt.Y("model:N", title="m"),
+                                                 color=alt.Color("model:N", title="which"))
+    labels = guide_labels(scenegraph(chart.to_dict()))
+    assert labels["m"] == ["a", "b", "c"] and "latency" in labels
+    assert guide_labels(scenegraph(chart.to_dict()), "legend") == {"which": ["a", "b", "c"]}
+
+
+def test_regime_chart_ticks_exactly_its_grid_values():
+    """A log axis left to itself ticked 0.8, 3, 5, 7 beside the grid's 1, 2, 4, 8 devices (moe/regime_decode.png)."""
+    from workbench.regimes import regime_chart
+
+    win = pd.DataFrame([{"n_devices": n, "memory_gib": m, "phase": "decode", "winner": "a" if n * m < 32 else "b",
+                         "paper": "p", "latency_s": 0.1, "runner_up": "c", "margin": 1.5}
+                        for n in (1, 2, 4, 8) for m in (2, 4, 8, 16, 32)])
+    labels = guide_labels(scenegraph(regime_chart(win, "n_devices", "memory_gib", "decode").to_dict()))
+    assert labels == {"devices": ["1", "2", "4", "8"], "memory per device (GiB)": ["2", "4", "8", "16", "32"]}
+
+
+def speedup_grid(low: float, high: float) -> pd.DataFrame:
+    """A 4 x 5 alpha x gamma grid of speed-ups from `low` to `high` (geometric), two schemes."""
+    import numpy as np
+
+    cells = [(a, g) for a in (0.2, 0.4, 0.6, 0.8) for g in range(1, 6)]
+    speedups = np.geomspace(low, high, len(cells))
+    return pd.DataFrame([{"scheme": s, "alpha": a, "gamma": g, "latency_ms": g, "speedup": x}
+                         for s in ("p", "q") for (a, g), x in zip(cells, speedups)])
+
+
+@pytest.mark.parametrize("low, high", [(0.142, 1.917), (0.543, 10.7), (0.503, 1.47), (0.5, 0.9), (1.2, 3.0)])
+@pytest.mark.parametrize("column", [None, "scheme"])
+def test_speedup_heatmap_legend_spans_the_data_and_labels_above_1x(low, high, column):
+    """The speculation heat maps' legends stopped at 1x over data up to 1.9x (their log ticks fell below it)."""
+    from workbench.studies.speculative import speedup_heatmap
+
+    chart = speedup_heatmap(speedup_grid(low, high), "gamma", "gamma", "t", column=column)
+    labels = [float(text.removesuffix("x")) for text in guide_labels(scenegraph(chart.to_dict()), "legend")["speed-up"]]
+    assert min(labels) <= low and max(labels) >= high
+    assert 1.0 in labels and len(labels) == len(set(labels))
+    assert any(x > 1 for x in labels) == (high > 1)
+
+
+def test_parts_chart_marks_the_schemes_that_do_not_fit_and_says_so():
+    from workbench.studies.speculative import OOM_CAPTION, parts_chart
+
+    parts = pd.DataFrame({"scheme": ["a", "a", "b", "b"], "part": ["draft", "verify", "draft", "verify"],
+                          "seconds": [0.1, 1.0, 0.2, 2.0], "gamma": [2, 2, 3, 3]})
+    plain = pd.DataFrame({"scheme": ["a", "b"], "plain_s": [1.5, 2.5]})
+    graph = scenegraph(parts_chart(parts, plain, ["a", "b"], {"b"}).to_dict())
+    assert guide_labels(graph)[""] == ["a", "b (OOM)"]
+    assert OOM_CAPTION in title_texts(graph)
+    fitting = scenegraph(parts_chart(parts, plain, ["a", "b"], set()).to_dict())
+    assert guide_labels(fitting)[""] == ["a", "b"] and OOM_CAPTION not in title_texts(fitting)
+
+
+def cell_rows(graph: dict) -> list[tuple[dict[str, float], list[tuple[str, float]]]]:
+    """Per facet cell: its y-axis labels' heights by text, and (constant, y) of each of its bars (rule marks that
+    name a constant in their description)."""
+    cells = []
+    for cell in (item for mark in _marks(graph) if mark.get("name") == "cell" for item in mark["items"]):
+        inner = list(_marks(cell))
+        labels = {i["text"]: i["y"] for m in inner if m.get("role") == "axis-label" for i in m["items"]}
+        bars = [(re.search(r"constant: (\w+)", i["description"]).group(1), i["y"]) for m in inner
+                if m["marktype"] == "rule" and m.get("role") == "mark" for i in m["items"]
+                if "constant: " in i.get("description", "")]
+        cells.append((labels, bars))
+    return cells
+
+
+def test_sensitivity_bars_sit_on_their_own_labelled_rows():
+    """Grouped inside each device's band, a constant only some devices have drew its bar between two devices."""
+    from workbench.studies.devices import sensitivity_chart
+
+    frame = pd.DataFrame({"device": ["d1", "d1", "d2", "d2", "d2"], "constant": ["gemm", "gemv", "gemm", "gemv", "mem"],
+                          "value": [0.4] * 5, "low_change": [0.0, -0.4, 0.0, 0.0, -0.5],
+                          "high_change": [0.0, 0.0, 0.0, 0.0, 0.2]})
+    cells = cell_rows(scenegraph(sensitivity_chart(frame, ["d1", "d2"], "x", "t").to_dict()))
+    assert [sorted(labels) for labels, _ in cells] == [["gemm", "gemv"], ["gemm", "gemv", "mem"]]
+    for labels, bars in cells:
+        assert sorted(c for c, _ in bars) == sorted(labels)
+        assert all(y == pytest.approx(labels[constant], abs=1.0) for constant, y in bars)

@@ -121,3 +121,142 @@ def test_every_notebook_source_is_scanned():
     assert {p.stem for p in SOURCES} >= {"cluster", "own_hardware", "galaxy", "sti", "tpi_llm", "hepti",
                                          "mcu_siracusa", "models", "arena", "explore", "collectives", "devices",
                                          "moe", "speculative"}
+
+
+# ---- prose describes the present: no issue numbers, no staging paths -------------------------------------------
+HISTORY = re.compile(r"\bissue(s|'s)?\b", re.IGNORECASE)  # "issue 33", "the issue asks for"
+STALE_OUTPUT = re.compile(r"\.staging-|\bissues? #?\d+", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+def test_notebook_prose_names_no_issue(path):
+    hits = [f"{path.name}:{n}: {line.strip()}" for n, line in markdown_lines(path.read_text())
+            if HISTORY.search(CODE_SPAN.sub(" ", line))]
+    assert not hits, "say what the notebook shows now, not which issue asked for it:\n" + "\n".join(hits)
+
+
+def test_listing_and_trend_read_as_sentences():
+    from workbench.errors import WorkbenchError
+    from workbench.prose import listing, trend
+
+    assert [listing([]), listing([3]), listing([1, 2]), listing([3, 5, 8])] == ["", "3", "1 and 2", "3, 5 and 8"]
+    assert trend([0.3, 0.3, 0.30001], ".2f") == "stays at 0.30"
+    assert trend([0.85, 0.4, 0.05, 0.05], ".2f") == "falls from 0.85 to 0.05"
+    assert trend([0.1, 0.4], ".1f", "s") == "rises from 0.1 to 0.4 s"
+    assert trend([0.2, 0.5, 0.3], ".1f") == "varies between 0.2 and 0.5"
+    with pytest.raises(WorkbenchError, match="values"):
+        trend([])
+
+
+# ---- what the executed notebooks say agrees with what they show -------------------------------------------------
+EXECUTED = ("moe", "speculative", "devices")
+SAME_ENDS = re.compile(r"\bfrom (-?\d+(?:\.\d+)?) to \1(?![\d.])")
+
+
+@pytest.fixture(scope="module")
+def executed_pages(tmp_path_factory):
+    """The three notebooks whose prose was reported, run as the test suite runs them: {name: [(kind, text)]}, each
+    markdown cell, printed line block, rendered sentence and HTML table of the page."""
+    import nbformat
+
+    from workbench.runner import ensure_kernel, run_notebook
+
+    ensure_kernel()
+    figures, build = tmp_path_factory.mktemp("figures"), tmp_path_factory.mktemp("build")
+    pages = {}
+    for name in EXECUTED:
+        run = run_notebook(name, {"quick": True}, figures, build_dir=build, progress=False)
+        assert run.error is None, run.error
+        pages[name] = [(kind, text) for cell in nbformat.read(build / f"{name}.ipynb", as_version=4).cells
+                       for kind, text in page_texts(cell)]
+    return pages
+
+
+def page_texts(cell) -> list[tuple[str, str]]:
+    """(kind, text) of what one executed cell shows: its markdown, or each output as prose, table or text."""
+    if cell.cell_type == "markdown":
+        return [("markdown", cell.source)]
+    shown = []
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if "text/markdown" in data:
+            shown.append(("prose", data["text/markdown"]))
+        elif "<table" in data.get("text/html", ""):
+            shown.append(("table", data["text/html"]))
+        else:
+            shown.append(("text", output.get("text", "") + data.get("text/plain", "")))
+    return shown
+
+
+def prose(page: list[tuple[str, str]]) -> list[str]:
+    """The sentences a page renders from its data (`workbench.prose.say`)."""
+    return [text for kind, text in page if kind == "prose"]
+
+
+def tables(page: list[tuple[str, str]], *columns: str) -> list[list[dict[str, str]]]:
+    """The page's tables (rows as {column: text}) that have every one of `columns`."""
+    from table_units import html_table_rows
+
+    found = [html_table_rows(text) for kind, text in page if kind == "table"]
+    return [rows for rows in found if rows and set(columns) <= set(rows[0])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXECUTED)
+def test_executed_page_shows_no_staging_path_or_issue(name, executed_pages):
+    stale = [f"{kind}: {found.group(0)!r}" for kind, text in executed_pages[name]
+             for found in [STALE_OUTPUT.search(text)] if found]
+    assert stale == [], stale
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXECUTED)
+def test_rendered_prose_never_moves_from_a_value_to_itself_nor_explains_an_absent_na(name, executed_pages):
+    for sentence in prose(executed_pages[name]):
+        assert not SAME_ENDS.search(sentence), sentence
+        if "(n/a:" in sentence:  # a legend for n/a needs an n/a it explains
+            assert sentence.replace("(n/a:", "", 1).count("n/a") >= 1, sentence
+
+
+@pytest.mark.slow
+def test_moe_device_counts_agree_with_the_rows_shown(executed_pages):
+    page = executed_pages["moe"]
+    [rows] = tables(page, "scheme", "devices", "status", "cached_experts", "experts")
+    pipeline = [r for r in rows if r["scheme"] == "moe_layer_pipeline"]
+    resident = [int(r["devices"]) for r in pipeline if r["status"] == "ok" and r["cached_experts"] == r["experts"]]
+    [claim] = [s for s in prose(page) if "resident from" in s]
+    said = int(re.search(r"every expert is resident from (\d+) devices", claim).group(1))
+    assert said == min(resident)
+    assert all(r["status"] != "ok" or r["cached_experts"] != r["experts"] for r in pipeline if int(r["devices"]) < said)
+    [tp] = [s for s in prose(page) if s.startswith("Tensor parallel inside every expert")]
+    at = int(re.search(r"At (\d+) devices", tp).group(1))
+    assert {"scheme": "dllama_moe_tp", "devices": str(at), "status": "ok"}.items() <= \
+        next(r for r in rows if r["scheme"] == "dllama_moe_tp" and r["devices"] == str(at)).items()
+
+
+@pytest.mark.slow
+def test_speculative_quoted_alpha_is_one_value_in_every_table_and_sentence(executed_pages):
+    page = executed_pages["speculative"]
+    quoted = next(r["implied_alpha"] for rows in tables(page, "target", "implied_alpha") for r in rows
+                  if r["target"].startswith("Llama 2-70B"))
+    said = [m.group(1) for s in prose(page) for m in re.finditer(r"quoted alpha,? (?:of )?(\d\.\d+)", s)]
+    assert said and set(said) == {quoted}
+    [section2] = tables(page, "scheme", "plain_s", "per_token_s", "notes")
+    [at_quoted] = tables(page, "scheme", "alpha", "per_token_s", "oom")
+    assert {r["alpha"] for r in at_quoted} == {quoted}
+    plain = {r["scheme"]: (r["per_token_s"], r["speedup"], r["gamma"]) for r in section2}
+    assert {r["scheme"]: (r["per_token_s"], r["speedup"], r["gamma"]) for r in at_quoted}.items() <= plain.items()
+
+
+@pytest.mark.slow
+def test_speculative_threshold_sentence_follows_its_table(executed_pages):
+    page = executed_pages["speculative"]
+    [claim] = [s for s in prose(page) if "least alpha at which speculation pays" in s and "pipeline" in s]
+    [rows] = tables(page, "megatron_tp", "pipeline_offload")
+    for scheme, words in (("pipeline_offload", "for the pipeline"), ("megatron_tp", "for Megatron TP")):
+        column = [float(r[scheme]) for r in rows if r[scheme] not in ("—", "")]
+        part = claim.split(words)[0].rsplit("pays", 1)[-1].rsplit(" and ", 1)[-1]
+        if len({f"{v:.2f}" for v in column}) == 1:
+            assert f"stays at {column[0]:.2f}" in part, claim
+        else:
+            assert f"from {column[0]:.2f} to {column[-1]:.2f}" in part, claim

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from table_units import table_problems
 
 from workbench.results import RESULT_COLUMNS
 from workbench.runner import ensure_kernel, list_notebooks, run_notebook
@@ -29,16 +30,33 @@ def test_notebook_executes_and_records_results(name, executed):
     assert pd.to_numeric(results["value"], errors="coerce").notna().all()
     assert_charts_inline(build / f"{name}.ipynb", figures / name)
     assert_tables_readable(build / f"{name}.ipynb")
+    assert_no_staging_path(build / f"{name}.ipynb")
+
+
+def assert_no_staging_path(notebook: Path) -> None:
+    """No output shows where a batch run wrote before swapping its folder in (figures/.staging-<name>-*/)."""
+    import nbformat
+
+    shown = [str(output) for cell in nbformat.read(notebook, as_version=4).cells for output in cell.get("outputs", [])]
+    assert [text for text in shown if ".staging-" in text] == []
+
+
+def shown_tables(notebook: Path) -> list[str]:
+    """The HTML of every table an executed notebook shows."""
+    import nbformat
+
+    return [output["data"]["text/html"] for cell in nbformat.read(notebook, as_version=4).cells
+            for output in cell.get("outputs", []) if "<table" in output.get("data", {}).get("text/html", "")]
 
 
 def assert_tables_readable(notebook: Path) -> None:
-    """No table the notebook shows prints a number in pandas' raw scientific notation (-2.377283e-01)."""
-    import nbformat
-
-    tables = [output["data"]["text/html"] for cell in nbformat.read(notebook, as_version=4).cells
-              for output in cell.get("outputs", []) if "<table" in output.get("data", {}).get("text/html", "")]
+    """No table the notebook shows prints a number in pandas' raw scientific notation (-2.377283e-01), and each
+    number carries its column's unit (tests/table_units.py: no tokens/s as '5.82 s', no bare '56.4 µ')."""
+    tables = shown_tables(notebook)
     raw = [found for html in tables for found in re.findall(r"\d\.\d{6}e[+-]\d\d", html)]
     assert raw == [], raw[:5]
+    wrong = list(dict.fromkeys(problem for html in tables for problem in table_problems(html)))
+    assert wrong == [], wrong[:10]
 
 
 def assert_charts_inline(notebook: Path, figures: Path) -> None:

@@ -133,6 +133,25 @@ def title_texts(graph: dict) -> list[str]:
     return texts
 
 
+def _texts(mark: dict) -> list[str]:
+    """The text of every item of a text mark, one line each (a multi-line text joined by spaces)."""
+    return [" ".join(map(str, t)) if isinstance(t, list) else str(t) for t in (i.get("text", "") for i in mark["items"])]
+
+
+def guide_labels(graph: dict, guide: str = "axis") -> dict[str, list[str]]:
+    """The non-empty labels of every axis (`guide` "axis") or legend ("legend") the chart draws, by the guide's
+    title ("" when untitled; the guides of facet cells sharing a title are pooled), in drawing order."""
+    found: dict[str, list[str]] = {}
+    for node in _marks(graph):
+        if node["marktype"] != "group" or node.get("role") != guide:
+            continue
+        inner = [m for m in _marks(node) if m is not node and m["marktype"] == "text"]
+        title = " ".join(t for m in inner if m.get("role") == f"{guide}-title" for t in _texts(m))
+        labels = [t for m in inner if m.get("role") == f"{guide}-label" for t in _texts(m) if t]
+        found.setdefault(title, []).extend(labels)
+    return found
+
+
 def promise_problems(titles: list[str], layers: list[MarkLayer]) -> list[str]:
     """What the titles promise that no layer draws: a diagonal, the paper's ticks."""
     problems = []

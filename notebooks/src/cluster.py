@@ -10,7 +10,7 @@
 # `scripts/measure_collectives.py`): re-running this notebook never re-measures. The numbers describe
 # *this* machine (2 cores shared with other users), not any paper's hardware.
 #
-# The model is the workbench's own, with the fixed costs of issue 17: every collective costed as gloo and
+# The model is the workbench's own, with fixed costs: every collective costed as gloo and
 # XLA really run it (`workbench.network`'s `gloo_ring` and `gloo_halving_doubling`, the TPI-LLM kernel's
 # ppermute star / ring / tree), a per-message endpoint time beside the wire, the measured per-call dispatch,
 # and the scheduler's tick when more processes than cores must act at once. The end-to-end TPI-LLM run is
@@ -45,7 +45,7 @@ print("caveat:", info["caveat"])
 # ## 0. Fixed costs of this machine (measured)
 # `scripts/measure_collectives.py --only micro` (about half a minute) writes `data/cluster/microbench.csv`
 # and the preset `data/devices/this_machine_cpu.toml`. Besides the GEMM / GEMV / streaming rates it
-# measures the fixed costs the issue asks for: the per-call dispatch of a trivial jitted function
+# measures the fixed costs the model needs: the per-call dispatch of a trivial jitted function
 # (`jit_dispatch`) and of a compiled program (`program_dispatch`, the intercept of the next line), the
 # per-kernel cost inside one compiled program (`kernel_launch`: the slope over K of one jitted program of K
 # dependent 8x8 matmuls, one XLA CPU thunk each), the per-layer time beyond a layer's kernels
@@ -132,7 +132,7 @@ comparison[[c for c in table_columns if c in comparison]]
 # ## 3. How far off is the model, and why
 # The median relative error |predicted - measured| / measured over **all validation points** (every size,
 # program and process count; the 2-process psum rows used for the fit are excluded), then the same number
-# for the model before this issue (one alpha per traversal of the ideal algorithm, `legacy_predict`),
+# for the earlier model without fixed costs (one alpha per traversal of the ideal algorithm, `legacy_predict`),
 # each refitted on the same calibration rows, on every stored campaign (`before`; `docs/campaigns.md` says
 # when and how each was measured). The tables of this section are of `data/cluster/collectives.csv`; the
 # campaign with OSU's repetitions follows below.
@@ -277,7 +277,7 @@ after = before[before.model.str.startswith("after") & (before.campaign_name == h
 by_count = latest_validation["by_program"].groupby("processes")["median_rel_error"].median()
 legacy = before[before.model.str.startswith("before") & (before.campaign_name == headline.index[-1][0])]
 say("In the latest campaign ({name}) the fastest call's median |error| over the {n} validation points is "
-    "{fast:.1%} ({within:.0%} within 20 %); the median call's {median:.1%}; the model before the issue, refitted "
+    "{fast:.1%} ({within:.0%} within 20 %); the median call's {median:.1%}; the earlier model, refitted "
     "on the same rows: {legacy}. Per process count (median over programs): {per_count}.",
     name=latest_dir.name, n=int(latest_validation["overall"].points[0]),
     fast=latest_validation["overall"].median_rel_error[0], within=latest_validation["overall"].within_20pct[0],
@@ -577,7 +577,7 @@ say("Median |error| of the large layers: {dl:.0%} in decode, {pl:.0%} in prefill
 rec.add(wb.result_rows(comparison=comparison, fits=fits, validation=overall, star_ring=star_ring, e2e=e2e, accel=accel,
                        before=before, stacks=stacks, choices=choices, chains=chains, gpu=gpu, gpu_summary=gpu_summary,
                        gpu_kernels=gpu_kernels, latest=latest, best_of=best_of))
-rec.write()
+_ = rec.write()  # figures/cluster/results.csv (no path in the page: a batch run writes to a staging folder)
 
 # %%
 if live_check:

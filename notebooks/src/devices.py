@@ -40,6 +40,7 @@ from workbench.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, l
 from workbench.prose import say, span
 from workbench.results import Recorder, result_rows
 from workbench.schemes import Cluster, Workload, load_all
+from workbench.studies.devices import sensitivity_chart
 from workbench.userconfig import WEIGHT_FORMATS
 
 rec = Recorder("devices", figures_dir)
@@ -142,7 +143,7 @@ def single_row(device_id: str, model_name: str) -> dict:
 
 
 single = pd.DataFrame([single_row(d, m) for d in EDGE for m in MODEL_NAMES])
-single.pivot(index="device", columns="model", values="tokens_per_s").round(2)
+single.pivot(index="device", columns="model", values="tokens_per_s").add_suffix(" (tokens/s)")
 
 # %%
 tps = alt.Chart(single.dropna(subset=["tokens_per_s"])).mark_bar().encode(
@@ -197,18 +198,8 @@ sensitivity = pd.DataFrame([r for d in EDGE for r in sensitivity_rows(d, MODEL_N
 sensitivity.round(3)
 
 # %%
-sens_base = alt.Chart(sensitivity).encode(y=alt.Y("device:N", sort=order, title=None),
-                                          yOffset=alt.YOffset("constant:N"), color=alt.Color(
-                                              "constant:N", legend=alt.Legend(orient="bottom", columns=3)))
-sens_chart = alt.layer(
-    sens_base.mark_rule(strokeWidth=3).encode(x=alt.X("low_change:Q", axis=alt.Axis(format="%"),
-                                                      title=f"{MODEL_NAMES[0]} tokens/s change"), x2="high_change:Q"),
-    sens_base.mark_point(filled=True, size=25).encode(x="high_change:Q",
-                                                      tooltip=["device", "constant", "value", "low_change", "high_change"]),
-    sens_base.mark_point(size=25).encode(x="low_change:Q"),
-    alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="grey").encode(x="x:Q"))
-rec.chart(sens_chart.properties(width=460, height=alt.Step(16),
-                                title=f"assumed constants divided / multiplied by {sensitivity_factor:g}"),
+rec.chart(sensitivity_chart(sensitivity, order, f"{MODEL_NAMES[0]} tokens/s change",
+                            f"assumed constants divided / multiplied by {sensitivity_factor:g}"),
           "sensitivity", data=sensitivity)
 
 # %%
@@ -237,12 +228,14 @@ say("The assumed constant that moves the prediction most is {c} on {dev}: from {
 def link_table() -> pd.DataFrame:
     """The library's link classes: bandwidth, per-hop latency and per-message endpoint time, each with its kind."""
     cited = load_constants(LINK_CLASSES_PATH)
-    return pd.DataFrame([{"link_class": name, **{f"{part}": cited[f"{name}_{part}"].value for part in LINK_PARTS},
+    return pd.DataFrame([{"link_class": name,
+                          **{column: cited[f"{name}_{part}"].value for part, column in LINK_PARTS.items()},
                           **{f"{part}_kind": cited[f"{name}_{part}"].kind for part in LINK_PARTS}}
                          for name in LINK_CLASSES])
 
 
-LINK_PARTS = ("bandwidth", "latency", "message_overhead")
+# each part's constant (`<class>_<part>` in links.toml, in SI) -> its column, named for its unit
+LINK_PARTS = {"bandwidth": "bandwidth_bytes_per_s", "latency": "latency_s", "message_overhead": "message_overhead_s"}
 link_table()
 
 
@@ -286,10 +279,10 @@ rec.chart(alt.layer(lines, marks).properties(width=420, height=320,
 # %%
 largest = int(feasible.devices.max())
 say("On its own link class, {scheme} reaches its least decode latency at {counts} boards; the fastest cluster "
-    "is {speedup} faster than one board. {k} of the {n} boards are fastest at the largest count the scheme splits "
+    "runs {speedup} times as fast as one board. {k} of the {n} boards are fastest at the largest count the scheme splits "
     "{model} over ({largest}): their latency has not stopped falling there, the split ends it. Counts it cannot "
     "split over: {bad}.",
-    scheme=scheme, counts=span(stops.devices, ".0f"), speedup=span(stops.speedup, ".2g", "x"), model=MODEL_NAMES[0],
+    scheme=scheme, counts=span(stops.devices, ".0f"), speedup=span(stops.speedup, ".2g"), model=MODEL_NAMES[0],
     k=int((stops.devices == largest).sum()), n=len(stops), largest=largest,
     bad=", ".join(str(n) for n in sorted(set(scaling[scaling.status != "ok"].devices))) or "none")
 
@@ -310,5 +303,5 @@ rows = [
                 setting=stops.reset_index().merge(library[["device", "id"]])["id"] + f",{scheme}")]
 for part in rows:
     rec.add(part)
-path = rec.write()
-print(f"wrote {path} ({len(rec.table())} rows)")
+_ = rec.write()  # figures/devices/results.csv (no path in the page: a batch run writes to a staging folder)
+print(f"{len(rec.table())} result rows recorded")

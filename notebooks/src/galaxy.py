@@ -23,7 +23,7 @@
 # links run at the paper's nominal bandwidths (with an assumed latency per switch hop and an assumed endpoint
 # software time per message, `data/constants/galaxy.toml`).
 #
-# **Fixed costs (issue 17).** Every kernel a Nano launches pays a per-op dispatch (PyTorch on the A57: assumed
+# **Fixed costs.** Every kernel a Nano launches pays a per-op dispatch (PyTorch on the A57: assumed
 # 30,000 cycles; no Nano figure is published), every layer a framework time (assumed 28 dispatches), every
 # message the assumed endpoint time at each end. Each tile of the overlap is its own kernel on every
 # device, so a fused GEMM launches n times, and splitting a GEMM over devices does not split its launch.
@@ -193,12 +193,12 @@ rec.chart(fig11_chart, "fig11_strong_scaling", data=fig11)
 fig10
 
 # %% [markdown]
-# ## Fixed costs (issue 17): what they move, and how sensitive the results are to them
-# Before issue 17 the tile overlap hid every ring step and nothing else cost anything, so the 4-device strong
-# scaling was exactly linear and weak scaling perfect. Now each fused GEMM is n tile kernels on every device (19
+# ## Fixed costs: what they move, and how sensitive the results are to them
+# Without fixed costs the tile overlap would hide every ring step and nothing else would cost anything, so the
+# 4-device strong scaling would be exactly linear and weak scaling perfect. With them each fused GEMM is n tile kernels on every device (19
 # launches per layer at n = 4 instead of 7), each ring step is a message with endpoint costs, and every layer
 # pays its framework time. The per-op dispatch, the layer time and the per-message cost are assumed (no Nano
-# figure is published), so the table scales all three together: 0 = before issue 17, 1 = the model. Even at the
+# figure is published), so the table scales all three together: 0 = no fixed costs, 1 = the model. Even at the
 # largest scale Fig. 10's efficiencies stay near one (rendered below the table): fixed costs cannot explain the
 # paper's (the chart's title quotes them). Table I's BERT-L row absorbs them through the refitted GEMM
 # efficiency.

@@ -14,7 +14,7 @@
 # reduction is the paper's tree (groups of four, reduce to the root, broadcast back) costed through
 # `workbench.network`; the double-buffered prefetch is overlapped with `workbench.simulate`.
 #
-# **Fixed costs (issue 17).** Every chip launches every kernel of its slice (9 matmuls, softmax, RoPE,
+# **Fixed costs.** Every chip launches every kernel of its slice (9 matmuls, softmax, RoPE,
 # SwiGLU: 12 per block whatever the number of chips), each paying `kernel_launch`: 1000 cycles at
 # 500 MHz, the control overhead Deeploy's generated code spends around a kernel's first tile on Siracusa in
 # GVSoC (pulp-platform/Deeploy PR #138: 829 cycles before + 171 after the kernel). It replaces the
@@ -246,7 +246,7 @@ table = wb.fidelity_table(knobs)
 table
 
 # %% [markdown]
-# ### Before -> after issue 17 (validation rows)
+# ### Before -> after the fixed costs (validation rows)
 # *Before*: the model before the fixed-cost work (commit e4f72e0: no launch, the assumed small-kernel
 # curve on GEMMs only, no accumulation or per-message cost, with the constants fitted then). *At start*: the
 # new core (small-kernel curve on GEMVs too) with those stored constants, no longer a fit (so the calibration

@@ -19,8 +19,8 @@ import pandas as pd
 
 from workbench.arena import COMPONENTS
 from workbench.display import setup_notebook
-from workbench.moe_advice import MoeNumbers, moe_summary
-from workbench.prose import say, span
+from workbench.moe_advice import MoeNumbers
+from workbench.prose import listing, say, span
 from workbench.regimes import Base, moe_capable, regime_chart, sweep, winners
 from workbench.results import Recorder
 from workbench.schemes.base import load_all
@@ -60,8 +60,8 @@ say("A token reads {lo:.1f} to {hi:.1f} times fewer weights than the model store
 # %% [markdown]
 # ## 2. Dense vs MoE of equal quality, on the same clusters
 # Each pair's basis is in the table: two pairs rest on a published quality claim (quoted below), and Qwen3-30B-A3B
-# is set beside the two dense stand-ins issue 33 describes (its stored size and its active size), with no quality
-# claim. The clusters are the Pi 5 example (`examples/qwen3_moe_pi5.toml`) and TPI-LLM's four laptops on Wi-Fi
+# is set beside two dense stand-ins, one of about its stored size and one of about its active size, with no
+# quality claim. The clusters are the Pi 5 example (`examples/qwen3_moe_pi5.toml`) and TPI-LLM's four laptops on Wi-Fi
 # (`examples/laptops_wifi.toml`), every model at the same weight precision; each model gets the fastest
 # registered scheme that fits (a dense model can use every scheme, a MoE model the MoE-capable ones).
 
@@ -94,8 +94,8 @@ say("Where both run, the MoE of equal quality decodes {span_} times as fast as i
 # %% [markdown]
 # ## 3. The engines' partitions side by side
 # Every MoE-capable scheme in the registry on the Pi 5 example (Qwen3-30B-A3B): latency per phase and where the
-# time goes. The partitions issue 33 names (tensor parallelism inside every expert, whole layers with sparse
-# expert reads, expert parallelism) each appear once their scheme is registered.
+# time goes. The three partitions the engines use (tensor parallelism inside every expert, whole layers with
+# sparse expert reads, expert parallelism) each appear once their scheme is registered.
 
 # %%
 missing = study.missing_partitions(registry)
@@ -126,10 +126,41 @@ say("On the four boards the fastest MoE partition registered decodes in {best:.3
     scheme=ok.scheme.iloc[0], oom=int((partitions[partitions.phase == "decode"].status == "OOM").sum()),
     n=len(moe_capable(registry)))
 
+# %% [markdown]
+# ### More boards for the same model
+# Two partitions on one to eight of the example's boards (the same board repeated): whether each fits and its
+# time per token; for whole layers per device, how many of a layer's experts the fullest board keeps in memory
+# (the rest are read from storage when a token routes to them). Tensor parallelism runs only at the device
+# counts its split of the attention heads allows.
+
 # %%
-for line in moe_summary(MoeNumbers(pi.model, pi.weight_bits, pi.cluster.n, pi.activation_bits,
-                                   min(d.memory_bytes for d in pi.cluster.devices))):
-    print(line)
+counts = study.device_count_table(pi, registry, (1, 2, 3, 4) if quick else range(1, 9))
+counts
+
+# %%
+pipe, tp = counts[counts.scheme == "moe_layer_pipeline"], counts[counts.scheme == "dllama_moe_tp"]
+resident = study.resident_from(counts)
+partial = pipe[(pipe.status == "ok") & (pipe.cached_experts < pipe.experts)]
+after = pipe[(pipe.status == "ok") & (pipe.devices >= (resident or 0))]
+say("Whole layers per device (moe_layer_pipeline): {cached}; {resident}",
+    cached=f"of a layer's {pipe.experts.iloc[0]} experts the fullest board keeps "
+    + listing(f"{c:.0f} at {n} device{'s' * (n > 1)}" for n, c in zip(partial.devices, partial.cached_experts))
+    if len(partial) else "every count tried keeps every expert in memory",
+    resident=f"every expert is resident from {resident} devices on, where a token takes "
+    f"{span(after.time_per_token_s, '.3g', 's')}: more boards add hand-offs and shorten no step." if resident
+    else "no device count tried keeps every expert resident.")
+
+# %%
+runs, oom, unsplit = tp[tp.status == "ok"], tp[tp.status == "OOM"], tp[tp.status == "n/a"]
+largest = int(runs.devices.max()) if len(runs) else pi.cluster.n
+numbers = MoeNumbers(pi.model, pi.weight_bits, largest, pi.activation_bits).fields()
+say("Tensor parallel inside every expert (dllama_moe_tp) runs at {ok} device(s){oom}{na}. At {n} devices each "
+    "board still streams the whole f32 router ({router}) beside its {share} share of the experts per token, and "
+    "its syncs receive {sync} per token.",
+    ok=listing(runs.devices) or "no count tried", n=largest, router=numbers["router"],
+    oom=f"; it runs out of memory at {listing(oom.devices)}" if len(oom) else "",
+    na=f"; it cannot split the model at {listing(unsplit.devices)}: {unsplit.note.iloc[0].split('; got')[0]}"
+    if len(unsplit) else "", share=numbers["experts_share"], sync=numbers["sync_bytes"])
 
 # %% [markdown]
 # ## 4. Expert-cache hit rate vs memory
@@ -183,5 +214,4 @@ say("{fit} of the {cells} cells fit some MoE scheme. The fastest decode step is 
 
 # %%
 rec.add(study.result_rows(models, pairs, partitions, cache, regime))
-path = rec.write()
-print(f"wrote {path} ({len(rec.table())} rows)")
+_ = rec.write()  # figures/moe/results.csv (no path in the page: a batch run writes to a staging folder)

@@ -35,9 +35,10 @@ from workbench import speculative as sp
 from workbench.display import setup_notebook
 from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
-from workbench.prose import say
+from workbench.prose import listing, say, trend
 from workbench.results import Recorder, result_rows
 from workbench.schemes.base import MOE_ONLY, load_all
+from workbench.studies import speculative as charts
 from workbench.userconfig import config_from_text
 
 rec = Recorder("speculative", figures_dir)
@@ -62,11 +63,12 @@ print(f"{config.model.name} at {config.weight_bits:g} bit on {config.cluster.n} 
 quoted = sp.acceptance_table()
 pair = quoted[quoted.target.str.startswith("Llama 2-70B")].iloc[0]
 alpha_quoted = float(pair.implied_alpha)
+line_alphas = np.union1d(alphas, [alpha_quoted])  # the lines pass through the quoted alpha itself
 quoted[["draft", "target", "gamma", "metric", "value", "implied_alpha", "alpha_at_least", "source"]]
 
 # %%
 say("The Llama 2-70B target with a Llama 2-7B draft accepted {share:.1%} of the drafted tokens at gamma "
-    "{gamma:.0f}, an i.i.d. alpha of {alpha:.2f}: the marked alpha in the charts below.",
+    "{gamma:.0f}, an i.i.d. alpha of {alpha:.3g}: the quoted alpha of every table and chart below.",
     share=pair.value, gamma=pair.gamma, alpha=alpha_quoted)
 
 # %% [markdown]
@@ -94,7 +96,7 @@ table[["scheme", "plain_s", "per_token_s", "speedup", "gamma", "tokens_per_step"
 ran = table.dropna(subset=["speedup"])
 fits = ran[~ran.oom.astype(bool)]
 winners, losers = ran[ran.speedup > 1], ran[ran.speedup <= 1]
-say("At alpha {alpha:.2f}, {n_win} of {n} schemes that can verify several tokens gain and {n_lose} lose; "
+say("At the quoted alpha, {alpha:.3g}, {n_win} of {n} schemes that can verify several tokens gain and {n_lose} lose; "
     "the fastest that fits memory, {best}, goes from {plain:.2f} s to {spec:.2f} s per token ({x:.2f}x at "
     "gamma {g:.0f}).", alpha=alpha_quoted, n_win=len(winners), n=len(ran), n_lose=len(losers),
     best=fits.sort_values("per_token_s").iloc[0].scheme, plain=fits.sort_values("per_token_s").iloc[0].plain_s,
@@ -107,31 +109,29 @@ say("At alpha {alpha:.2f}, {n_win} of {n} schemes that can verify several tokens
 # %%
 fit_scheme = fits.sort_values("per_token_s").iloc[0].scheme
 grid = sp.alpha_sweep(spec, fit_scheme, registry, config.model, config.cluster, workload, alphas, gammas)
-heat = alt.Chart(grid).mark_rect().encode(
-    x=alt.X("gamma:O", title="gamma (drafted tokens per step)"), y=alt.Y("alpha:O", sort="descending"),
-    color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
-    tooltip=["alpha", "gamma", "speedup", "losing_part"],
-).properties(title=f"{fit_scheme}: speed-up of speculation over plain decode", width=380, height=300)
-rec.chart(heat, "speedup_alpha_gamma", data=grid)
+rec.chart(charts.speedup_heatmap(grid, "gamma", "gamma (drafted tokens per step)",
+                                 f"{fit_scheme}: speed-up of speculation over plain decode"),
+          "speedup_alpha_gamma", data=grid)
 
 # %% [markdown]
 # ## 4. Sensitivity to alpha, each scheme at its best gamma
 # The dashed rule is plain decode (speed-up 1); the vertical rule the quoted alpha.
 
 # %%
+oom = set(table[table.oom.astype(bool)].scheme)  # plans that do not fit the laptops' memory (marked "(OOM)")
 sweeps = pd.concat([sp.best_over_gamma(sp.alpha_sweep(spec, name, registry, config.model, config.cluster,
-                                                      workload, alphas, gammas)) for name in schemes],
+                                                      workload, line_alphas, gammas)) for name in schemes],
                    ignore_index=True)
-lines = alt.Chart(sweeps).mark_line(point=True).encode(
+lines = alt.Chart(sweeps.assign(label=charts.oom_labels(sweeps.scheme, oom))).mark_line(point=True).encode(
     x=alt.X("alpha:Q", title="alpha (per-token acceptance)"), y=alt.Y("speedup:Q", title="speed-up at best gamma"),
-    color="scheme:N", tooltip=["scheme", "alpha", "gamma", "speedup", "losing_part"])
+    color=alt.Color("label:N", title="scheme"), tooltip=["scheme", "alpha", "gamma", "speedup", "losing_part"])
 one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
 marker = alt.Chart(pd.DataFrame({"alpha": [alpha_quoted]})).mark_rule(color="gray").encode(x="alpha:Q")
 rec.chart((lines + one + marker).properties(title="Speed-up against alpha", width=420), "sensitivity_alpha",
           data=sweeps)
 
 # %%
-at_quoted = sweeps.loc[(sweeps.alpha - alpha_quoted).abs().groupby(sweeps.scheme).idxmin()]
+at_quoted = sweeps[np.isclose(sweeps.alpha, alpha_quoted)].assign(oom=lambda f: f.scheme.isin(oom))
 breakeven = sweeps[sweeps.speedup > 1].groupby("scheme").alpha.min().reindex(schemes)
 say("Speculation pays from alpha {lo} ({lo_scheme}) up; no gain anywhere in the sweep: {never}.",
     lo=f"{breakeven.min():.2f}" if breakeven.notna().any() else "-",
@@ -141,21 +141,16 @@ say("Speculation pays from alpha {lo} ({lo_scheme}) up; no gain anywhere in the 
 # %% [markdown]
 # ## 5. Where it loses, and which part makes it lose
 # Each scheme's time per token at the quoted alpha (best gamma) split into the draft, the verify step's device
-# time, its expert misses (none for a dense target) and communication, beside plain decode.
+# time, its expert misses (none for a dense target) and communication, beside plain decode. A scheme whose plan
+# does not fit the laptops' memory is kept and marked "(OOM)": its bars are its time if it did fit.
 
 # %%
 PART_NAMES = {"draft_s": "draft", "verify_compute_s": "verify compute", "verify_experts_s": "verify expert misses",
               "communication_s": "communication"}
 parts = at_quoted.melt(id_vars=["scheme", "gamma", "speedup"], value_vars=list(PART_NAMES), var_name="part",
                        value_name="seconds").replace({"part": PART_NAMES})
-bars = alt.Chart(parts).mark_bar().encode(
-    y=alt.Y("scheme:N", sort=schemes), x=alt.X("seconds:Q", title="seconds per token (speculative)"),
-    color=alt.Color("part:N"), tooltip=["scheme", "part", "seconds", "gamma"])
-plain_ticks = alt.Chart(at_quoted).mark_tick(color="black", thickness=3, size=18).encode(
-    y=alt.Y("scheme:N", sort=schemes), x="plain_s:Q", tooltip=["scheme", "plain_s"])
-rec.chart((bars + plain_ticks).properties(title="Per-token parts at the quoted alpha (tick: plain decode)",
-                                           width=420), "parts_at_quoted_alpha", data=parts)
-at_quoted[["scheme", "gamma", "plain_s", "per_token_s", "speedup", "losing_part"]]
+rec.chart(charts.parts_chart(parts, at_quoted, schemes, oom), "parts_at_quoted_alpha", data=parts)
+at_quoted[["scheme", "alpha", "gamma", "plain_s", "per_token_s", "speedup", "losing_part", "oom"]]
 
 # %%
 lose = at_quoted[at_quoted.speedup <= 1]
@@ -172,19 +167,25 @@ latencies = np.array([0.5, 5.0, 20.0] if quick else [0.1, 0.5, 1.0, 2.0, 5.0, 10
 regime = pd.concat([sp.regime_map(spec, name, registry, config.model, config.cluster, workload, alphas, latencies,
                                   gammas).assign(scheme=name) for name in ("pipeline_offload", "megatron_tp")],
                    ignore_index=True).assign(latency_ms=lambda f: f.latency_s * 1e3)
-regime_chart = alt.Chart(regime).mark_rect().encode(
-    x=alt.X("latency_ms:O", title="link latency per hop (ms)"), y=alt.Y("alpha:O", sort="descending"),
-    color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
-    column=alt.Column("scheme:N"), tooltip=["scheme", "latency_ms", "alpha", "gamma", "speedup", "losing_part"],
-).properties(title="Where speculation pays", width=260, height=260)
-rec.chart(regime_chart, "regime_alpha_latency", data=regime)
+rec.chart(charts.speedup_heatmap(regime, "latency_ms", "link latency per hop (ms)", "Where speculation pays",
+                                 column="scheme", width=260, height=260), "regime_alpha_latency", data=regime)
 
 # %%
-pays = regime[regime.speedup > 1].groupby(["scheme", "latency_ms"]).alpha.min().unstack(0)
-say("The least alpha at which speculation pays moves from {p_lo} to {p_hi} for the pipeline and from {m_lo} to "
-    "{m_hi} for Megatron TP across the latencies swept.",
-    p_lo=f"{pays['pipeline_offload'].min():.2f}", p_hi=f"{pays['pipeline_offload'].max():.2f}",
-    m_lo=f"{pays['megatron_tp'].min():.2f}", m_hi=f"{pays['megatron_tp'].max():.2f}")
+pays = regime[regime.speedup > 1].groupby(["scheme", "latency_ms"]).alpha.min().unstack(0) \
+    .reindex(sorted(regime.latency_ms.unique()))
+
+
+def least_alpha(scheme: str) -> str:
+    """How the least paying alpha of `scheme` moves as the latency grows, and where it never pays."""
+    column = pays[scheme] if scheme in pays else pd.Series(np.nan, index=pays.index)
+    never = column[column.isna()].index
+    moves = trend(column.dropna(), ".2f") if column.notna().any() else "is never reached"
+    return moves + (f" (no alpha swept pays at {listing(f'{x:g}' for x in never)} ms)" if len(never) else "")
+
+
+say("As the link latency per hop grows from {lo:g} to {hi:g} ms, the least alpha at which speculation pays "
+    "{pipeline} for the pipeline and {megatron} for Megatron TP.", lo=pays.index.min(), hi=pays.index.max(),
+    pipeline=least_alpha("pipeline_offload"), megatron=least_alpha("megatron_tp"))
 pays
 
 # %% [markdown]
@@ -207,7 +208,7 @@ if moe is not None and moe.is_moe:
     moe_workload = replace(workload, weight_bits=config.weight_bits)
     ngram = sp.Speculation(sp.NGRAM, "root", 4, 0.5)
     moe_schemes = [n for n in ("dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel") if n in registry]
-    moe_sweeps = pd.concat([sp.alpha_sweep(ngram, name, registry, moe, boards, moe_workload, alphas, gammas)
+    moe_sweeps = pd.concat([sp.alpha_sweep(ngram, name, registry, moe, boards, moe_workload, line_alphas, gammas)
                             .assign(scheme=name) for name in moe_schemes], ignore_index=True)
     moe_best = sp.best_over_gamma(moe_sweeps, by=("scheme", "alpha"))
     moe_lines = alt.Chart(moe_best).mark_line(point=True).encode(
@@ -215,8 +216,8 @@ if moe is not None and moe.is_moe:
         tooltip=["scheme", "alpha", "gamma", "speedup", "losing_part"])
     rec.chart((moe_lines + one + marker).properties(title=f"{moe.name} on four boards (prompt lookup)", width=420),
               "moe_sensitivity_alpha", data=moe_best)
-    at = moe_best.loc[(moe_best.alpha - alpha_quoted).abs().groupby(moe_best.scheme).idxmin()]
-    say("At alpha {alpha:.2f} the {name} target's best speed-up is {xs}; each verify step of gamma tokens reads "
+    at = moe_best[np.isclose(moe_best.alpha, alpha_quoted)]
+    say("At the quoted alpha, {alpha:.3g}, the {name} target's best speed-up is {xs}; each verify step of gamma tokens reads "
         "the union of gamma + 1 tokens' experts, so the verify compute grows with gamma and bounds the gain.",
         alpha=alpha_quoted, name=moe.name, xs=", ".join(f"{s} {x:.2f}x (gamma {g:.0f})" for s, x, g in
                                                         zip(at.scheme, at.speedup, at.gamma)))
@@ -228,19 +229,18 @@ if moe is not None and moe.is_moe:
         sp.regime_map(ngram, "dllama_allgather_tp", registry, dense_peer, boards, moe_workload, alphas, latencies,
                       gammas).assign(target=f"dense: {dense_peer.name}")], ignore_index=True) \
         .assign(latency_ms=lambda f: f.latency_s * 1e3)
-    rec.chart(alt.Chart(moe_regime).mark_rect().encode(
-        x=alt.X("latency_ms:O", title="link latency per hop (ms)"), y=alt.Y("alpha:O", sort="descending"),
-        color=alt.Color("speedup:Q", scale=alt.Scale(type="log", scheme="redblue", domainMid=1.0), title="speed-up"),
-        column=alt.Column("target:N"), tooltip=["target", "latency_ms", "alpha", "gamma", "speedup", "losing_part"],
-    ).properties(title="Where speculation pays: dense vs MoE target, distributed-llama TP on four boards", width=260,
-                 height=260), "regime_dense_vs_moe", data=moe_regime)
+    rec.chart(charts.speedup_heatmap(
+        moe_regime, "latency_ms", "link latency per hop (ms)", column="target", width=260, height=260,
+        title="Where speculation pays: dense vs MoE target, distributed-llama TP on four boards"),
+        "regime_dense_vs_moe", data=moe_regime)
     least = moe_regime[moe_regime.speedup > 1].groupby("target").alpha.min().reindex(moe_regime.target.unique())
-    say("On the same boards and links the least alpha at which speculation pays is {pairs} (n/a: never in the "
-        "sweep). distributed-llama sends each sync once per batch row (workbench/schemes/engines.py, from its "
+    say("On the same boards, over the link latencies swept, the least alpha at which speculation pays is "
+        "{pairs}{legend}. distributed-llama sends each sync once per batch row (workbench/schemes/engines.py, from its "
         "source), so a verify step of gamma + 1 tokens pays gamma + 1 messages per sync: the slower the link, the "
         "more speculation loses on this engine, for the dense and the MoE target alike; the MoE target also streams "
         "the union of its verify tokens' experts, so it pays only at higher alpha.",
-        pairs=", ".join(f"{t} {a:.2f}" if a == a else f"{t} n/a" for t, a in least.items()))
+        pairs=listing(f"{t} {a:.2f}" if pd.notna(a) else f"{t} n/a" for t, a in least.items()),
+        legend=" (n/a: no alpha swept pays)" if least.isna().any() else "")
 else:
     say("The registry holds no mixture-of-experts model named {name}: this section waits for it.", name=moe_target)
 
@@ -256,4 +256,4 @@ if not moe_sweeps.empty:
     rec.add(result_rows("speculative", "regime_dense_vs_moe", moe_regime, {"speedup": "x"}, moe_target,
                         moe_regime.apply(lambda r: f"alpha={r.alpha:g},latency_ms={r.latency_ms:g},"
                                          f"target={r.target}", axis=1)))
-results_csv = rec.write()
+_ = rec.write()  # figures/speculative/results.csv (no path in the page: a batch run writes to a staging folder)

@@ -336,7 +336,7 @@ edges
 # ## Where the reproduction stands
 # * **Fidelity rows** (DistilBERT load/compute/skew, the whole file, load-then-execute, pipeline stall share,
 #   the storage of the shard versions): see the tables above and `figures/REPORT.md`; each is held to the
-#   issue's tolerance. The 12x12 storage uses the paper's quoted outlier share (DynaBERT's weights are not
+#   row's tolerance. The 12x12 storage uses the paper's quoted outlier share (DynaBERT's weights are not
 #   available); MiniLM's measured store agrees with the same size formula byte for byte.
 # * **Table 6**: the `flops_ratio` rows above give STI's submodel size (FLOPs) over Load&Exec's / StdPL-full's
 #   and over StdPL-2/6bit's, as reported and modelled. Table 6's entries and the paper's averaging are not in the

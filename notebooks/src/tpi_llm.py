@@ -282,7 +282,7 @@ rates.round(3)
 # %% [markdown]
 # The same question as a fit: the loader rate is the one free constant behind these rows (TTFT and token
 # latency with the scheduler, TTFT without it), so for each row the rates that put the model within the
-# issue's tolerance form one interval. Where a testbed's intervals do not overlap, no value of that constant,
+# rows' tolerance form one interval. Where a testbed's intervals do not overlap, no value of that constant,
 # fitted on any rows, meets the tolerance on all of them: the misses are in the data's shape, not in the fit. On the
 # emulated testbed every row but Llama 2-13B's scheduler-on token latency would fit one rate a little above
 # the one fitted on Llama 2-70B; choosing it would mean fitting on validation rows, so it is reported here
@@ -337,8 +337,8 @@ windows.round(3)
 
 # %%
 board = scoreboard(wb.reported(), rec.table())
-path = rec.write()
-print(f"wrote {path} ({len(rec.table())} rows)")
+_ = rec.write()  # figures/tpi_llm/results.csv (no path in the page: a batch run writes to a staging folder)
+print(f"{len(rec.table())} result rows recorded")
 board = board[board.modelled.notna()]
 summary = board.groupby(["artifact", "role"]).agg(rows=("reported", "size"),
                                                   within=("within_tolerance", lambda s: int((s == "yes").sum())))

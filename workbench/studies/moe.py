@@ -7,6 +7,7 @@ runs); the registry decides which schemes appear, so a MoE scheme registered lat
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -23,7 +24,8 @@ from workbench.userconfig import UserConfig, load_config
 from workbench.whatif import best_schemes
 
 MIB = 2**20
-# The partitions issue 33 names, by the scheme that models each (absent until registered: the notebook says so).
+# The three MoE partitions the engines use, by the scheme that models each (absent until registered: the notebook
+# says so).
 PARTITION_SCHEMES = {"dllama_moe_tp": "TP inside every expert (distributed-llama v0.16, exo tensor mode)",
                      "moe_layer_pipeline": "whole layers, experts read sparsely (llama.cpp RPC, prima.cpp)",
                      "moe_expert_parallel": "expert parallelism, all-to-all (a what-if)"}
@@ -51,9 +53,9 @@ PAIRS = (
          "Muennighoff et al. 2024, arXiv 2409.02060, abstract: OLMoE-1B-7B-Instruct surpasses 'larger ones like "
          "Llama2-13B-Chat'"),
     Pair("Qwen3-30B-A3B", "Yi-34B", "same stored size (no quality claim)",
-         "issue 33: the dense stand-in of the MoE's stored parameters (30.5 B vs 34.4 B), ten times the work per token"),
+         "the workbench's stand-in: a dense model of about the MoE's stored parameters, with all of them read per token"),
     Pair("Qwen3-30B-A3B", "Llama 2-3B", "same active size (no quality claim)",
-         "issue 33: the dense stand-in of the MoE's active parameters (3.3 B vs 3.4 B), which fits where the MoE "
+         "the workbench's stand-in: a dense model of about the MoE's active parameters, which fits where the MoE "
          "does not"),
 )
 
@@ -130,6 +132,31 @@ def partition_table(config: UserConfig, registry: Registry) -> pd.DataFrame:
 def missing_partitions(registry: Registry) -> list[str]:
     """The partitions of `PARTITION_SCHEMES` whose scheme is not registered (the notebook notes each)."""
     return [f"{name} ({what})" for name, what in PARTITION_SCHEMES.items() if name not in registry]
+
+
+def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[int],
+                       schemes: Sequence[str] = ("dllama_moe_tp", "moe_layer_pipeline")) -> pd.DataFrame:
+    """Each registered one of `schemes` decoding on `config`'s boards at each device count: status, time per token,
+    the experts per MoE layer the fullest board caches (NaN for a scheme without an expert cache), why n/a."""
+    names = [name for name in schemes if name in registry]
+    rows = []
+    for n in counts:
+        arena = arena_for_config(replace(config, cluster=with_device_count(config.cluster, n)), phases=("decode",),
+                                 schemes=names, registry=registry)
+        for entry in arena.entries:
+            stages = entry.result.extra.get("stages", ()) if entry.result is not None else ()
+            rows.append({"scheme": entry.scheme, "devices": n, "status": entry.status,
+                         "time_per_token_s": entry.result.latency_s if entry.status == "ok" else math.nan,
+                         "cached_experts": float(min(s["cache"] for s in stages)) if stages else math.nan,
+                         "experts": config.model.n_experts, "note": entry.error})
+    return pd.DataFrame(rows)
+
+
+def resident_from(counts: pd.DataFrame, scheme: str = "moe_layer_pipeline") -> int | None:
+    """The fewest devices at which `scheme` fits and every board caches every expert of its layers (None: no
+    count of `counts`, a `device_count_table`)."""
+    rows = counts[(counts.scheme == scheme) & (counts.status == "ok") & (counts.cached_experts >= counts.experts)]
+    return int(rows.devices.min()) if len(rows) else None
 
 
 # ---- the expert cache --------------------------------------------------------------------------------------
