@@ -231,6 +231,11 @@ def test_a_speculative_table_reads_into_the_deployment():
     ('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "hepti_rpi4"\nalpha = 0.5',
      r"^infeasible: config: \[speculative\] draft Llama 2-3B needs .* GiB, more than its device"),
     ('draft = "ngram"', r"needs exactly one of alpha and accepted_lengths"),
+    ('draft = "OPT-L"\nalpha = 0.5', r"^config: \[speculative\] draft OPT-L has a vocabulary of 50272 tokens, the target "
+                                    r"Llama 2-13B one of 32000: .* allowed: ngram, .*Llama 2-3B, Llama 2-7B$"),
+    ('draft = "ngram"\naccepted_lengths = [0.5, 0.6]',
+     r"^config: speculative\.accepted_lengths must be probabilities >= 0 that sum to 1, got \[0\.5, 0\.6\]$"),
+    ('draft = "ngram"\naccepted_lengths = [0.5, true]', r"^config: speculative\.accepted_lengths must be a list of"),
     ('draft = "ngram"\nalpha = 0.5\nbeta = 1', r"unknown key speculative\.beta"),
 ])
 def test_bad_speculative_keys_are_one_line_each(body, message):

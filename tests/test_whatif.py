@@ -165,3 +165,18 @@ def test_best_schemes_prefers_local_on_a_tie_and_skips_oom():
                           "status": ["ok", "ok", "ok", "OOM", "ok", "ok"]})
     assert whatif.best_schemes(table) == {"decode": "local", "prefill": "b"}
     assert whatif.best_schemes(table[table.scheme != "local"]) == {"decode": "megatron_tp", "prefill": "b"}
+
+
+def test_seq_len_does_not_move_a_decode_step_at_fixed_kv_len(tmp_path, figures):
+    """tp_ring_allreduce (TPI-LLM's simulator) used to attend seq_len + t keys in its decode steps: a one-line
+    --seq-len change moved its time per token with kv_len fixed (`tpi_llm.attended`). Now only --kv-len does."""
+    def per_token(*options: str) -> pd.Series:
+        out = tmp_path / "_".join(options)
+        assert run([SBC, *options, "--out", out, "--no-charts"]) == 0
+        table = pd.read_csv(out / "arena.csv")
+        return table[table.phase == "decode"].set_index("scheme").latency_s
+
+    base, longer, attends = per_token("--seq-len", "128"), per_token("--seq-len", "512"), per_token("--kv-len", "512")
+    for scheme in ("tp_ring_allreduce", "tpi_star_tp_resident"):
+        assert longer[scheme] == pytest.approx(base[scheme], rel=1e-9)
+        assert attends[scheme] > base[scheme] * (1 + 1e-4)

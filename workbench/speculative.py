@@ -74,7 +74,7 @@ class Speculation:
     gamma: int = declared(FieldSpec("tokens the draft proposes per verify step", "tokens", 1, math.inf,
                                     file_high=4 * MAX_GAMMA, kind="integer", toml=(TomlKey("gamma", 1.0, "tokens"),)), 4)
     alpha: float | None = declared(FieldSpec("probability the target accepts each drafted token, i.i.d. "
-                                             "(below 1; or accepted_lengths)", "1", 0.0, 1.0,
+                                             "(or accepted_lengths)", "1", 0.0, 1.0, high_open=True,
                                              toml=(TomlKey("alpha"),)), None)
     accepted_lengths: tuple[float, ...] | None = None
     device: DeviceSpec | None = None  # the draft's own device (placement "own")
@@ -228,10 +228,15 @@ def draft_bytes(draft: TransformerConfig, workload: Workload) -> float:
 
 
 def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, workload: Workload) -> None:
-    """One line for a draft larger than the target or one that does not fit its device's memory."""
+    """One line for a draft whose vocabulary is not the target's, one larger than the target or one that does not
+    fit its device's memory."""
     draft = spec.draft_model
     if draft is None:
         return
+    if draft.vocab_size != target.vocab_size:
+        raise WorkbenchError(f"draft {draft.name} has a vocabulary of {draft.vocab_size} tokens, the target "
+                             f"{target.name} one of {target.vocab_size}: the target verifies the draft's token ids, so "
+                             f"both must share one tokenizer; allowed: {', '.join(allowed_drafts(target))}")
     if draft.total_params() >= target.total_params():
         raise WorkbenchError(f"draft {draft.name} ({draft.total_params() / 1e9:.3g}B parameters) must be smaller than "
                              f"the target {target.name} ({target.total_params() / 1e9:.3g}B)")
@@ -239,6 +244,15 @@ def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, 
     if need > device.memory_bytes:
         raise WorkbenchError(f"infeasible: draft {draft.name} needs {need / GIB:.3g} GiB, more than its device "
                              f"{device.name} holds ({device.memory_bytes / GIB:.3g} GiB)")
+
+
+def allowed_drafts(target: TransformerConfig) -> list[str]:
+    """The drafts a target can verify: n-gram prompt lookup and every registered decoder smaller than the target
+    with its vocabulary size (the same tokenizer, as far as the registry tells)."""
+    from workbench.models import MODELS
+
+    return [NGRAM] + [name for name, m in MODELS.items() if m.is_decoder and m.vocab_size == target.vocab_size
+                      and m.total_params() < target.total_params()]
 
 
 def draft_step_time(spec: Speculation, cluster: Cluster, workload: Workload, evaluator: Evaluator) -> float:
