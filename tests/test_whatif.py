@@ -279,3 +279,39 @@ def test_a_missing_routing_trace_is_named_even_where_the_model_fits(figures):
     message = str(info.value)
     assert message.startswith("qwen3_moe_pi5.toml: workload.routing_trace file 'missing.csv' does not exist")
     assert "infeasible" not in message and "\n" not in message
+
+
+def doc_blocks() -> list[tuple[str, str]]:
+    """(example stem, TOML text) of every ```toml block in docs/whatif.md ('# added to examples/<stem>.toml')."""
+    import re
+
+    text = (REPO_ROOT / "docs" / "whatif.md").read_text()
+    return re.findall(r"```toml\n# added to examples/(\w+)\.toml\n(.*?)```", text, re.S)
+
+
+def test_docs_whatif_has_a_section_and_an_example_for_each_key_family():
+    text = (REPO_ROOT / "docs" / "whatif.md").read_text()
+    for heading in ("`[speculative]`", "routing and expert cache", "`link_class`"):
+        assert any(heading in line for line in text.splitlines() if line.startswith("### ")), heading
+    blocks = "\n".join(body for _, body in doc_blocks())
+    for key in ("[speculative]", "routing_skew", "cache_policy", "link_class", "gamma", "alpha"):
+        assert key in blocks, key
+    assert "tensor_split=\"3,1,1,1\"" in text and "3:1:1:1" in text
+
+
+@pytest.mark.parametrize("stem,body", doc_blocks(), ids=[stem for stem, _ in doc_blocks()])
+def test_every_docs_whatif_example_loads(stem, body):
+    """Each block's tables, put in place of the example's, make a deployment the parser accepts."""
+    import tomllib
+
+    from workbench.userconfig import parse_config
+
+    doc = tomllib.loads((REPO_ROOT / "examples" / f"{stem}.toml").read_text())
+    added = tomllib.loads(body)
+    config = parse_config({**doc, **added}, f"{stem}.toml", REPO_ROOT / "examples")
+    if "speculative" in added:
+        assert config.speculation.draft == added["speculative"]["draft"]
+    if "link_class" in added.get("network", {}):
+        assert config.cluster.topology.link.latency_s == pytest.approx(added["network"]["latency_ms"] * 1e-3)
+    if "routing" in added.get("workload", {}):
+        assert config.routing.kind == added["workload"]["routing"] and config.expert_cache.policy == "lru"
