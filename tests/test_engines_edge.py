@@ -37,7 +37,8 @@ def test_llamacpp_layer_rule_is_load_tensors_upper_bound():
     assert E.output_device(40, [1, 1, 1, 1]) == 3
     assert E.llamacpp_layers(32, [3, 1]) == (25, 7)  # il / 33 < 0.75 for il <= 24
     assert E.llamacpp_layers(32, [1, 0, 0]) == (32, 0, 0) and E.output_device(32, [1, 0, 0]) == 0
-    with pytest.raises(WorkbenchError, match=r"tensor_split must be 3 comma-separated proportions"):
+    with pytest.raises(WorkbenchError, match=r"tensor_split must be 3 comma-separated numbers >= 0 .* one per device "
+                                             r"\(3 devices\).* got '1,2' \(2 given\)$"):
         E.parse_split("1,2", 3)
     with pytest.raises(WorkbenchError, match="not all zero"):
         E.parse_split("0,0", 2)
@@ -74,9 +75,24 @@ def test_tensor_split_from_the_toml_reaches_the_evaluator():
     doc["schemes"] = {"llamacpp": {"tensor_split": "1,1,0,0"}}
     table = arena_for_config(parse_config(doc, "t.toml", EXAMPLE.parent), schemes=["llamacpp_rpc"]).table()
     assert "RPC layer split 17 / 15 / 0 / 0" in table.notes.iloc[0]  # il / 33 < 0.5: 17 layers, then 15
-    doc["schemes"] = {"llamacpp": {"tensor_split": "1,1"}}
-    bad = arena_for_config(parse_config(doc, "t.toml", EXAMPLE.parent), schemes=["llamacpp_rpc"]).table()
-    assert (bad.status == "n/a").all() and bad.notes.str.startswith("tensor_split must be 4 comma-separated").all()
+    doc["schemes"] = {"llamacpp": {"tensor_split": "3:1:0:0"}}  # ':' separates as ',' does (whatif --set)
+    table = arena_for_config(parse_config(doc, "t.toml", EXAMPLE.parent), schemes=["llamacpp_rpc"]).table()
+    assert "RPC layer split 25 / 7 / 0 / 0" in table.notes.iloc[0]
+
+
+@pytest.mark.parametrize(("split", "message"), [
+    ("1,1", r"must be 4 comma-separated numbers >= 0 \(finite, not all zero\), one per device \(4 devices\).* "
+            r"got '1,1' \(2 given\)$"),
+    ("2/1/1", r"must be 4 comma-separated numbers .*got '2/1/1' \(3 given\)$"),
+    ("inf,1,1,1", r"must be comma-separated numbers >= 0 \(finite, not all zero\), one per device.* got 'inf,1,1,1'"),
+    ("nan,1,1,1", r"must be comma-separated .*got 'nan,1,1,1'"),
+    ("1,1,x,1", r"must be comma-separated .*got '1,1,x,1'")])
+def test_a_bad_tensor_split_is_a_load_error_naming_the_key_not_an_n_a_row(split, message):
+    doc = tomllib.loads(EXAMPLE.read_text())
+    doc["schemes"] = {"llamacpp": {"tensor_split": split}}
+    with pytest.raises(WorkbenchError, match=r"^t\.toml: schemes\.llamacpp\.tensor_split " + message) as info:
+        parse_config(doc, "t.toml", EXAMPLE.parent)
+    assert "\n" not in str(info.value)
 
 
 def test_exo_layers_are_largest_remainder_with_one_a_node():

@@ -679,3 +679,26 @@ def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_give
     assert (moved != at_four.speculative_s.dropna()).all() and len(moved) >= 5  # gamma 7's own times
     explorer.controls["alpha"].value = 0.5  # alpha changes the best gamma: recomputed
     pd.testing.assert_frame_equal(explorer.view.speculation, compute(explorer.state).speculation)
+
+
+def test_the_explorer_records_into_the_project_it_is_opened_from(tmp_path, monkeypatch):
+    """notebooks/explore.ipynb's recording cell, opened from another checkout than the one the package is installed
+    from: results.csv goes to that checkout's figures/explore/ (its figures_dir = None), or to figures_dir."""
+    from workbench.explore import compute, state_for_preset, view_result_rows
+    from workbench.results import Recorder
+
+    other = tmp_path / "checkout"
+    (other / "workbench").mkdir(parents=True)
+    (other / "workbench" / "__init__.py").write_text("")
+    (other / "pyproject.toml").write_text("[project]\nname = 'workbench'\n")
+    (other / "notebooks").mkdir()
+    monkeypatch.chdir(other / "notebooks")  # where Jupyter starts a notebook's kernel
+    rec = Recorder("explore", None)
+    rec.add(view_result_rows(compute(state_for_preset("sbc_gigabit", phase="decode"))))
+    written = rec.write()
+    assert written == other / "figures" / "explore" / "results.csv" and written.is_file()
+    assert REPO_ROOT not in written.parents
+    assert Recorder("explore", "runs/a").out_dir == other / "runs" / "a" / "explore"  # relative: from the project
+    assert Recorder("explore", tmp_path / "abs").out_dir == tmp_path / "abs" / "explore"
+    monkeypatch.chdir(tmp_path)  # outside any checkout: the working directory itself
+    assert Recorder("explore").out_dir == tmp_path / "figures" / "explore"

@@ -129,3 +129,26 @@ def test_network_workload_and_model_keys_are_declared_on_the_dataclasses_they_se
     # a key's range is checked in the units the file writes and returned in SI
     assert NETWORK_FIELDS["bandwidth_mbps"].check("b", 8) == 1e6 and NETWORK_FIELDS["bandwidth_mbps"].high == 1e7
     assert NETWORK_FIELDS["latency_ms"].check("l", 2) == 2e-3
+
+
+def test_an_open_upper_bound_refuses_the_bound_and_says_so():
+    spec = FieldSpec("p", "1", 0.0, 1.0, high_open=True, toml=(TomlKey("p"),))
+    assert spec.range_text() == "a number >= 0 and < 1"
+    assert spec.check("p", 0.999) == pytest.approx(0.999)
+    with pytest.raises(WorkbenchError, match=r"^p must be a number >= 0 and < 1, got 1\.0$"):
+        spec.check("p", 1.0)
+    tighter = FieldSpec("q", "1", 0.0, 1.0, high_open=True, file_high=0.5)  # a file's own bound is inclusive
+    assert tighter.range_text(from_file=True) == "a number >= 0 and <= 0.5" and tighter.check("q", 0.5, True) == 0.5
+
+
+@pytest.mark.parametrize(("table", "key"), [("speculative", "alpha"), ("workload", "routing_locality")])
+def test_the_keys_table_gives_the_open_bound_the_parser_enforces(table, key):
+    """docs/keys.md (generated from the declaration) says < 1 where the tool refuses 1."""
+    row = next(line for line in config_keys_table().splitlines() if line.startswith(f"| `[{table}]` | `{key}` |"))
+    assert "| number >= 0 and < 1 |" in row
+    body = 'draft = "ngram"\nalpha = 1.0' if table == "speculative" else 'routing = "skewed"\nrouting_locality = 1.0'
+    text = (REPO_ROOT / "examples" / "qwen3_moe_pi5.toml").read_text()
+    text = text + f"\n[speculative]\n{body}\n" if table == "speculative" else \
+        text.replace("[workload]\n", f"[workload]\n{body}\n", 1)
+    with pytest.raises(WorkbenchError, match=rf"{table}\.{key} must be a number >= 0 and < 1, got 1\.0$"):
+        config_from_text(text, "t.toml")

@@ -3,6 +3,7 @@ step as the registered scheme's decode of gamma + 1 tokens, the parts of a step,
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -231,6 +232,11 @@ def test_a_speculative_table_reads_into_the_deployment():
     ('draft = "Llama 2-3B"\nplacement = "own"\ndraft_device = "hepti_rpi4"\nalpha = 0.5',
      r"^infeasible: config: \[speculative\] draft Llama 2-3B needs .* GiB, more than its device"),
     ('draft = "ngram"', r"needs exactly one of alpha and accepted_lengths"),
+    ('draft = "OPT-L"\nalpha = 0.5', r"^config: \[speculative\] draft OPT-L has a vocabulary of 50272 tokens, the target "
+                                    r"Llama 2-13B one of 32000: .* allowed: ngram, .*Llama 2-3B, Llama 2-7B$"),
+    ('draft = "ngram"\naccepted_lengths = [0.5, 0.6]',
+     r"^config: speculative\.accepted_lengths must be probabilities >= 0 that sum to 1, got \[0\.5, 0\.6\]$"),
+    ('draft = "ngram"\naccepted_lengths = [0.5, true]', r"^config: speculative\.accepted_lengths must be a list of"),
     ('draft = "ngram"\nalpha = 0.5\nbeta = 1', r"unknown key speculative\.beta"),
 ])
 def test_bad_speculative_keys_are_one_line_each(body, message):
@@ -328,7 +334,44 @@ def test_a_moe_target_behind_a_small_expert_cache_loses_to_its_verify_misses():
     spec = sp.Speculation(sp.NGRAM, "root", 4, 0.7)
     small = _replace(config.workload("decode"), expert_cache=ExpertCache(32))
     cost = sp.speculative_cost(spec, "moe_layer_pipeline", load_all(), config.model, config.cluster, small)
-    assert cost.speedup < 1 and cost.losing_part == "verify expert misses" and cost.verify_experts_s > 0
+    assert cost.speedup < 1 and cost.losing_part == "verify expert misses" and cost.expert_reads_s > 0
+    assert math.isnan(cost.verify_experts_s)  # the reads are known, the streaming beside them is not (no operator rows)
     full = _replace(config.workload("decode"), expert_cache=ExpertCache(128))
     cached = sp.speculative_cost(spec, "moe_layer_pipeline", load_all(), config.model, config.cluster, full)
-    assert cached.verify_experts_s == 0.0
+    assert cached.expert_reads_s == 0.0 and cached.losing_part == "verify compute (expert streaming n/a)"
+
+
+def test_an_unknown_expert_streaming_is_n_a_with_its_reason_never_zero():
+    """Qwen3-30B-A3B on four Pi 5 boards with an n-gram draft: a MoE scheme that attaches no operator rows cannot
+    split its verify step's expert streaming out; it is NaN with the reason (it used to read 0 s and name another
+    losing part), while dllama_moe_tp, which carries its rows, gets a number."""
+    config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
+    spec, registry, decode = sp.Speculation(sp.NGRAM, "root", 4, 0.7), load_all(), config.workload("decode")
+    for scheme in ("moe_expert_parallel", "moe_layer_pipeline", "layerwise_mp"):
+        cost = sp.speculative_cost(spec, scheme, registry, config.model, config.cluster, decode)
+        assert math.isnan(cost.verify_experts_s) and cost.experts_note == sp.experts_unknown(scheme)
+        assert cost.losing_part != "verify compute" and "attaches no operator rows" in sp.losing_reason(cost)
+        assert math.isnan(cost.row()["verify_experts_s"]) and cost.row()["experts_note"]
+    known = sp.speculative_cost(spec, "dllama_moe_tp", registry, config.model, config.cluster, decode)
+    assert known.verify_experts_s > 0 and known.experts_note == ""
+    plain = registry["moe_expert_parallel"][1](config.model, config.cluster, decode)
+    assert plain.operators is None and math.isnan(sp.expert_misses(plain, config.model, decode))
+
+
+def test_a_losing_draft_says_why_from_the_breakdown(registry):
+    """dllama_moe_tp sends each sync once per batch row: a verify step of gamma + 1 = 5 rows pays 5x the per-message
+    time of a one-token step, which the reason derives from the two steps' numbers."""
+    config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
+    decode = config.workload("decode")
+    cost = sp.speculative_cost(sp.Speculation(sp.NGRAM, "root", 4, 0.7), "dllama_moe_tp", registry, config.model,
+                               config.cluster, decode)
+    plain = registry["dllama_moe_tp"][1](config.model, config.cluster, decode)
+    verify = sp.verify_result("dllama_moe_tp", registry["dllama_moe_tp"][1], config.model, config.cluster, decode, 4)
+    ratio = verify.comm_link_latency_s / plain.comm_link_latency_s
+    assert ratio == pytest.approx(5.0, rel=0.01) and cost.losing_part == "communication"
+    reason = sp.losing_reason(cost)
+    assert reason.startswith("communication: ") and f"per-message time is {ratio:.1f}x a one-token step's" in reason
+    assert "each sync sent once per batch row: gamma + 1 = 5 messages per sync" in reason
+    local = sp.speculative_cost(sp.Speculation(sp.NGRAM, "root", 4, 0.7), "local", registry, LAPTOPS.model,
+                                LAPTOPS.cluster, DECODE)
+    assert "once per batch row" not in sp.losing_reason(local)  # no communication: not that reason

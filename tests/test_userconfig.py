@@ -406,3 +406,89 @@ def test_a_memory_level_needs_exactly_one_capacity_unit(keys):
         level.pop(unit, None)
     level.update({unit: 1 for unit in keys})
     one_line_error(table, "devices[0].memory[1] needs exactly one of capacity_kib, capacity_mib, capacity_gib")
+
+
+# ---- the [workload] MoE keys, presets and schemes options: refused in one line naming the key ---------------------
+def moe_table(**workload) -> dict:
+    """examples/qwen3_moe_pi5.toml (48 MoE layers of 128 experts) with `workload` keys added."""
+    table = example_table("qwen3_moe_pi5")
+    table["workload"].update(workload)
+    return table
+
+
+@pytest.mark.parametrize("skew", [9, 100, 8.5])
+def test_a_routing_skew_above_the_documented_8_is_refused(skew):
+    one_line_error(moe_table(routing="skewed", routing_skew=skew),
+                   "x.toml: workload.routing_skew must be a number >= 0 and <= 8", f"got {skew}")
+    assert parse_config(moe_table(routing="skewed", routing_skew=8), "x.toml").routing.skew == 8
+
+
+@pytest.mark.parametrize("routing", [None, "uniform", "trace"])
+def test_a_skew_without_skewed_routing_is_refused(routing):
+    extra = {} if routing is None else {"routing": routing}
+    if routing == "trace":
+        extra["routing_trace"] = "synthetic_8x2_4layers.csv"
+    one_line_error(moe_table(routing_skew=1.0, **extra),
+                   'workload.routing_skew applies only with workload.routing = "skewed"')
+
+
+def test_a_trace_without_trace_routing_is_refused():
+    one_line_error(moe_table(routing_trace="synthetic_8x2_4layers.csv"),
+                   'workload.routing_trace applies only with workload.routing = "trace"')
+
+
+def test_a_per_layer_skew_list_needs_one_entry_per_moe_layer():
+    one_line_error(moe_table(routing="skewed", routing_skew=[0.5, 1.0]),
+                   "workload.routing_skew must be one number or a list of 48", "got a list of 2")
+    one_line_error(moe_table(routing="skewed", routing_skew=[0.5] * 47 + [9]), "workload.routing_skew[47] must be")
+    config = parse_config(moe_table(routing="skewed", routing_skew=[0.5] * 48), "x.toml")
+    assert config.routing.skew == (0.5,) * 48
+
+
+def mixtral_trace_table(n_layers: int) -> dict:
+    """A Mixtral-8x7B (8 experts, 2 active) of `n_layers` layers routed by the 4-layer synthetic trace."""
+    table = moe_table(routing="trace", routing_trace="synthetic_8x2_4layers.csv")
+    table["model"] = {"name": "Mixtral-8x7B", "n_layers": n_layers, "weight_format": "q4_0"}
+    table["devices"][0]["count"] = 8
+    return table
+
+
+def test_a_trace_with_another_layer_count_than_the_model_is_refused():
+    one_line_error(mixtral_trace_table(32), "workload.routing_trace synthetic_8x2_4layers.csv must give 32 layers",
+                   "got 4 layers of 8")
+    assert parse_config(mixtral_trace_table(4), "x.toml").routing.trace == "synthetic_8x2_4layers.csv"
+
+
+def test_a_missing_trace_is_its_own_error_not_a_model_that_fits_nowhere():
+    """On 8 boards the model fits: the missing file is the error, one line with the key and the path."""
+    table = moe_table(routing="trace", routing_trace="no_such_trace.csv")
+    table["devices"][0]["count"] = 8
+    message = one_line_error(table, "x.toml: workload.routing_trace file 'no_such_trace.csv' does not exist")
+    assert "infeasible" not in message and "nothing fits" not in message
+
+
+def test_a_trace_beside_the_deployment_file_is_found(tmp_path):
+    import shutil
+
+    shutil.copy(REPO_ROOT / "data" / "routing" / "synthetic_8x2_4layers.csv", tmp_path / "mine.csv")
+    table = mixtral_trace_table(4)
+    table["workload"]["routing_trace"] = "mine.csv"
+    assert parse_config(table, "x.toml", tmp_path).routing.trace == str(tmp_path / "mine.csv")
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("cache_policy", "fifo", "pinned, lru"), ("expert_reads", "all", "routed, prefetch"),
+    ("routing", "zipf", "uniform, skewed, trace")])
+def test_an_unknown_moe_choice_names_its_key_and_the_allowed_values(key, value, allowed):
+    message = one_line_error(moe_table(**{key: value}), f"x.toml: workload.{key} must be one of {allowed}, "
+                                                        f"got '{value}'")
+    assert "workload.unknown" not in message
+
+
+def test_an_unknown_preset_names_the_key_and_the_file():
+    table = example_table()
+    table["devices"][0] = {"preset": "edge_rpi9", "count": 4}
+    one_line_error(table, "x.toml: devices[0].preset 'edge_rpi9' is not a device preset", "edge_rpi5_8gb")
+    table = example_table()
+    table["cluster"] = {"shared_machine": "no_such_machine"}
+    one_line_error(table, "x.toml: cluster.shared_machine 'no_such_machine' is not a device preset")

@@ -165,3 +165,153 @@ def test_best_schemes_prefers_local_on_a_tie_and_skips_oom():
                           "status": ["ok", "ok", "ok", "OOM", "ok", "ok"]})
     assert whatif.best_schemes(table) == {"decode": "local", "prefill": "b"}
     assert whatif.best_schemes(table[table.scheme != "local"]) == {"decode": "megatron_tp", "prefill": "b"}
+
+
+def test_seq_len_does_not_move_a_decode_step_at_fixed_kv_len(tmp_path, figures):
+    """tp_ring_allreduce (TPI-LLM's simulator) used to attend seq_len + t keys in its decode steps: a one-line
+    --seq-len change moved its time per token with kv_len fixed (`tpi_llm.attended`). Now only --kv-len does."""
+    def per_token(*options: str) -> pd.Series:
+        out = tmp_path / "_".join(options)
+        assert run([SBC, *options, "--out", out, "--no-charts"]) == 0
+        table = pd.read_csv(out / "arena.csv")
+        return table[table.phase == "decode"].set_index("scheme").latency_s
+
+    base, longer, attends = per_token("--seq-len", "128"), per_token("--seq-len", "512"), per_token("--kv-len", "512")
+    for scheme in ("tp_ring_allreduce", "tpi_star_tp_resident"):
+        assert longer[scheme] == pytest.approx(base[scheme], rel=1e-9)
+        assert attends[scheme] > base[scheme] * (1 + 1e-4)
+
+
+MOE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"
+
+
+def test_the_bound_column_says_it_is_the_decode_steps(capsys, figures):
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    assert run([SBC, "--no-charts"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(ln for ln in lines if "tokens/s" in ln and "scheme" in ln)
+    assert "decode bound by" in header
+    table = arena_for_config(load_config(SBC)).table()
+    bound = table[(table.phase == "decode") & (table.scheme == "local")].bound.iloc[0]
+    local = next(ln for ln in lines if ln.split()[:1] == ["local"])
+    cells = local.split()
+    assert cells[cells.index("GiB") + 2] == bound  # peak mem, of budget, then the decode step's bound
+
+
+def test_a_sweep_prints_each_n_a_reason_once_per_scheme_with_its_counts(tmp_path, capsys, figures):
+    assert run([MOE, "--devices", "1,2,4,8", "--no-charts", "--out", tmp_path]) == 0
+    out = capsys.readouterr().out
+    megatron = [ln for ln in out.splitlines() if ln.split()[:1] == ["megatron_tp"]]
+    assert len(megatron) == 1 and megatron[0].startswith("megatron_tp (devices 1, 2, 4, 8) n/a: megatron_tp costs")
+    moe_tp = [ln for ln in out.splitlines() if ln.startswith("dllama_moe_tp (devices 8) n/a: n_devices must be")]
+    assert len(moe_tp) == 1
+    sweep = pd.read_csv(tmp_path / "sweep.csv", keep_default_na=False)
+    both = sweep[(sweep.prefill_status == "n/a") & (sweep.decode_status == "n/a")]
+    assert len(both) > 60  # the rows the old table printed one by one (4 counts x ~20 schemes)
+    table = out.split("\n\n")[0].splitlines()
+    assert not any(" n/a: " in ln for ln in table) and len(table) == len(sweep) - len(both) + 1
+
+
+def spec_file(tmp_path, speculative: str, base: Path = SBC) -> Path:
+    path = tmp_path / f"{base.stem}_spec.toml"
+    path.write_text(base.read_text() + "\n[speculative]\n" + speculative)
+    return path
+
+
+def test_a_sweep_applies_the_speculative_keys_and_writes_their_columns(tmp_path, capsys, figures):
+    path = spec_file(tmp_path, 'draft = "ngram"\ngamma = 4\nalpha = 0.7\n')
+    assert run([path, "--set", "speculative.gamma=1,4,16", "--set", "speculative.alpha=0.5,0.95", "--no-charts",
+                "--out", tmp_path / "s"]) == 0
+    sweep = pd.read_csv(tmp_path / "s" / "sweep.csv")
+    assert {"with_draft_s", "speedup", "best_gamma", "best_gamma_s", "costliest_part"} <= set(sweep.columns)
+    megatron = sweep[sweep.scheme == "megatron_tp"].set_index(["speculative.gamma", "speculative.alpha"])
+    assert megatron.with_draft_s.nunique() == 6  # every point its own time with the draft
+    assert megatron.time_per_token_s.nunique() == 1  # plain decode does not depend on the draft
+    for _, r in megatron.iterrows():
+        assert r.speedup == pytest.approx(r.time_per_token_s / r.with_draft_s, rel=1e-9)
+        assert r.best_gamma_s <= r.with_draft_s * (1 + 1e-12) or r.name[0] > 16
+    assert megatron.loc[(16, 0.95)].best_gamma > megatron.loc[(1, 0.5)].best_gamma  # alpha moves the best gamma
+    assert set(megatron.groupby(level=1).best_gamma.nunique()) == {1}  # gamma does not
+    out = capsys.readouterr().out
+    assert "with draft" in out and "best gamma" in out
+    assert "tp_ring_allreduce (every point of speculative.gamma x speculative.alpha) n/a: costed on TPI-LLM" in out
+
+
+def test_a_single_run_says_why_a_losing_draft_loses(tmp_path, capsys, figures):
+    path = spec_file(tmp_path, 'draft = "ngram"\ngamma = 4\nalpha = 0.7\n', MOE)
+    assert run([path, "--no-charts"]) == 0
+    out = capsys.readouterr().out
+    why = out.split("why (each losing scheme's costliest part")[1].splitlines()
+    moe_tp = next(ln for ln in why if ln.strip().startswith("dllama_moe_tp: communication: "))
+    assert "per-message time is 5.0x a one-token step's (each sync sent once per batch row: gamma + 1 = 5" in moe_tp
+    pipeline = next(ln for ln in why if ln.strip().startswith("moe_layer_pipeline: "))
+    assert "expert streaming n/a: moe_layer_pipeline attaches no operator rows" in pipeline
+
+
+@pytest.mark.parametrize("value", ["3:1:0:0", '"3,1,0,0"', "3/1/0/0"])
+def test_a_tensor_split_can_be_set_on_the_command_line(value, tmp_path, figures):
+    assert run([SBC, "--set", f"schemes.llamacpp.tensor_split={value}", "--no-charts", "--out", tmp_path]) == 0
+    table = pd.read_csv(tmp_path / "arena.csv")
+    notes = table[table.scheme == "llamacpp_rpc"].notes
+    assert notes.str.contains("RPC layer split 31 / 9 / 0 / 0").all()  # il / 41 < 0.75 for il <= 30
+
+
+def test_quoted_values_with_commas_sweep_as_one_value_each(tmp_path, figures):
+    assert run([SBC, "--set", 'schemes.llamacpp.tensor_split="3,1,0,0","1,1,1,1"', "--no-charts", "--out",
+                tmp_path]) == 0
+    sweep = pd.read_csv(tmp_path / "sweep.csv")
+    assert set(sweep["schemes.llamacpp.tensor_split"]) == {"3,1,0,0", "1,1,1,1"}
+    with pytest.raises(WorkbenchError, match=r"^t\.toml: schemes\.llamacpp\.tensor_split must be 4 comma-separated "
+                                             r"numbers .*got '2,1,1' \(3 given\)$"):
+        from workbench.userconfig import parse_config, read_document, set_key
+
+        doc = read_document(SBC)
+        set_key(doc, "schemes.llamacpp.tensor_split", whatif.parse_set('schemes.llamacpp.tensor_split="2,1,1"')[1][0])
+        parse_config(doc, "t.toml", SBC.parent)
+
+
+def test_a_missing_routing_trace_is_named_even_where_the_model_fits(figures):
+    with pytest.raises(WorkbenchError) as info:
+        run([MOE, "--devices", "8", "--set", 'workload.routing="trace"', "--set",
+             "workload.routing_trace=missing.csv", "--no-charts"])
+    message = str(info.value)
+    assert message.startswith("qwen3_moe_pi5.toml: workload.routing_trace file 'missing.csv' does not exist")
+    assert "infeasible" not in message and "\n" not in message
+
+
+def doc_blocks() -> list[tuple[str, str]]:
+    """(example stem, TOML text) of every ```toml block in docs/whatif.md ('# added to examples/<stem>.toml')."""
+    import re
+
+    text = (REPO_ROOT / "docs" / "whatif.md").read_text()
+    return re.findall(r"```toml\n# added to examples/(\w+)\.toml\n(.*?)```", text, re.S)
+
+
+def test_docs_whatif_has_a_section_and_an_example_for_each_key_family():
+    text = (REPO_ROOT / "docs" / "whatif.md").read_text()
+    for heading in ("`[speculative]`", "routing and expert cache", "`link_class`"):
+        assert any(heading in line for line in text.splitlines() if line.startswith("### ")), heading
+    blocks = "\n".join(body for _, body in doc_blocks())
+    for key in ("[speculative]", "routing_skew", "cache_policy", "link_class", "gamma", "alpha"):
+        assert key in blocks, key
+    assert "tensor_split=\"3,1,1,1\"" in text and "3:1:1:1" in text
+
+
+@pytest.mark.parametrize("stem,body", doc_blocks(), ids=[stem for stem, _ in doc_blocks()])
+def test_every_docs_whatif_example_loads(stem, body):
+    """Each block's tables, put in place of the example's, make a deployment the parser accepts."""
+    import tomllib
+
+    from workbench.userconfig import parse_config
+
+    doc = tomllib.loads((REPO_ROOT / "examples" / f"{stem}.toml").read_text())
+    added = tomllib.loads(body)
+    config = parse_config({**doc, **added}, f"{stem}.toml", REPO_ROOT / "examples")
+    if "speculative" in added:
+        assert config.speculation.draft == added["speculative"]["draft"]
+    if "link_class" in added.get("network", {}):
+        assert config.cluster.topology.link.latency_s == pytest.approx(added["network"]["latency_ms"] * 1e-3)
+    if "routing" in added.get("workload", {}):
+        assert config.routing.kind == added["workload"]["routing"] and config.expert_cache.policy == "lru"

@@ -33,15 +33,16 @@ class TomlKey(NamedTuple):
 class FieldSpec:
     """A user-facing field declared once: help, SI unit, allowed range, preset constant, deployment-TOML keys.
 
-    [low, high] (or (low, high] when `low_open`) is the invariant every instance meets; a value read from a
-    hand-written file must also lie under `file_high` and reach `file_floor` (generous physical bounds that
-    catch unit slips, and keep 1e-320 from turning into "inf s"), both in SI."""
+    [low, high] (open at low when `low_open`, at high when `high_open`) is the invariant every instance meets;
+    a value read from a hand-written file must also lie under `file_high` and reach `file_floor` (generous
+    physical bounds that catch unit slips, and keep 1e-320 from turning into "inf s"), both in SI."""
 
     help: str
     unit: str = ""
     low: float = 0.0
     high: float = math.inf
     low_open: bool = False
+    high_open: bool = False  # high itself is not allowed (a probability that must stay below 1)
     file_high: float = math.inf
     file_floor: float | None = None
     kind: str = "number"
@@ -68,7 +69,8 @@ class FieldSpec:
         at_least = "" if floor is None else f" (at least {floor / scale:g})"
         if not math.isfinite(high):
             return f"a finite number {op} {low / scale:g}{at_least}"
-        return f"a number {op} {low / scale:g} and <= {high / scale:g}{at_least}"
+        below = "<" if self._open_at(high) else "<="
+        return f"a number {op} {low / scale:g} and {below} {high / scale:g}{at_least}"
 
     def admits(self, si_value, from_file: bool = False) -> bool:
         """Whether an SI value is of the right type and lies in the range."""
@@ -79,7 +81,13 @@ class FieldSpec:
         if not is_number(si_value) or not math.isfinite(si_value):
             return False
         above = si_value > low if self.low_open else si_value >= low
-        return above and si_value <= high and (floor is None or si_value >= floor)
+        below = si_value < high if self._open_at(high) else si_value <= high
+        return above and below and (floor is None or si_value >= floor)
+
+    def _open_at(self, high: float) -> bool:
+        """Whether the upper bound `high` (the invariant's or a file's) excludes itself: only the invariant's
+        own `high` with `high_open` (a tighter file_high is inclusive)."""
+        return self.high_open and high == self.high
 
     def check(self, name: str, value, scale: float = 1.0, from_file: bool = False):
         """`value` x `scale` (SI) if it is in range, else a one-line error naming `name` and the range (in the

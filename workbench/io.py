@@ -17,6 +17,20 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 BUILD_DIR = REPO_ROOT / "build"
 
 
+def is_checkout(folder: Path) -> bool:
+    """Whether `folder` is a checkout of this project (a pyproject.toml beside workbench/__init__.py)."""
+    return (folder / "pyproject.toml").is_file() and (folder / "workbench" / "__init__.py").is_file()
+
+
+def project_root(start: str | os.PathLike | None = None) -> Path:
+    """The project a notebook or command works in: the nearest checkout at or above `start` (default: the working
+    directory), else `start` itself. Not REPO_ROOT: the package may be installed from another checkout, and a
+    notebook opened in this one must write its figures here."""
+    here = Path.cwd() if start is None else Path(start)
+    here = here.resolve()
+    return next((folder for folder in (here, *here.parents) if is_checkout(folder)), here)
+
+
 def _umask() -> int:
     """The process's file-creation mask (read by setting and restoring it)."""
     mask = os.umask(0)

@@ -23,7 +23,7 @@ import pandas as pd
 from workbench.chartcheck import check_chart
 from workbench.display import show_inline
 from workbench.errors import WorkbenchError
-from workbench.io import FIGURES_DIR, REPO_ROOT, atomic_path, write_csv_atomic, write_text_atomic
+from workbench.io import atomic_path, project_root, write_csv_atomic, write_text_atomic
 
 RESULT_COLUMNS = ["paper", "artifact", "model", "setting", "quantity", "value", "unit"]
 KEY_COLUMNS = ["paper", "artifact", "model", "setting", "quantity"]
@@ -66,11 +66,13 @@ def result_rows(paper: str, artifact: str, frame: pd.DataFrame, quantities: dict
 
 
 def resolve_figures_dir(figures_dir: str | os.PathLike | None) -> Path:
-    """`None` -> the repository's figures/; a relative path is taken from the repository root."""
+    """`None` -> figures/ of the project the working directory is in (`io.project_root`: a notebook opened from
+    one checkout writes there, not into the checkout the package was installed from); a relative path is taken
+    from that project's root; an absolute path is itself."""
     if figures_dir is None or str(figures_dir) == "":
-        return FIGURES_DIR
+        return project_root() / "figures"
     path = Path(figures_dir)
-    return path if path.is_absolute() else REPO_ROOT / path
+    return path if path.is_absolute() else project_root() / path
 
 
 class Recorder:

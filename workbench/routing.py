@@ -76,13 +76,15 @@ class Routing:
     kind: str = declared(FieldSpec(f"how tokens pick experts: one of {', '.join(ROUTING_KINDS)}", kind="text",
                                    toml=(TomlKey("routing"),)), "uniform")
     skew: float | tuple[float, ...] = declared(FieldSpec(
-        "Zipf exponent of expert popularity (routing = skewed; one number, or one per MoE layer): 0 = uniform",
+        "Zipf exponent of expert popularity (only with routing = skewed; one number, or a list of one per MoE "
+        "layer): 0 = uniform",
         "1", 0.0, math.inf, file_high=8.0, toml=(TomlKey("routing_skew"),)), 0.0)
     locality: float = declared(FieldSpec(
         "probability that a token reads the previous token's experts again (temporal locality), in [0, 1)", "1",
-        0.0, 1.0, toml=(TomlKey("routing_locality"),)), 0.0)
+        0.0, 1.0, high_open=True, toml=(TomlKey("routing_locality"),)), 0.0)
     trace: str = declared(FieldSpec(
-        "per-layer expert selection counts (routing = trace): a CSV name under data/routing/ or a path",
+        "per-layer expert selection counts (only with routing = trace; one layer per MoE layer, n_experts each): a "
+        "CSV name under data/routing/ or a path relative to the deployment file",
         kind="text", toml=(TomlKey("routing_trace"),)), "")
 
     def __post_init__(self) -> None:
@@ -96,6 +98,20 @@ class Routing:
             raise WorkbenchError(f"routing_locality must be a number in [0, 1), got {self.locality!r}")
         if self.kind == "trace" and not self.trace:
             raise WorkbenchError("routing_trace must name a count CSV (under data/routing/, or a path) for routing = 'trace'")
+
+    def check(self, moe_layers: int, n_experts: int) -> Routing:
+        """This routing if its per-layer parts fit a model of `moe_layers` MoE layers of `n_experts` experts each,
+        else one line naming the key and the count it must have (a 2-entry skew list on a 48-layer model, a
+        4-layer trace on a 32-layer one): a mismatch would otherwise fail later, in every scheme at once."""
+        if self.kind == "skewed" and isinstance(self.skew, tuple) and len(self.skew) != moe_layers:
+            raise WorkbenchError(f"routing_skew must be one number or a list of {moe_layers} (one per MoE layer of "
+                                 f"the model), got a list of {len(self.skew)}")
+        if self.kind == "trace":
+            layers, experts = load_trace(self.trace).shape
+            if (layers, experts) != (moe_layers, n_experts):
+                raise WorkbenchError(f"routing_trace {self.trace} must give {moe_layers} layers (one per MoE layer of "
+                                     f"the model) of {n_experts} experts, got {layers} layers of {experts}")
+        return self
 
 
 UNIFORM = Routing()

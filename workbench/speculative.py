@@ -51,9 +51,9 @@ DRAFT_SCHEME = "single_device_resident"  # how a draft forward is costed: the ba
 
 # Registered schemes whose decode step cannot carry several new tokens: they say n/a for a verify step
 SINGLE_TOKEN_DECODE = {
-    "tpi_star_tp": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py:480)",
-    "tpi_star_tp_resident": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py:480)",
-    "tp_ring_allreduce": "costed on TPI-LLM's simulator, whose decode steps carry one token (schemes/tpi_llm.py:480)",
+    "tpi_star_tp": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)",
+    "tpi_star_tp_resident": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)",
+    "tp_ring_allreduce": "costed on TPI-LLM's simulator, whose decode steps carry one token (schemes/tpi_llm.py build_tasks)",
     "single_device_streamed": "STI's profile times a decode step of one token (schemes/sti.py:227)",
     "sti_pipeline": "STI's profile times a decode step of one token (schemes/sti.py:227)",
 }
@@ -74,7 +74,7 @@ class Speculation:
     gamma: int = declared(FieldSpec("tokens the draft proposes per verify step", "tokens", 1, math.inf,
                                     file_high=4 * MAX_GAMMA, kind="integer", toml=(TomlKey("gamma", 1.0, "tokens"),)), 4)
     alpha: float | None = declared(FieldSpec("probability the target accepts each drafted token, i.i.d. "
-                                             "(below 1; or accepted_lengths)", "1", 0.0, 1.0,
+                                             "(or accepted_lengths)", "1", 0.0, 1.0, high_open=True,
                                              toml=(TomlKey("alpha"),)), None)
     accepted_lengths: tuple[float, ...] | None = None
     device: DeviceSpec | None = None  # the draft's own device (placement "own")
@@ -200,9 +200,11 @@ def expert_misses(result: SchemeResult, model: TransformerConfig, workload: Work
     """Seconds a verify step spends streaming experts a one-token step would not touch: its busiest device's FFN
     (expert) rows' memory time, all its layers, times the share of the experts streamed beyond one token's (the
     routing union of the step's tokens, `routing.expected_distinct`, plus the shared experts). 0 for a dense
-    target or a scheme that does not carry its operator rows."""
-    if result.operators is None or not model.is_moe:
+    target; NaN (unknown, never 0) for a scheme that attaches no operator rows: `experts_unknown` says why."""
+    if not model.is_moe:
         return 0.0
+    if result.operators is None:
+        return math.nan
     from workbench.routing import expected_distinct
 
     routing = workload.routing
@@ -214,6 +216,12 @@ def expert_misses(result: SchemeResult, model: TransformerConfig, workload: Work
     share = (many - touched(1)) / many if many > 0 else 0.0
     rows = [r for r in result.operators.rows if r.operator.name in ("ffn1", "ffn2")]
     return result.operators.layers * float(sum(float(r.part("memory")) for r in rows)) * share
+
+
+def experts_unknown(scheme: str) -> str:
+    """Why a MoE verify step's expert streaming is n/a under `scheme` (it attaches no operator rows)."""
+    return (f"{scheme} attaches no operator rows, so its verify step's expert streaming cannot be told apart from "
+            "its other memory time")
 
 
 # ---- the draft ------------------------------------------------------------------------------------------------
@@ -228,10 +236,15 @@ def draft_bytes(draft: TransformerConfig, workload: Workload) -> float:
 
 
 def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, workload: Workload) -> None:
-    """One line for a draft larger than the target or one that does not fit its device's memory."""
+    """One line for a draft whose vocabulary is not the target's, one larger than the target or one that does not
+    fit its device's memory."""
     draft = spec.draft_model
     if draft is None:
         return
+    if draft.vocab_size != target.vocab_size:
+        raise WorkbenchError(f"draft {draft.name} has a vocabulary of {draft.vocab_size} tokens, the target "
+                             f"{target.name} one of {target.vocab_size}: the target verifies the draft's token ids, so "
+                             f"both must share one tokenizer; allowed: {', '.join(allowed_drafts(target))}")
     if draft.total_params() >= target.total_params():
         raise WorkbenchError(f"draft {draft.name} ({draft.total_params() / 1e9:.3g}B parameters) must be smaller than "
                              f"the target {target.name} ({target.total_params() / 1e9:.3g}B)")
@@ -239,6 +252,15 @@ def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, 
     if need > device.memory_bytes:
         raise WorkbenchError(f"infeasible: draft {draft.name} needs {need / GIB:.3g} GiB, more than its device "
                              f"{device.name} holds ({device.memory_bytes / GIB:.3g} GiB)")
+
+
+def allowed_drafts(target: TransformerConfig) -> list[str]:
+    """The drafts a target can verify: n-gram prompt lookup and every registered decoder smaller than the target
+    with its vocabulary size (the same tokenizer, as far as the registry tells)."""
+    from workbench.models import MODELS
+
+    return [NGRAM] + [name for name, m in MODELS.items() if m.is_decoder and m.vocab_size == target.vocab_size
+                      and m.total_params() < target.total_params()]
 
 
 def draft_step_time(spec: Speculation, cluster: Cluster, workload: Workload, evaluator: Evaluator) -> float:
@@ -282,9 +304,11 @@ class SpeculativeCost:
     plain_s: float  # time per token of plain decode under the same scheme
     draft_s: float
     verify_compute_s: float  # the verify's device time (arithmetic, memory streaming, fixed, serial, IO)
-    verify_experts_s: float  # of which its MoE expert rows (0 for a dense target)
+    verify_experts_s: float  # of which its MoE expert misses (0 for a dense target; NaN: unknown, experts_note)
     communication_s: float  # the verify's collectives + the draft's hand-off
     extra: dict = field(default_factory=dict, compare=False)
+    expert_reads_s: float = 0.0  # of verify_experts_s its storage reads (known even where the streaming is not)
+    experts_note: str = ""  # why verify_experts_s is NaN ("" when known)
 
     @property
     def per_token_s(self) -> float:
@@ -298,9 +322,13 @@ class SpeculativeCost:
 
     @property
     def losing_part(self) -> str:
-        """The largest per-token part: what to shrink when speculation loses."""
-        parts = {"draft": self.draft_s, "verify compute": self.verify_compute_s - self.verify_experts_s,
-                 "verify expert misses": self.verify_experts_s, "communication": self.communication_s}
+        """The largest per-token part: what to shrink when speculation loses. Where the expert streaming is
+        unknown the verify compute says so and the expert misses count their storage reads only."""
+        unknown = math.isnan(self.verify_experts_s)
+        experts = self.expert_reads_s if unknown else self.verify_experts_s
+        compute = "verify compute (expert streaming n/a)" if unknown else "verify compute"
+        parts = {"draft": self.draft_s, compute: self.verify_compute_s - experts, "verify expert misses": experts,
+                 "communication": self.communication_s}
         return max(parts.items(), key=lambda kv: kv[1])[0]
 
     def row(self) -> dict:
@@ -308,13 +336,15 @@ class SpeculativeCost:
         return {"scheme": self.scheme, "gamma": self.gamma, "tokens_per_step": self.tokens_per_step,
                 "plain_s": self.plain_s, "per_token_s": self.per_token_s, "speedup": self.speedup,
                 "draft_s": self.draft_s, "verify_compute_s": self.verify_compute_s,
-                "verify_experts_s": self.verify_experts_s, "communication_s": self.communication_s,
-                "losing_part": self.losing_part}
+                "verify_experts_s": self.verify_experts_s, "expert_reads_s": self.expert_reads_s,
+                "communication_s": self.communication_s, "losing_part": self.losing_part,
+                "experts_note": self.experts_note}
 
 
 @dataclass(frozen=True)
 class VerifyStep:
-    """The parts of one verify step that do not depend on the acceptance (seconds per step)."""
+    """The parts of one verify step that do not depend on the acceptance (seconds per step), and the one-token
+    step's communication beside the verify's (what `losing_reason` compares)."""
 
     scheme: str
     gamma: int
@@ -322,8 +352,12 @@ class VerifyStep:
     draft_s: float  # gamma draft forwards
     verify_s: float  # the target's forward of gamma + 1 tokens
     collectives_s: float  # of which its communication
-    experts_s: float  # of which its MoE expert rows
+    experts_s: float  # of which its MoE expert misses (NaN: unknown, see experts_note)
     oom: bool = False
+    expert_reads_s: float = 0.0  # of experts_s the storage reads (known)
+    experts_note: str = ""
+    verify_comm: tuple[float, float] = (0.0, 0.0)  # the verify's (per-message, bytes) seconds
+    plain_comm: tuple[float, float] = (0.0, 0.0)  # the one-token step's
 
 
 def verify_step(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
@@ -336,10 +370,13 @@ def verify_step(spec: Speculation, scheme: str, registry, target: TransformerCon
     plain = evaluator(target, cluster, replace(workload, verify_tokens=1)) if plain is None else plain
     verify = verify_result(scheme, evaluator, target, cluster, workload, spec.gamma)
     draft = spec.gamma * draft_step_time(spec, cluster, workload, registry[DRAFT_SCHEME][1])
-    experts = expert_misses(verify, target, verify_workload(workload, spec.gamma)) + \
-        storage_misses(verify, plain, target)
+    streaming = expert_misses(verify, target, verify_workload(workload, spec.gamma))
+    reads = storage_misses(verify, plain, target)
     return VerifyStep(scheme, spec.gamma, plain.latency_s, draft, verify.latency_s,
-                      verify.comm_link_latency_s + verify.comm_bytes_s, experts, verify.oom or plain.oom)
+                      verify.comm_link_latency_s + verify.comm_bytes_s, streaming + reads, verify.oom or plain.oom,
+                      reads, experts_unknown(scheme) if math.isnan(streaming) else "",
+                      (verify.comm_link_latency_s, verify.comm_bytes_s),
+                      (plain.comm_link_latency_s, plain.comm_bytes_s))
 
 
 def storage_misses(verify: SchemeResult, plain: SchemeResult, model: TransformerConfig) -> float:
@@ -352,10 +389,68 @@ def storage_misses(verify: SchemeResult, plain: SchemeResult, model: Transformer
 
 def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: float) -> SpeculativeCost:
     """A verify step's cost per token when it yields `tokens` on average (the hand-off carries tokens - 1 ids)."""
-    comm = step.collectives_s + handoff_time(spec, cluster, tokens - 1.0)
+    handoff = handoff_time(spec, cluster, tokens - 1.0)
+    comm = step.collectives_s + handoff
     return SpeculativeCost(step.scheme, step.gamma, tokens, step.plain_s, step.draft_s / tokens,
                            (step.verify_s - step.collectives_s) / tokens, step.experts_s / tokens, comm / tokens,
-                           extra={"verify_s": step.verify_s, "oom": step.oom})
+                           extra={"verify_s": step.verify_s, "oom": step.oom, "handoff_s": handoff,
+                                  "verify_comm": step.verify_comm, "plain_comm": step.plain_comm},
+                           expert_reads_s=step.expert_reads_s / tokens, experts_note=step.experts_note)
+
+
+def losing_reason(cost: SpeculativeCost) -> str:
+    """The costliest part and why, from the breakdown's own numbers: communication compares the verify step's
+    per-message and byte time with a one-token step's (a scheme that sends each sync once per batch row, as
+    distributed-llama does, pays gamma + 1 times the messages per sync); compute compares the step's device time
+    with plain decode's; the draft gives its forwards' share. An unknown expert streaming is said, with why."""
+    part, tokens = cost.losing_part, cost.tokens_per_step
+    if part == "communication":
+        text = _communication_reason(cost)
+    elif part == "draft":
+        text = (f"draft: {cost.gamma} draft forwards take {_ms(cost.draft_s * tokens)} a step, "
+                f"{cost.draft_s / cost.per_token_s:.0%} of the time per token")
+    elif part == "verify expert misses":
+        known = cost.expert_reads_s if cost.experts_note else cost.verify_experts_s
+        text = (f"verify expert misses: {_ms(known * tokens)} a step for the experts its gamma + 1 = "
+                f"{cost.gamma + 1} tokens touch beyond one token's")
+    else:
+        text = _compute_reason(cost)
+    return f"{text}; expert streaming n/a: {cost.experts_note}" if cost.experts_note else text
+
+
+def _ms(seconds: float) -> str:
+    """'12.3 ms' (or '1.23 s')."""
+    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _ratio(new: float, old: float) -> str:
+    """'5.0x' (new over old), 'new' where the one-token step had none."""
+    return f"{new / old:.1f}x" if old > 0 else ("new" if new > 0 else "none")
+
+
+def _communication_reason(cost: SpeculativeCost) -> str:
+    """Why communication costs most: the verify step's per-message and byte time against a one-token step's."""
+    rows, tokens = cost.gamma + 1, cost.tokens_per_step
+    (v_link, v_bytes), (p_link, p_bytes) = cost.extra.get("verify_comm", (0.0, 0.0)), cost.extra.get("plain_comm",
+                                                                                                    (0.0, 0.0))
+    text = (f"communication: {_ms(cost.communication_s)} per token against {_ms(p_link + p_bytes)} in plain decode; "
+            f"a verify step's per-message time is {_ratio(v_link, p_link)} a one-token step's")
+    if p_link > 0 and abs(v_link / p_link - rows) <= 0.05 * rows:
+        text += f" (each sync sent once per batch row: gamma + 1 = {rows} messages per sync)"
+    text += f" and its bytes {_ratio(v_bytes, p_bytes)}, for {tokens:.2f} tokens a step"
+    handoff = cost.extra.get("handoff_s", 0.0)
+    return text + (f"; the draft's hand-off adds {_ms(handoff)} a step" if handoff > 0 else "")
+
+
+def _compute_reason(cost: SpeculativeCost) -> str:
+    """Why the verify's device time costs most: the step against a one-token step's, for the tokens it yields."""
+    plain_link, plain_bytes = cost.extra.get("plain_comm", (0.0, 0.0))
+    plain_device = cost.plain_s - plain_link - plain_bytes
+    step = cost.verify_compute_s * cost.tokens_per_step
+    if plain_device <= 0:
+        return "verify compute"
+    return (f"verify compute: a verify step of gamma + 1 = {cost.gamma + 1} tokens takes {step / plain_device:.2f}x a "
+            f"one-token step's device time ({_ms(step)} vs {_ms(plain_device)}) for {cost.tokens_per_step:.2f} tokens")
 
 
 def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,

@@ -34,20 +34,30 @@ from dataclasses import MISSING, dataclass, replace
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, declared_fields
+from workbench.fields import FieldSpec, TomlKey, declared_fields, is_number
 from workbench.formats import RECIPE_DEFAULTS, recipe_bits, weight_formats
 from workbench.hardware import (
     DTYPES,
     DeviceSpec,
     MemoryLevel,
     device_from_table,
+    device_names,
     load_device,
     parse_isa,
     typical_memory_efficiency,
 )
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
-from workbench.routing import UNIFORM, ExpertCache, Routing
+from workbench.routing import (
+    CACHE_POLICIES,
+    EXPERT_READS,
+    ROUTING_KINDS,
+    TRACE_DIR,
+    UNIFORM,
+    ExpertCache,
+    Routing,
+    trace_path,
+)
 from workbench.schemes.base import Cluster, Workload
 from workbench.schemes.workload import ENGINE_NAMES
 from workbench.speculative import Speculation, check_draft, check_lengths
@@ -348,6 +358,9 @@ def load_preset(where: str, key: str, preset: str, base_dir: Path | None, field_
     """A device preset: a data/devices id, or a path to a device TOML (relative to the config file), so one
     board's description (e.g. written by `python -m workbench profile`) is shared between configs."""
     if not (preset.endswith(".toml") or "/" in preset):
+        if preset not in device_names():
+            raise WorkbenchError(f"{where}: {key}.{field_name} {preset!r} is not a device preset; allowed: a path to a "
+                                 f"device TOML (relative to {where}) or one of {', '.join(device_names())}")
         return load_device(preset)
     path = Path(preset) if Path(preset).is_absolute() or base_dir is None else base_dir / preset
     if not path.is_file():
@@ -477,11 +490,13 @@ def scheme_option_rows() -> list[str]:
     return rows
 
 
-def parse_scheme_options(where: str, table) -> tuple:
-    """The [schemes] table's option sections (`workbench.schemes.options.parse_schemes`)."""
-    from workbench.schemes.options import parse_schemes
+def parse_scheme_options(where: str, table, n_devices: int | None = None) -> tuple:
+    """The [schemes] table's option sections (`workbench.schemes.options.parse_schemes`), checked against a
+    cluster of `n_devices` when given (a tensor_split needs one number per device)."""
+    from workbench.schemes.options import check_cluster, parse_schemes
 
-    return parse_schemes(where, table)
+    options = parse_schemes(where, table)
+    return options if n_devices is None else check_cluster(where, options, n_devices)
 
 
 def parse_network(where: str, table: dict, n_devices: int) -> Topology:
@@ -518,14 +533,15 @@ def parse_speculative(where: str, table: dict, cluster: Cluster, base_dir: Path 
     values = {"gamma": SPECULATIVE_FIELDS["gamma"].check(f"{where}: speculative.gamma", table["gamma"])} \
         if "gamma" in table else {}
     if "alpha" in table:
-        if not (SPECULATIVE_FIELDS["alpha"].spec.admits(table["alpha"], from_file=True) and table["alpha"] < 1):
-            raise WorkbenchError(f"{where}: speculative.alpha must be a number >= 0 and < 1, got {table['alpha']!r}")
-        values["alpha"] = float(table["alpha"])
+        values["alpha"] = float(SPECULATIVE_FIELDS["alpha"].check(f"{where}: speculative.alpha", table["alpha"]))
     if "accepted_lengths" in table:
         lengths = table["accepted_lengths"]
-        if not isinstance(lengths, list) or not all(isinstance(p, int | float) for p in lengths):
+        if not isinstance(lengths, list) or not all(is_number(p) for p in lengths):
             raise WorkbenchError(f"{where}: speculative.accepted_lengths must be a list of probabilities, got {lengths!r}")
-        check_lengths(lengths)
+        try:
+            check_lengths(lengths)
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"{where}: speculative.{exc}") from None
         values["accepted_lengths"] = tuple(lengths)
     if ("alpha" in values) == ("accepted_lengths" in values):
         raise WorkbenchError(f"{where}: [speculative] needs exactly one of alpha and accepted_lengths")
@@ -596,7 +612,7 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
         if value > model.max_positions:
             raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
                                  f"({model.max_positions}), got {value}")
-    routing = parse_routing(where, workload, base_dir)
+    routing = parse_routing(where, workload, base_dir, model)
     expert_cache = parse_expert_cache(where, workload, model)
     engine = parse_engine(where, workload, table["model"].get("weight_format", ""))
     check_fits(model, cluster, weight_bits, where)
@@ -605,7 +621,7 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
                         kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache, engine=engine,
-                        scheme_options=parse_scheme_options(where, table.get("schemes", {})))
+                        scheme_options=parse_scheme_options(where, table.get("schemes", {}), cluster.n))
     if "speculative" not in table:
         return config
     speculation = parse_speculative(where, table["speculative"], cluster, base_dir)
@@ -635,29 +651,69 @@ def parse_expert_cache(where: str, workload: dict, model: TransformerConfig) -> 
     if not model.is_moe:
         raise WorkbenchError(f"{where}: workload.cache_experts, cache_policy and expert_reads apply to a mixture of "
                              f"experts; {model.name} is dense (n_experts = 0)")
-    try:
-        return ExpertCache(workload.get("cache_experts", model.n_experts), workload.get("cache_policy", "pinned"),
-                           workload.get("expert_reads", "routed")).check(model.n_experts)
-    except WorkbenchError as exc:
-        raise WorkbenchError(f"{where}: workload.{exc}") from None
+    experts = workload.get("cache_experts", model.n_experts)
+    if not isinstance(experts, int) or isinstance(experts, bool) or not 0 <= experts <= model.n_experts:
+        raise WorkbenchError(f"{where}: workload.cache_experts must be an integer in 0..{model.n_experts} (the "
+                             f"model's experts per layer), got {experts!r}")
+    policy = _choice(where, "workload.cache_policy", workload.get("cache_policy", "pinned"), CACHE_POLICIES)
+    reads = _choice(where, "workload.expert_reads", workload.get("expert_reads", "routed"), EXPERT_READS)
+    return ExpertCache(experts, policy, reads)
 
 
-def parse_routing(where: str, workload: dict, base_dir: Path | None) -> Routing:
-    """The [workload] routing keys (a MoE model's routing model; uniform when none is given), one line when bad;
-    a trace path is read relative to the deployment file."""
-    kind = workload.get("routing", "uniform")
-    skew = workload.get("routing_skew", 0.0)
-    if isinstance(skew, list):
-        skew = tuple(skew)
-    trace = workload.get("routing_trace", "")
-    if not isinstance(trace, str):
+def _choice(where: str, key: str, value, allowed: tuple[str, ...]) -> str:
+    """`value` if it is one of `allowed`, else one line naming the key and the allowed values."""
+    if not isinstance(value, str) or value not in allowed:
+        raise WorkbenchError(f"{where}: {key} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def _skew(where: str, value) -> float | tuple[float, ...]:
+    """workload.routing_skew: one number or a list of numbers, each in the declared range (<= 8 in a file)."""
+    field = ROUTING_FIELDS["routing_skew"]
+    if isinstance(value, list):
+        if not value:
+            raise WorkbenchError(f"{where}: workload.routing_skew must be one number or a list of numbers (one per "
+                                 "MoE layer), got []")
+        return tuple(field.check(f"{where}: workload.routing_skew[{i}]", v) for i, v in enumerate(value))
+    return field.check(f"{where}: workload.routing_skew", value)
+
+
+def _trace_file(where: str, trace, base_dir: Path | None) -> str:
+    """workload.routing_trace as a path that exists: relative to the deployment file, else a name under
+    data/routing/ or a path; a missing file is one line naming the key and the path (not a later 'nothing fits')."""
+    if not isinstance(trace, str) or not trace.strip():
         raise WorkbenchError(f"{where}: workload.routing_trace must be a CSV name or path, got {trace!r}")
-    if trace and base_dir is not None and (Path(base_dir) / trace).exists():
-        trace = str(Path(base_dir) / trace)
+    beside = Path(base_dir) / trace if base_dir is not None else None
+    if beside is not None and beside.is_file():
+        return str(beside)
+    if trace_path(trace).is_file():
+        return trace
+    looked = f"{str(beside)!r}, " if beside is not None else ""
+    raise WorkbenchError(f"{where}: workload.routing_trace file {trace!r} does not exist (looked for {looked}"
+                         f"{str(TRACE_DIR / trace)!r} and {trace!r}); give a CSV under data/routing/ or a path "
+                         "relative to the deployment file")
+
+
+def parse_routing(where: str, workload: dict, base_dir: Path | None, model: TransformerConfig | None = None) -> Routing:
+    """The [workload] routing keys (a MoE model's routing model; uniform when none is given), one line when bad:
+    a skew only with routing = "skewed" and a trace only with "trace", a skew list or trace with one entry per
+    MoE layer of `model`; a trace path is read relative to the deployment file."""
+    kind = _choice(where, "workload.routing", workload.get("routing", "uniform"), ROUTING_KINDS)
+    for key, needs in (("routing_skew", "skewed"), ("routing_trace", "trace")):
+        if key in workload and kind != needs:
+            raise WorkbenchError(f"{where}: workload.{key} applies only with workload.routing = \"{needs}\" (the file "
+                                 f"says routing = \"{kind}\"); allowed: routing = \"{needs}\" with {key}, or no {key}")
+    skew = _skew(where, workload.get("routing_skew", 0.0))
+    locality = ROUTING_FIELDS["routing_locality"].check(f"{where}: workload.routing_locality",
+                                                        workload.get("routing_locality", 0.0))
+    trace = _trace_file(where, workload["routing_trace"], base_dir) if "routing_trace" in workload else ""
     try:
-        return Routing(kind, skew, workload.get("routing_locality", 0.0), trace)
+        routing = Routing(kind, skew, locality, trace)
+        return routing.check(model.moe_layers, model.n_experts) if model is not None and model.is_moe else routing
     except WorkbenchError as exc:
-        raise WorkbenchError(f"{where}: workload.{exc}") from None
+        text = str(exc)
+        raise WorkbenchError(f"{where}: workload.{text}" if text.startswith("routing")
+                             else f"{where}: workload.routing_trace {trace!r}: {text}") from None
 
 
 def load_config(path: str | Path) -> UserConfig:
@@ -679,13 +735,34 @@ def config_from_text(text: str, where: str = "config") -> UserConfig:
 _KEY_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
 
 
+def split_values(text: str) -> list[str]:
+    """'100,1000' -> ['100', '1000']: split on the commas outside quotes ("2,1,1" or '2,1,1') and [brackets]
+    ([0.5,1.0]), so one swept value may itself hold commas."""
+    items, current, quote, depth = [], [], "", 0
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[]":
+            depth += 1 if char == "[" else -1
+        elif char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    return items + ["".join(current)]
+
+
 def parse_values(option: str, text: str) -> list:
-    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string)."""
+    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string; a quoted value or a
+    [list] may hold commas: '"2,1,1"' is one value)."""
     values = []
-    for item in text.split(","):
+    for item in split_values(text):
         item = item.strip()
         if not item:
-            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values")
+            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values (a value with commas "
+                                 "in quotes: '\"2,1,1\"')")
         try:
             values.append(tomllib.loads(f"v = {item}")["v"])
         except tomllib.TOMLDecodeError:

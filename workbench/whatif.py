@@ -16,6 +16,7 @@ import copy
 import itertools
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -42,7 +43,8 @@ def breakdown_text(row) -> str:
 
 def format_table(arena: Arena) -> str:
     """The arena as a fixed-width text table (seconds in engineering units, OOM / n/a marked, tokens/s of the
-    decode step), with the decode step's breakdown per scheme and the full reason for every n/a."""
+    decode step), with what bounds the decode step ("decode bound by": the time per token's, not the TTFT's), its
+    breakdown per scheme and the full reason for every n/a."""
     wide = arena.wide()
     long = arena.table().set_index(["scheme", "phase"])
 
@@ -57,7 +59,7 @@ def format_table(arena: Arena) -> str:
              "tokens/s": _rate(getattr(r, "time_per_token_s", math.nan), getattr(r, "decode_status", "n/a")),
              "peak mem/device": "" if math.isnan(r.peak_memory_gib) else f"{r.peak_memory_gib:.2f} GiB",
              "of budget": "" if math.isnan(r.memory_use) else f"{r.memory_use:.0%}",
-             "bound by": _bound(long, r.scheme), "time/token breakdown": _detail(long, r.scheme)}
+             "decode bound by": _bound(long, r.scheme), "time/token breakdown": _detail(long, r.scheme)}
             for r in wide.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -112,7 +114,11 @@ HELP_EPILOG = """\
 output: the table goes to stdout. Files are written into --out, or, when --out is not given, into
 figures/whatif/<file stem>/ (a single run: arena.csv, memory.csv, breakdown.csv and the charts; a sweep:
 sweep.csv). With --no-charts nothing is written unless --out is given (then only the CSVs).
-A --devices / --set with one value per key is a single run (table and charts); several values sweep them.
+A --devices / --set with one value per key is a single run (table and charts); several values sweep them. A value
+that holds commas goes in quotes (--set 'schemes.llamacpp.tensor_split="3,1,1,1"'), or a tensor_split uses ':'
+(3:1:1:1). A sweep of a file with a [speculative] table (e.g. --set speculative.gamma=1,4,16 --set
+speculative.alpha=0.5,0.9) adds the time per token with the draft, its speed-up and the best gamma to sweep.csv.
+The "decode bound by" column names the largest component of each scheme's decode step.
 --seq-len sets the prompt (workload.seq_len) only; --kv-len sets the tokens each decode step attends
 (workload.kv_len; a file that states none attends the whole prompt, as without the option)."""
 
@@ -142,7 +148,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="device count (a config with one [[devices]] entry), e.g. 1,2,4,8; several sweep it")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=V[,V...]",
                         help="override a TOML key (dotted, e.g. network.bandwidth_mbps=100,1000 or "
-                             "devices[0].kernel_launch_us=20); several values sweep it")
+                             "devices[0].kernel_launch_us=20); several values sweep it; a value with commas in "
+                             "quotes: schemes.llamacpp.tensor_split='\"3,1,1,1\"' (or 3:1:1:1)")
 
 
 # ---- sweeps: --devices and --set ------------------------------------------------------------------
@@ -197,28 +204,78 @@ def set_lengths(doc: dict, seq_len: int | None, kv_len: int | None, where: str) 
 
 def sweep_table(points: list[tuple[dict, dict]], where: str, base_dir: Path | None,
                 keep: list | None = None) -> pd.DataFrame:
-    """One row per sweep point and scheme: TTFT, time per token, tokens/s, statuses and the decode breakdown
-    (each point's arena table, labelled, appended to `keep` when given: `stop_helping_lines` reads them)."""
+    """One row per sweep point and scheme: TTFT, time per token, tokens/s, statuses and the decode breakdown, and
+    with a [speculative] table its columns (`speculation_columns`; each point's arena table, labelled, appended
+    to `keep` when given: `stop_helping_lines` reads them)."""
     from workbench.userconfig import parse_config
 
-    rows = []
+    rows, steps = [], {}
     for label, doc in points:
         config = parse_config(doc, where, base_dir)
         arena = arena_for_config(config)
         if keep is not None:
             keep.append(arena.table().assign(**label))
         long = arena.table().set_index(["scheme", "phase"])
+        decode = {e.scheme: e for e in arena.entries if e.phase == "decode"}
         for r in arena.wide().itertuples():
             per_token = getattr(r, "time_per_token_s", math.nan)
             rows.append({**label, "scheme": r.scheme, "paper": r.paper, "ttft_s": getattr(r, "ttft_s", math.nan),
                          "time_per_token_s": per_token, "tokens_per_s": tokens_per_s(per_token),
                          "prefill_status": r.prefill_status, "decode_status": r.decode_status,
-                         "time_per_token_breakdown": _detail(long, r.scheme)})
+                         "time_per_token_breakdown": _detail(long, r.scheme),
+                         **speculation_columns(config, doc, decode.get(r.scheme), steps)})
     return pd.DataFrame(rows)
 
 
+# a sweep row's speculation columns (a deployment with a [speculative] table): time per token with the draft at the
+# point's gamma and its speed-up over plain decode, the best gamma in 1..16 and its time and speed-up, the costliest
+# part at the point's gamma, and why a column is n/a
+SPECULATION_COLUMNS = ("with_draft_s", "speedup", "best_gamma", "best_gamma_s", "best_gamma_speedup",
+                       "costliest_part", "speculation_notes")
+ACCEPTANCE_KEYS = ("gamma", "alpha", "accepted_lengths")
 SWEEP_VALUES = ("scheme", "paper", "ttft_s", "time_per_token_s", "tokens_per_s", "prefill_status",
-                "decode_status", "time_per_token_breakdown")
+                "decode_status", "time_per_token_breakdown", *SPECULATION_COLUMNS)
+
+
+def _deployment_key(doc: dict) -> str:
+    """The document without the [speculative] acceptance and gamma: points that share it share their verify steps."""
+    import json
+
+    rest = {**doc, "speculative": {k: v for k, v in doc.get("speculative", {}).items() if k not in ACCEPTANCE_KEYS}}
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
+def speculation_columns(config, doc: dict, entry, steps: dict) -> dict:
+    """A sweep row's SPECULATION_COLUMNS ({} without a [speculative] table): each verify step costed once per
+    (deployment, scheme, gamma) in `steps`, so a sweep of speculative.gamma x alpha prices each step once and
+    applies each point's acceptance to it; n/a columns say why in speculation_notes."""
+    from workbench.schemes.base import load_all
+    from workbench.speculative import MAX_GAMMA, expected_tokens, per_token, verify_step
+
+    spec = config.speculation
+    if spec is None:
+        return {}
+    out = {**dict.fromkeys(SPECULATION_COLUMNS, math.nan), "costliest_part": "", "speculation_notes": ""}
+    if entry is None or entry.status != "ok":
+        return {**out, "speculation_notes": "plain decode does not run within memory" if entry else "n/a"}
+    key, workload, registry = _deployment_key(doc), config.workload("decode"), None
+    costs = {}
+    try:
+        for g in sorted({*range(1, MAX_GAMMA + 1), spec.gamma}):
+            if (key, entry.scheme, g) not in steps:
+                registry = registry or load_all()
+                steps[(key, entry.scheme, g)] = verify_step(replace(spec, gamma=g), entry.scheme, registry, config.model,
+                                                            config.cluster, workload, entry.result)
+            costs[g] = per_token(steps[(key, entry.scheme, g)], replace(spec, gamma=g), config.cluster,
+                                 expected_tokens(g, spec.alpha, spec.accepted_lengths))
+    except WorkbenchError as exc:
+        return {**out, "speculation_notes": str(exc).splitlines()[0]}
+    here = costs[spec.gamma]
+    best = min((c for g, c in costs.items() if g <= MAX_GAMMA), key=lambda c: (c.per_token_s, c.gamma))
+    notes = f"expert streaming n/a: {here.experts_note}" if here.experts_note else ""
+    return {"with_draft_s": here.per_token_s, "speedup": here.speedup, "best_gamma": best.gamma,
+            "best_gamma_s": best.per_token_s, "best_gamma_speedup": best.speedup, "costliest_part": here.losing_part,
+            "speculation_notes": notes}
 
 
 def best_per_point(frame: pd.DataFrame) -> pd.DataFrame:
@@ -250,11 +307,11 @@ def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: 
 
     tables: list[pd.DataFrame] = []
     frame = sweep_table(points, path.name, path.parent, keep=tables)
-    shown = frame.assign(ttft=frame.ttft_s.map(_seconds), per_token=frame.time_per_token_s.map(_seconds),
-                         tokens_s=[_rate(t, s) for t, s in zip(frame.time_per_token_s, frame.decode_status)])
     keys = [c for c in frame.columns if c not in SWEEP_VALUES]
-    print(shown[keys + ["scheme", "ttft", "per_token", "tokens_s", "decode_status", "time_per_token_breakdown"]]
-          .rename(columns={"per_token": "time/token", "tokens_s": "tokens/s"}).to_string(index=False))
+    print(sweep_text(frame, keys))
+    for head, lines in (("n/a", na_lines(frame, keys)), ("speculation n/a", speculation_na_lines(frame, keys))):
+        if lines:
+            print(f"\n{head} (each scheme's reason once, with the sweep points it applies to):\n" + "\n".join(lines))
     by = "device count" if keys == ["devices"] else ", ".join(keys)
     print(f"\nbest per {by}:\n{best_per_point(frame).to_string(index=False)}")
     if "devices" in keys:
@@ -268,6 +325,55 @@ def _run_sweep(args: argparse.Namespace, points: list[tuple[dict, dict]], path: 
         print(f"\nsweep table in {out / 'sweep.csv'}")
     print(f"({time.perf_counter() - start:.2f} s)")
     return 0
+
+
+def sweep_text(frame: pd.DataFrame, keys: list[str]) -> str:
+    """The sweep rows of the schemes that run in some phase (OOM marked) as text, with the speculation columns
+    when the deployment has a [speculative] table; rows n/a in both phases are left to `na_lines`."""
+    ran = frame[(frame.prefill_status != "n/a") | (frame.decode_status != "n/a")]
+    shown = ran.assign(ttft=ran.ttft_s.map(_seconds), per_token=ran.time_per_token_s.map(_seconds),
+                       tokens_s=[_rate(t, s) for t, s in zip(ran.time_per_token_s, ran.decode_status)])
+    columns = {"ttft": "ttft", "per_token": "time/token", "tokens_s": "tokens/s", "decode_status": "decode_status"}
+    if "with_draft_s" in ran:
+        shown = shown.assign(with_draft=ran.with_draft_s.map(_seconds),
+                             spec_speedup=[f"{v:.2f}x" if v == v else "n/a" for v in ran.speedup],
+                             best=[f"{g:.0f} ({_seconds(t)})" if g == g else "n/a"
+                                   for g, t in zip(ran.best_gamma, ran.best_gamma_s)])
+        columns.update({"with_draft": "with draft", "spec_speedup": "speed-up", "best": "best gamma",
+                        "costliest_part": "costliest part"})
+    columns["time_per_token_breakdown"] = "time_per_token_breakdown"
+    return shown[keys + ["scheme", *columns]].rename(columns=columns).to_string(index=False)
+
+
+def na_lines(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """One line per scheme and n/a reason of the rows n/a in both phases, naming the sweep points it applies to
+    ('megatron_tp (devices 1, 2, 4, 8) n/a: ...'), instead of one row per point."""
+    na = frame[(frame.prefill_status == "n/a") & (frame.decode_status == "n/a")]
+    return grouped_lines(na, keys, "time_per_token_breakdown", len(frame[keys].drop_duplicates()))
+
+
+def speculation_na_lines(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """Per scheme, each reason a speculation column is n/a, once, with the sweep points it applies to."""
+    if "speculation_notes" not in frame:
+        return []
+    ran = frame[(frame.decode_status != "n/a") & (frame.speculation_notes.fillna("") != "")]
+    return grouped_lines(ran, keys, "speculation_notes", len(frame[keys].drop_duplicates()))
+
+
+def grouped_lines(rows: pd.DataFrame, keys: list[str], column: str, points: int) -> list[str]:
+    """'scheme (devices 1, 2) <column's text>': one line per scheme and distinct text, with its sweep points (of
+    `points` in all; several swept keys: 'every point' where it holds at all of them)."""
+    lines = []
+    for (scheme, reason), group in rows.groupby(["scheme", column], sort=True):
+        if len(keys) == 1:
+            where = f"{keys[0]} {', '.join(str(v) for v in group[keys[0]])}"
+        elif len(group[keys].drop_duplicates()) == points:
+            where = f"every point of {' x '.join(keys)}"
+        else:
+            where = "; ".join(", ".join(f"{k}={v}" for k, v in zip(keys, values))
+                              for values in group[keys].itertuples(index=False))
+        lines.append(f"{scheme} ({where}) {reason or 'n/a'}")
+    return lines
 
 
 def moe_header(config) -> str:
@@ -369,7 +475,7 @@ def speculation_rows(arena: Arena, config) -> pd.DataFrame:
     """Decode per scheme without and with the [speculative] table's draft at its gamma (`workbench.speculative`):
     time per token, speed-up and the part that costs most; n/a with the reason where it cannot."""
     from workbench.schemes.base import load_all
-    from workbench.speculative import speculative_cost
+    from workbench.speculative import losing_reason, speculative_cost
 
     spec, registry, workload = config.speculation, load_all(), config.workload("decode")
     rows = []
@@ -383,7 +489,7 @@ def speculation_rows(arena: Arena, config) -> pd.DataFrame:
             rows.append({**row, "notes": str(exc).splitlines()[0]})
             continue
         rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
-                     "notes": ""})
+                     "why": losing_reason(here), "experts_note": here.experts_note, "notes": ""})
     return pd.DataFrame(rows)
 
 
@@ -422,8 +528,17 @@ def speculation_text(arena: Arena, config) -> str:
                     "costliest part": r.notes}
         return {"scheme": r.scheme, "time/token": _seconds(r.plain_s), "with draft": _seconds(r.speculative_s),
                 "speed-up": f"{r.speedup:.2f}x", "costliest part": r.costliest}
-    table = pd.DataFrame([line(r) for r in frame.fillna({"notes": ""}).itertuples()]).to_string(index=False)
-    return f"{head}\n{table}\n{best_gamma_line(arena, config, frame)}"
+    frame = frame.fillna({"notes": "", "why": "", "experts_note": ""})
+    table = pd.DataFrame([line(r) for r in frame.itertuples()]).to_string(index=False)
+    return f"{head}\n{table}\n{best_gamma_line(arena, config, frame)}" + "".join(f"\n{line}" for line in why_lines(frame))
+
+
+def why_lines(frame: pd.DataFrame) -> list[str]:
+    """Why each losing scheme loses (`speculative.losing_reason`: its costliest part from the breakdown's numbers),
+    and for a scheme that wins the n/a of an expert streaming it cannot split out."""
+    lines = [f"  {r.scheme}: {r.why}" for r in frame.itertuples() if r.why and (r.speedup < 1 or r.experts_note)]
+    head = "why (each losing scheme's costliest part, and an expert streaming a scheme cannot split out):"
+    return [head, *lines] if lines else []
 
 
 def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -> int:

@@ -32,6 +32,7 @@ type); a prefill's graph is costed as a recompute too (the first graph's `rpc_te
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -57,16 +58,29 @@ F32_BYTES = 4  # the hidden state and logits between splits (assumed: llama.cpp'
 
 
 # ---- llama.cpp: which device holds which layer ------------------------------------------------------
-def parse_split(text: str, n: int) -> tuple[float, ...]:
-    """`--tensor-split` text ("3,1,1,1": one non-negative proportion per device, not all zero) as numbers."""
-    parts = [p.strip() for p in str(text).replace("/", ",").split(",") if p.strip()]
+SPLIT_SEPARATORS = ",/:"  # llama.cpp splits --tensor-split on ',' and '/' (common/arg.cpp); ':' for whatif --set
+
+
+def split_parts(text: str) -> list[str]:
+    """The entries of a `--tensor-split` text, split on any of SPLIT_SEPARATORS (empty entries dropped)."""
+    for sep in SPLIT_SEPARATORS[1:]:
+        text = text.replace(sep, ",")
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def parse_split(text: str, n: int | None) -> tuple[float, ...]:
+    """`--tensor-split` text ("3,1,1,1", "3/1/1/1" or "3:1:1:1": one finite proportion >= 0 per device, not all
+    zero) as numbers, `n` of them (None: any count); else one line saying what it needs and how many it got."""
+    parts = split_parts(str(text))
     try:
         values = tuple(float(p) for p in parts)
     except ValueError:
         values = ()
-    if len(values) != n or any(not v >= 0 for v in values) or not sum(values) > 0:
-        raise WorkbenchError(f"tensor_split must be {n} comma-separated proportions >= 0 (one per device, not all "
-                             f"zero), got {text!r}")
+    if (n is not None and len(values) != n) or not values or any(not (math.isfinite(v) and v >= 0) for v in values) \
+            or not sum(values) > 0:
+        count, devices = ("", "") if n is None else (f"{n} ", f" ({n} device{'s' if n != 1 else ''})")
+        raise WorkbenchError(f"tensor_split must be {count}comma-separated numbers >= 0 (finite, not all zero), one "
+                             f"per device{devices}; ':' or '/' also separate them; got {text!r} ({len(parts)} given)")
     return values
 
 
@@ -131,12 +145,20 @@ class LlamaCppOptions:
     """llama.cpp's options in a deployment ([schemes.llamacpp]): `--tensor-split`."""
 
     tensor_split: str = declared(FieldSpec("llama.cpp --tensor-split: one proportion per device in cluster order "
-                                           "(\"3,1,1,1\"); empty: each device's free memory", kind="text",
+                                           "(\"3,1,1,1\"; '/' or ':' also separate, \"3:1:1:1\" for whatif --set); "
+                                           "empty: each device's free memory", kind="text",
                                            toml=(TomlKey("tensor_split"),)), default="")
 
     def __post_init__(self) -> None:
         if self.tensor_split:
-            parse_split(self.tensor_split, len([p for p in self.tensor_split.split(",") if p.strip()]))
+            parse_split(self.tensor_split, None)
+
+    def check(self, n_devices: int) -> LlamaCppOptions:
+        """These options if the split gives one proportion per device of a cluster of `n_devices`, else one line
+        (at load time: a wrong count is the file's error, not a scheme that does not apply)."""
+        if self.tensor_split:
+            parse_split(self.tensor_split, n_devices)
+        return self
 
     def schemes(self) -> tuple[str, ...]:
         """The schemes these options reach."""

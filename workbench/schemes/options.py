@@ -47,7 +47,9 @@ def parse_section(where: str, section: str, table) -> object:
     try:
         return SECTIONS[section](**values)
     except WorkbenchError as exc:
-        raise WorkbenchError(f"{where}: {exc}") from None
+        text = str(exc)
+        named = text.split(" ", 1)[0] in keys  # "tensor_split must be ...": name it schemes.<section>.<key>
+        raise WorkbenchError(f"{where}: {f'schemes.{section}.' if named else ''}{text}") from None
 
 
 def parse_schemes(where: str, table) -> tuple:
@@ -55,6 +57,20 @@ def parse_schemes(where: str, table) -> tuple:
     if not isinstance(table, Mapping):
         raise WorkbenchError(f"{where}: schemes must be a table of [schemes.<section>] tables, got {table!r}")
     return tuple(parse_section(where, section, sub) for section, sub in table.items())
+
+
+def check_cluster(where: str, options: tuple, n_devices: int) -> tuple:
+    """`options` checked against a cluster of `n_devices` (an options object with a `check(n_devices)`: a
+    tensor_split with one number per device), each error one line naming schemes.<section>.<key>."""
+    for opts in options:
+        if not hasattr(opts, "check"):
+            continue
+        section = next(name for name, cls in SECTIONS.items() if isinstance(opts, cls))
+        try:
+            opts.check(n_devices)
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"{where}: schemes.{section}.{exc}") from None
+    return options
 
 
 def parse_text(where: str, scheme: str, text: str) -> tuple:

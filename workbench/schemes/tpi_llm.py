@@ -411,6 +411,13 @@ def _retained(blk: Block, retain_every: int) -> bool:
     return retain_every > 0 and blk.kind == "ffn" and (blk.layer - 1) % retain_every == 0
 
 
+def attended(workload: Workload, token: int) -> int:
+    """Keys token `token` attends: the prompt (token 0) its own seq_len; decode step t >= 1 kv_len + t (the cache
+    the decode steps start from plus the steps' own keys; kv_len = seq_len unless the deployment says otherwise),
+    so the prompt length enters only the first token, never a decode step's time."""
+    return workload.seq_len if token == 0 else workload.kv_len + token
+
+
 def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, options: TPIOptions,
                 classes: list[DeviceClass]) -> tuple[list[Task], dict]:
     """Tasks of a prompt + `decode_tokens` decode steps (list order = each resource's order).
@@ -426,6 +433,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     With the scheduler off, the same loader reads every block of the master once, without a window, in
     the first token ("the full weights are loaded into the memory at once", Sec. 4.1): TTFT is then
     bound by the master's disk as with the scheduler, and later tokens find every weight resident.
+    Token t attends `attended(workload, t)` keys.
     """
     bits, act = workload.weight_bits, workload.activation_bits / 8
     prompt = workload.seq_len
@@ -478,7 +486,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     prev_post: list[str] = []
     for token in range(options.decode_tokens + 1):
         tokens = prompt if token == 0 else 1
-        kv_len = prompt + token
+        kv_len = attended(workload, token)
         pre = compute(master, blocks[0][0], token, tokens, kv_len, prev_post)
         prev = network(f"t{token}.bcast", "broadcast", tokens, [pre])
         for layer in range(model.n_layers):
