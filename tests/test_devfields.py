@@ -12,7 +12,14 @@ from deploy_toml import board_deployment
 
 from workbench.errors import WorkbenchError
 from workbench.fields import declared_fields
-from workbench.hardware import DeviceSpec, device_names, load_device, preset_table
+from workbench.hardware import (
+    OS_RESERVE_KEY,
+    RAM_VARIANTS_KEY,
+    DeviceSpec,
+    device_names,
+    load_device,
+    preset_table,
+)
 from workbench.io import REPO_ROOT
 
 # Preset constants no code reads: the inputs a preset's derived numbers were computed from (its peak from
@@ -27,7 +34,8 @@ DERIVATION_INPUTS = {"flops_per_cycle_per_core", "gpu_frequency", "cuda_cores", 
 # The functions that may look a constant up in a device's provenance: the typical-efficiency notice reads the
 # constant's name and source (where the value comes from), never its value.
 PROVENANCE_READERS = {("workbench/hardware.py", "is_typical_efficiency"),
-                      ("workbench/hardware.py", "efficiency_notices")}
+                      ("workbench/hardware.py", "efficiency_notices"),
+                      ("workbench/hardware.py", "budget_notices")}  # cites the OS reserve's kind and source
 NEW_KEYS = {  # the nine provenance-only preset constants and the stack what-if: field -> (TOML key, TOML value, SI)
     "clock_hz": ("clock_mhz", 825, 825e6), "program_dispatch_s": ("program_dispatch_us", 11, 11e-6),
     "layer_time_floor_s": ("layer_time_floor_ms", 60, 0.06),
@@ -67,7 +75,8 @@ def provenance_lookups() -> dict[tuple[str, str], str]:
 
 @pytest.mark.source_scan
 def test_no_device_value_is_read_out_of_provenance():
-    """Only the typical-efficiency notice looks into a device's provenance, and it reads no value there."""
+    """Only the typical-efficiency and memory-budget notices look into a device's provenance (for a kind and a
+    source), and they read no value there."""
     found = provenance_lookups()
     assert set(found) == PROVENANCE_READERS, f"provenance is for where a value comes from: {sorted(found)}"
     for key, source in found.items():
@@ -86,6 +95,7 @@ def test_every_preset_constant_is_a_field_or_a_derivation_input():
     """A preset's constant loads into a DeviceSpec field (by its preset_key), a peak, a memory level, or is
     one of the named derivation inputs no code reads: no value rides in provenance alone."""
     keys = {s.preset_key for _, s in declared_fields(DeviceSpec) if s.preset_key}
+    keys |= {RAM_VARIANTS_KEY, OS_RESERVE_KEY}  # device_from_table loads them into ram_variants / os_reserve_bytes
     for device_id in device_names():
         for name in preset_table(device_id):
             if name != "meta" and not name.startswith(("peak_flops_", "mem_")):

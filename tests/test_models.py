@@ -85,3 +85,31 @@ def test_unknown_model_lists_the_registry():
 
     with pytest.raises(WorkbenchError, match="registered models"):
         get_model("Llama 9 1T")
+
+
+# Dense models people run on boards, each pinned to its published size (levanter-style): the model card's figure,
+# which cards round or cut to the digits shown, so the tolerance is one unit of its last digit.
+PUBLISHED = {"Llama 3.2-1B": (1.23e9, 0.01e9), "Llama 3.2-3B": (3.21e9, 0.01e9), "Qwen2.5-0.5B": (0.49e9, 0.01e9),
+             "Qwen2.5-3B": (3.09e9, 0.01e9), "Qwen2.5-7B": (7.61e9, 0.01e9), "Phi-3-mini-4k": (3.8e9, 0.1e9)}
+# keras-hub's exact counts of Qwen3 (its presets' "params"), which include the Q/K RMSNorms the workbench does not
+# cost (2 x d_head per layer): the rest must match to the parameter.
+KERAS_QWEN3 = {"Qwen3-1.7B": 1_720_574_976, "Qwen3-4B": 4_022_468_096, "Qwen3-8B": 8_190_735_360}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_dense_edge_models_match_their_published_size_to_its_last_digit(name):
+    published, unit = PUBLISHED[name]
+    assert abs(MODELS[name].total_params() - published) <= unit, MODELS[name].total_params()
+    assert MODELS[name].reported_params == published and "config.json" in MODELS[name].source
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_QWEN3))
+def test_qwen3_matches_keras_hubs_exact_count_less_its_qk_norms(name):
+    m = MODELS[name]
+    assert m.total_params() + 2 * m.d_head * m.n_layers == KERAS_QWEN3[name]
+
+
+def test_a_sliding_window_caps_phi3s_positions():
+    # Phi-3-mini-4k's config.json: max_position_embeddings 4096, sliding_window 2047 (modelfile.SLIDING_WINDOW_RULE)
+    assert MODELS["Phi-3-mini-4k"].max_positions == 2047
+    assert get_model("qwen2.5 7b").name == "Qwen2.5-7B" and get_model("phi-3-mini").name == "Phi-3-mini-4k"

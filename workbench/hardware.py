@@ -211,6 +211,11 @@ class DeviceSpec:
     # measured multiply-accumulates per second of an engine's quantized kernels on this device, by
     # "<engine>_<format>_<gemv|gemm>" (a preset's `kernel_rate_<key>` constants; `workbench.kernel_cost`)
     kernel_rates: dict[str, float] = field(default_factory=dict)
+    # a board sold in several RAM sizes (GiB; its preset's `ram_variants`) and, once budgeted (`with_board_ram`), its
+    # RAM and what its OS keeps: the outermost level's capacity is then board_ram_bytes - os_reserve_bytes
+    ram_variants: tuple[float, ...] = ()
+    board_ram_bytes: float = 0.0
+    os_reserve_bytes: float = 0.0
     provenance: dict[str, Constant] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -418,9 +423,15 @@ def device_from_table(table: dict, where: str) -> DeviceSpec:
         consts["memory_efficiency"] = typical_memory_efficiency(meta.get("device_class", ""), name, where)
         v["memory_efficiency"] = consts["memory_efficiency"].value
     rates = {k.removeprefix(KERNEL_RATE_PREFIX): float(val) for k, val in v.items() if k.startswith(KERNEL_RATE_PREFIX)}
-    return DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
+    variants = v.get(RAM_VARIANTS_KEY, [])
+    spec = DeviceSpec(name=name, peak_flops=peaks, memory=tuple(memory), device_class=meta.get("device_class", ""),
                       isa=parse_isa(f"{where}: meta.isa", meta.get("isa", [])), core=meta.get("core", ""),
-                      kernel_rates=rates, provenance=consts, **_preset_values(DeviceSpec, v))
+                      kernel_rates=rates, provenance=consts,
+                      ram_variants=tuple(float(x) for x in (variants if isinstance(variants, list) else [variants])),
+                      **_preset_values(DeviceSpec, v))
+    if OS_RESERVE_KEY in v and memory:
+        return with_board_ram(spec, reserve_bytes=float(v[OS_RESERVE_KEY]), where=where)
+    return spec
 
 
 def parse_isa(where: str, value: object) -> tuple[str, ...]:
@@ -432,6 +443,59 @@ def parse_isa(where: str, value: object) -> tuple[str, ...]:
     if unknown:
         raise WorkbenchError(f"{where}: unknown feature {unknown[0]!r}; allowed: {', '.join(ISA_FEATURES)}")
     return tuple(value)
+
+
+# ---- boards sold in several RAM sizes, less what the operating system keeps ------------------------------------
+# A preset's outermost memory level is the board's RAM; `RAM_VARIANTS_KEY` lists the sizes (GiB) the board is sold
+# in and `OS_RESERVE_KEY` the bytes its operating system keeps, so the memory a model may use is RAM - reserve.
+RAM_VARIANTS_KEY = "ram_variants"
+OS_RESERVE_KEY = "os_reserve"
+
+
+def with_board_ram(device: DeviceSpec, ram_bytes: float | None = None, reserve_bytes: float | None = None,
+                   where: str = "", source: str = "") -> DeviceSpec:
+    """`device` with its outermost memory level = board RAM (`ram_bytes`, default its board's, else that level's
+    capacity) less the OS reserve (`reserve_bytes`, default its own, else 0), the budget a model may use; the RAM and
+    the reserve a deployment gives are recorded as assumed constants citing `source`."""
+    if not device.memory:
+        raise WorkbenchError(f"{where}: device {device.name!r} lists no memory levels to budget")
+    level = device.memory[-1]
+    ram = ram_bytes if ram_bytes is not None else device.board_ram_bytes or level.capacity_bytes
+    reserve = reserve_bytes if reserve_bytes is not None else device.os_reserve_bytes
+    if not 0 <= reserve < ram:
+        raise WorkbenchError(f"{where}: the OS reserve of {device.name!r} ({reserve / GIB:g} GiB) must be >= 0 and "
+                             f"below its RAM ({ram / GIB:g} GiB)")
+    provenance = dict(device.provenance)
+    ram_key = f"mem_{level.name}_capacity"
+    if ram_bytes is not None:
+        variants = [v for v in device.ram_variants if math.isclose(v * GIB, ram_bytes)]
+        cite = f"the {ram_bytes / GIB:g} GiB variant of {RAM_VARIANTS_KEY}" if variants else source or "assumed"
+        provenance[ram_key] = Constant(ram_key, ram_bytes, "B", "datasheet" if variants else "assumed", cite)
+    if reserve_bytes is not None and source:
+        provenance[OS_RESERVE_KEY] = Constant(OS_RESERVE_KEY, reserve_bytes, "B", "assumed", source)
+    memory = (*device.memory[:-1], replace(level, capacity_bytes=ram - reserve))
+    try:
+        return replace(device, memory=memory, board_ram_bytes=ram, os_reserve_bytes=reserve, provenance=provenance)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: {exc}") from None
+
+
+def budget_notices(devices) -> list[str]:
+    """One line per distinct device (by name) whose memory is budgeted: board RAM - OS reserve = what the model may
+    use, and where the reserve comes from (whatif prints these)."""
+    lines, seen = [], set()
+    for device in devices:
+        budgeted = device.board_ram_bytes and math.isclose(device.memory_bytes,
+                                                           device.board_ram_bytes - device.os_reserve_bytes)
+        if device.name in seen or not budgeted:  # not budgeted, or its memory changed since (a what-if's)
+            continue
+        seen.add(device.name)
+        reserve = device.provenance.get(OS_RESERVE_KEY)
+        cite = f" (os_reserve {reserve.kind}: {reserve.source.split('. ')[0]})" if reserve is not None else ""
+        lines.append(f"memory budget: {device.name}: {device.board_ram_bytes / GIB:g} GiB board RAM - "
+                     f"{device.os_reserve_bytes / GIB:g} GiB OS reserve = {device.memory_bytes / GIB:g} GiB for the "
+                     f"model{cite}")
+    return lines
 
 
 def device_names() -> list[str]:

@@ -396,6 +396,19 @@ def _moe(name, layers, d, heads, kv, d_expert, vocab, experts, active, source, p
                              reported_params=params, n_experts=experts, n_active_experts=active, extra=extra, **kw)
 
 
+# Where the dense models' configs and sizes were found (repository file @ commit).
+_LLAMA32_1B = "MatthewGoldsberry/LLM-Projects Llama-3.2-1B/config.json @ bf1733705e944f312bf5564d13932a9b6de21606"
+_LLM_PROF = "citsjtu2020/LLM-Prof sglang/Model_Config.md @ 8434c8d19c396b2f95d92a67845a7c0a0e0dd512"
+_PADDLE_CARDS = "ZHUI/paddlenlp_model_readme @ 40a7101e89dcf9a0dedb0e0d48c8c357fcc95996"
+_CARD_L32 = f"(copy: {_PADDLE_CARDS} meta-llama/Llama-3.2-1B/index.md, Params column)"
+_KERAS_QWEN3 = "keras-team/keras-hub keras_hub/src/models/qwen3/qwen3_presets.py @ 1df65dab96fb417c6df011c25802017109e96c66"
+
+
+def _card_qwen25(size: str) -> str:
+    """Where a Qwen2.5 model card's 'Number of Parameters' line was read."""
+    return f"(copy: {_PADDLE_CARDS} Qwen/Qwen2.5-{size}/index.md)"
+
+
 _MODELS: tuple[TransformerConfig, ...] = (
     # MCU paper (Bochem et al.), Sec. V-A: E=512, intermediate 2048, 8 layers, 8 heads; S=128/16.
     _llama("TinyLlama-42M", 8, 512, 8, 8, 2048, 32000,
@@ -437,6 +450,56 @@ _MODELS: tuple[TransformerConfig, ...] = (
     _llama("Llama 3.1-70B", 80, 8192, 64, 8, 28672, 128256, "Meta 2024 (Llama 3.1, 70.6B)", params=70.6e9,
            positions=131072),
     _llama("Yi-34B", 60, 7168, 56, 8, 20480, 64000, "01.AI 2023 (Yi-34B, 34.4B)", params=34.4e9),
+    # ---- dense models people run on boards: each from its config.json as published on Hugging Face, found copied
+    # verbatim in the public repository + file cited (the HF repositories themselves are not in the searchable
+    # index); published sizes from the model cards cited. Costed as family llama (pre-RMSNorm, SwiGLU, GQA, rotary):
+    # Qwen2's Q/K/V biases (q_dim + 2 kv_dim per layer, under 0.01 %) and Qwen3's Q/K RMSNorms (2 d_head per
+    # layer) are not counted.
+    _llama("Llama 3.2-1B", 16, 2048, 32, 8, 8192, 128256,
+           f"meta-llama/Llama-3.2-1B config.json (copy: {_LLAMA32_1B}; 16 layers, hidden 2048, 32 heads x 64, "
+           f"8 KV heads, intermediate 8192, vocab 128256, tied, 131072 positions); model card {_CARD_L32}: 1.23B",
+           params=1.23e9, positions=131072, tie=True),
+    _llama("Llama 3.2-3B", 28, 3072, 24, 8, 8192, 128256,
+           f"meta-llama/Llama-3.2-3B config.json (copy: {_LLM_PROF}, 'Llama-3.2-3B'; 28 layers, hidden 3072, 24 heads "
+           f"x 128, 8 KV heads, intermediate 8192, vocab 128256, tied, 131072 positions); model card {_CARD_L32}: "
+           "3.21B", params=3.21e9, positions=131072, tie=True),
+    _llama("Qwen2.5-0.5B", 24, 896, 14, 2, 4864, 151936,
+           "Qwen/Qwen2.5-0.5B-Instruct config.json (copy: infinityarpan/qwen-25-api "
+           "models/Qwen2.5-0.5B-Instruct/config.json @ 88ec35fc849f376d0bb2c797f2579874e4d076ea; 24 layers, hidden "
+           "896, 14 heads, 2 KV heads, intermediate 4864, vocab 151936, tied, 32768 positions, use_sliding_window "
+           f"false; the base model shares the architecture); model card {_card_qwen25('0.5B')}: 0.49B",
+           params=0.49e9, positions=32768, tie=True),
+    _llama("Qwen2.5-3B", 36, 2048, 16, 2, 11008, 151936,
+           f"Qwen/Qwen2.5-3B config.json (copy: {_LLM_PROF}, 'Qwen2.5-3B'; 36 layers, hidden 2048, 16 heads, 2 KV "
+           "heads, intermediate 11008, vocab 151936, tied, 32768 positions, use_sliding_window false); model card "
+           f"{_card_qwen25('3B')}: 3.09B", params=3.09e9, positions=32768, tie=True),
+    _llama("Qwen2.5-7B", 28, 3584, 28, 4, 18944, 152064,
+           f"Qwen/Qwen2.5-7B config.json (copy: {_LLM_PROF}, 'Qwen2.5-7B'; 28 layers, hidden 3584, 28 heads, 4 KV "
+           "heads, intermediate 18944, vocab 152064, untied, 131072 positions, use_sliding_window false); model card "
+           f"{_card_qwen25('7B')}: 7.61B", params=7.61e9, positions=131072),
+    _llama("Qwen3-1.7B", 28, 2048, 16, 8, 6144, 151936,
+           "Qwen/Qwen3-1.7B config.json (copy: mephisto1484/Neko-LoRA-Build-Your-AI-Catgirl Qwen3-1.7B/config.json @ "
+           "1d5d0234975c08fb04966e5c0058add27f1ae315; 28 layers, hidden 2048, 16 heads x 128, 8 KV heads, "
+           f"intermediate 6144, vocab 151936, tied, 40960 positions, every layer full attention); {_KERAS_QWEN3} "
+           "qwen3_1.7b_en: 1,720,574,976", params=1720574976, positions=40960, tie=True, d_head=128),
+    _llama("Qwen3-4B", 36, 2560, 32, 8, 9728, 151936,
+           f"Qwen/Qwen3-4B config.json (copy: {_LLM_PROF}, 'Qwen3-4B'; 36 layers, hidden 2560, 32 heads x 128, 8 KV "
+           f"heads, intermediate 9728, vocab 151936, tied, 40960 positions); {_KERAS_QWEN3} qwen3_4b_en: "
+           "4,022,468,096", params=4022468096, positions=40960, tie=True, d_head=128),
+    _llama("Qwen3-8B", 36, 4096, 32, 8, 12288, 151936,
+           f"Qwen/Qwen3-8B config.json (copy: {_LLM_PROF}, 'Qwen3-8B'; 36 layers, hidden 4096, 32 heads x 128, 8 KV "
+           f"heads, intermediate 12288, vocab 151936, untied, 40960 positions); {_KERAS_QWEN3} qwen3_8b_en: "
+           "8,190,735,360", params=8190735360, positions=40960, d_head=128),
+    _llama("Phi-3-mini-4k", 32, 3072, 32, 32, 8192, 32064,
+           "microsoft/Phi-3-mini-4k-instruct config.json (copy: NVIDIA/TensorRT-LLM "
+           "tests/unittest/_torch/modeling/test_modeling_phi3.py @ 43b18bdf762a7df3f2c0d2611c7ad87e57802310, "
+           "PHI3_MINI_4K_CONFIG; 32 layers, hidden 3072, 32 heads, 32 KV heads, intermediate 8192, vocab 32064, "
+           "untied; fused qkv_proj and gate_up_proj hold the same weights as separate ones). Its sliding_window 2047 "
+           "is costed by capping max_positions at 2047 (of max_position_embeddings 4096): within the window sliding "
+           "attention is full attention, so the costing is exact there (modelfile.SLIDING_WINDOW_RULE); model card "
+           "(asgaardlab/model-card-reorganization verified_model_cards/microsoft@Phi-3-mini-128k-instruct/"
+           "2_original_model_card.md @ 3a0a6702b42ac2a960774259f4573059561b8dd8, the Mini's 4K and 128K variants): "
+           "3.8B", params=3.8e9, positions=2047),
     # ---- mixtures of experts (config.json of each Hugging Face repository; published totals in their cards) ----
     _moe("Qwen3-30B-A3B", 48, 2048, 32, 4, 768, 151936, 128, 8,
          "Qwen/Qwen3-30B-A3B config.json (48 layers, hidden 2048, 32 heads x 128, 4 KV heads, 128 experts of 768, "
@@ -487,7 +550,10 @@ ALIASES = {"llama27b": "Llama 2-7B", "llama213b": "Llama 2-13B", "llama270b": "L
            "minilm": "MiniLM-L6-H384", "allminilml6v2": "MiniLM-L6-H384", "tinyllama": "TinyLlama-42M",
            "bertbase": "BERT-base", "qwen330b": "Qwen3-30B-A3B", "qwen3235b": "Qwen3-235B-A22B",
            "mixtral8x7b": "Mixtral-8x7B", "mixtral": "Mixtral-8x7B", "olmoe": "OLMoE-1B-7B", "olmoe1b7b0924": "OLMoE-1B-7B",
-           "deepseekv2lite": "DeepSeek-V2-Lite", "gptoss20b": "gpt-oss-20b"}
+           "deepseekv2lite": "DeepSeek-V2-Lite", "gptoss20b": "gpt-oss-20b",
+           "llama321b": "Llama 3.2-1B", "llama323b": "Llama 3.2-3B", "qwen2505b": "Qwen2.5-0.5B", "qwen2505binstruct": "Qwen2.5-0.5B",
+           "qwen253b": "Qwen2.5-3B", "qwen257b": "Qwen2.5-7B", "qwen317b": "Qwen3-1.7B", "qwen34b": "Qwen3-4B",
+           "qwen38b": "Qwen3-8B", "phi3mini": "Phi-3-mini-4k", "phi3mini4kinstruct": "Phi-3-mini-4k"}
 
 
 def find_model(name: str) -> TransformerConfig | None:

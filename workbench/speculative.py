@@ -79,6 +79,7 @@ class Speculation:
     accepted_lengths: tuple[float, ...] | None = None
     device: DeviceSpec | None = None  # the draft's own device (placement "own")
     link: Link | None = None  # the link between the draft's device and the root (placement "own")
+    draft_config: TransformerConfig | None = None  # a draft read from its file (`draft` is then its name)
 
     def __post_init__(self) -> None:
         require_choice("placement", self.placement, PLACEMENTS)
@@ -92,12 +93,14 @@ class Speculation:
             object.__setattr__(self, "accepted_lengths", tuple(float(p) for p in self.accepted_lengths))
         if self.placement == "own" and (self.device is None or self.link is None):
             raise WorkbenchError("placement 'own' needs the draft's device and its link to the root")
-        if self.draft != NGRAM:
+        if self.draft != NGRAM and self.draft_config is None:
             get_model(self.draft)
 
     @property
     def draft_model(self) -> TransformerConfig | None:
-        """The draft's registered model (None for n-gram prompt lookup)."""
+        """The draft's model: read from its file, else the registered one (None for n-gram prompt lookup)."""
+        if self.draft_config is not None:
+            return self.draft_config
         return None if self.draft == NGRAM else get_model(self.draft)
 
 

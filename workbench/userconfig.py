@@ -28,6 +28,7 @@ dimensions on `TransformerConfig`; the parser's accepted keys, its range checks 
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import MISSING, dataclass, replace
@@ -45,7 +46,9 @@ from workbench.hardware import (
     load_device,
     parse_isa,
     typical_memory_efficiency,
+    with_board_ram,
 )
+from workbench.modelfile import expand_file, read_model_file, resolve_path
 from workbench.models import FAMILIES, MODELS, ROUTERS, TransformerConfig, find_model
 from workbench.network import LINK_CLASSES, TOPOLOGY_KINDS, Link, Topology, link_class
 from workbench.routing import (
@@ -75,7 +78,13 @@ ENTRY_FIELDS = {
     "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
     "preset": FieldSpec("a data/devices id or a path to a device TOML (relative to this file) in place of the "
                         "device's own keys", kind="text", toml=(TomlKey("preset"),)),
+    "ram_gib": FieldSpec("with preset: the board's RAM, one of the sizes the preset lists it sold in (ram_variants)",
+                         "B", 0.0, math.inf, low_open=True, file_high=2.0**40, toml=(TomlKey("ram_gib", GIB, "GiB"),)),
+    "os_reserve_gib": FieldSpec("with preset: RAM the operating system keeps; the model's memory is board RAM less "
+                                "this (default: the preset's os_reserve, else 0)", "B", 0.0, math.inf,
+                                file_high=2.0**40, toml=(TomlKey("os_reserve_gib", GIB, "GiB"),)),
 }
+BOARD_KEYS = ("ram_gib", "os_reserve_gib", "memory")  # a preset entry's board keys (`preset_board`)
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,8 @@ SPECULATIVE_EXTRA = {
                         "that many); probabilities that sum to 1",
     "draft_device": "placement = \"own\": the draft's device, a preset id or a device-TOML path (reached over the "
                     "[network] link)",
+    "draft_file": "in place of draft: the draft model as its GGUF file or Hugging Face config.json (a path relative "
+                  "to this file), read like [model] file",
 }
 SPECULATIVE_KEYS = (*SPECULATIVE_FIELDS, *SPECULATIVE_EXTRA, "sources")
 # Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
@@ -138,7 +149,7 @@ KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
 MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
               "max_positions", "tie_embeddings", "n_experts", "n_active_experts", "n_shared_experts",
               "n_dense_layers", "d_dense_ff", "router", "kv_lora_rank", "qk_rope_dim", "v_head_dim")
-MODEL_KEYS = ("name", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
+MODEL_KEYS = ("name", "file", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
               "sources") + MODEL_DIMS
 
 
@@ -255,9 +266,10 @@ def _bits(where: str, table: dict, name: str, default: float | None) -> float | 
     return default
 
 
-def parse_model(where: str, table: dict) -> tuple[TransformerConfig, float, float]:
+def parse_model(where: str, table: dict, base_dir: Path | None = None) -> tuple[TransformerConfig, float, float]:
     """The [model] table; a weight_format naming a llama.cpp file type (Q4_K_M) gives that model's file's
-    average bits per weight (`formats.recipe_bits`)."""
+    average bits per weight (`formats.recipe_bits`); a `file` gives the keys it holds (`modelfile.expand_file`)."""
+    table = expand_file(where, table, base_dir)[0]
     recipe = table.get("weight_format") if isinstance(table, dict) else None
     if not (isinstance(recipe, str) and recipe in RECIPE_DEFAULTS):
         return _model_and_bits(where, table)
@@ -379,11 +391,12 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     table = _table(where, key, table, DEVICE_KEYS)
     count = _integer(where, f"{key}.count", table.get("count", 1))
     if "preset" in table:
-        extra = sorted(set(table) - {"preset", "count", "name", "sources", "isa", *PRESET_OVERRIDES})
+        extra = sorted(set(table) - {"preset", "count", "name", "sources", "isa", *BOARD_KEYS, *PRESET_OVERRIDES})
         if extra:
             raise WorkbenchError(f"{where}: {key} uses preset, so {extra[0]} is not allowed (only name, count, isa, "
-                                 f"{', '.join(PRESET_OVERRIDES)})")
+                                 f"{', '.join(BOARD_KEYS)}, {', '.join(PRESET_OVERRIDES)})")
         spec = load_preset(where, key, _text(where, f"{key}.preset", table["preset"]), base_dir)
+        spec = preset_board(where, key, spec, table)
         changes = declared_numbers(where, key, table, DeviceSpec)
         if "name" in table:
             changes["name"] = _text(where, f"{key}.name", table["name"])
@@ -396,6 +409,10 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     for name in (*required_keys(DeviceSpec), "memory"):  # a preset may list no memory; a file's device must
         if name not in table:
             raise WorkbenchError(f"{where}: missing key {key}.{name}")
+    for name in ("ram_gib", "os_reserve_gib"):
+        if name in table:
+            raise WorkbenchError(f"{where}: {key}.{name} needs preset (a board's RAM and OS reserve); a device of "
+                                 "its own states its memory capacity directly")
     peak_flops = parse_peaks(where, key, table)
     levels = table["memory"]
     if not isinstance(levels, list) or not levels:
@@ -418,6 +435,83 @@ def parse_device(where: str, index: int, table: dict, base_dir: Path | None = No
     except WorkbenchError as exc:
         raise WorkbenchError(f"{where}: {key}: {exc}") from None
     return spec, count
+
+
+def preset_board(where: str, key: str, spec: DeviceSpec, table: dict) -> DeviceSpec:
+    """A preset's board as a [[devices]] entry buys it: `ram_gib` (one of the preset's RAM variants), a
+    [[devices.memory]] capacity or bandwidth of a named level, `os_reserve_gib`; the model's memory is then the
+    board's RAM less the OS reserve (`hardware.with_board_ram`). No board key: the preset as it is."""
+    if not any(name in table for name in BOARD_KEYS):
+        return spec
+    ram = ENTRY_FIELDS["ram_gib"].check(f"{where}: {key}.ram_gib", table["ram_gib"], GIB, True) \
+        if "ram_gib" in table else None
+    if ram is not None:
+        variants = spec.ram_variants
+        if not variants:
+            raise WorkbenchError(f"{where}: {key}.ram_gib: preset {spec.name!r} lists no RAM variants; give its "
+                                 "[[devices.memory]] capacity_gib instead")
+        if not any(math.isclose(ram, v * GIB) for v in variants):
+            raise WorkbenchError(f"{where}: {key}.ram_gib must be one of {', '.join(f'{v:g}' for v in variants)} "
+                                 f"(the RAM sizes {spec.name} is sold in, GiB), got {table['ram_gib']!r}")
+    spec, outer = preset_memory(where, key, spec, table.get("memory", []))
+    if outer is not None and ram is not None:
+        raise WorkbenchError(f"{where}: give {key}.ram_gib or the capacity of {key}.memory's {spec.memory[-1].name}, "
+                             "not both")
+    reserve = ENTRY_FIELDS["os_reserve_gib"].check(f"{where}: {key}.os_reserve_gib", table["os_reserve_gib"], GIB,
+                                                   True) if "os_reserve_gib" in table else None
+    if ram is None and outer is None and reserve is None:
+        return spec
+    board_ram = ram or outer or spec.board_ram_bytes or spec.memory_bytes
+    if reserve is not None and reserve >= board_ram:
+        raise WorkbenchError(f"{where}: {key}.os_reserve_gib must be below the board's RAM ({board_ram / GIB:g} GiB), "
+                             f"got {table['os_reserve_gib']!r}")
+    board = with_board_ram(spec, ram if ram is not None else outer, reserve, f"{where}: {key}",
+                           f"{key} in {where} (a deployment's value)")
+    sold = ram if ram is not None else outer
+    return board if sold is None else board.with_changes(name=_sized_name(board.name, sold))
+
+
+def _sized_name(name: str, ram_bytes: float) -> str:
+    """A preset's name with its RAM size replaced ('Raspberry Pi 5 (8 GB)' -> '... (16 GB)'), else appended."""
+    size = f"({ram_bytes / GIB:g} GB)"
+    named = re.sub(r"\(\d+(\.\d+)? GB\)", size, name)
+    return named if named != name or size in name else f"{name} {size}"
+
+
+def preset_memory(where: str, key: str, spec: DeviceSpec, levels) -> tuple[DeviceSpec, float | None]:
+    """[[devices.memory]] under a preset: each names one of the preset's levels and may set its capacity (one
+    unit) and bandwidth_gb_per_s. Returns the device with the inner levels changed and the outermost level's new
+    capacity (the board's RAM, budgeted by the caller), None when not given."""
+    if not isinstance(levels, list):
+        raise WorkbenchError(f"{where}: {key}.memory must be a list of [[devices.memory]] tables")
+    outer = None
+    for j, level in enumerate(levels):
+        where_key = f"{key}.memory[{j}]"
+        level = _table(where, where_key, level, MEMORY_KEYS, ("name",))
+        names = [m.name for m in spec.memory]
+        if level["name"] not in names:
+            raise WorkbenchError(f"{where}: {where_key}.name must be one of the preset's levels "
+                                 f"({', '.join(names) or 'none'}), got {level['name']!r}")
+        given = [k for k in CAPACITY_UNITS if k in level]
+        if len(given) > 1:
+            raise WorkbenchError(f"{where}: {where_key} needs at most one of {', '.join(CAPACITY_UNITS)}")
+        fields = MemoryLevel.__dataclass_fields__
+        changes = {}
+        if given:
+            spec_c = fields["capacity_bytes"].metadata["spec"]
+            changes["capacity_bytes"] = spec_c.check(f"{where}: {where_key}.{given[0]}", level[given[0]],
+                                                     CAPACITY_UNITS[given[0]], True)
+        if "bandwidth_gb_per_s" in level:
+            changes["bandwidth_bytes_per_s"] = fields["bandwidth_bytes_per_s"].metadata["spec"].check(
+                f"{where}: {where_key}.bandwidth_gb_per_s", level["bandwidth_gb_per_s"], 1e9, True)
+        if level["name"] == names[-1] and "capacity_bytes" in changes:
+            outer = changes.pop("capacity_bytes")
+        if changes:
+            try:
+                spec = spec.with_memory(level["name"], **changes)
+            except WorkbenchError as exc:
+                raise WorkbenchError(f"{where}: {where_key}: {exc}") from None
+    return spec, outer
 
 
 def parse_peaks(where: str, key: str, table: dict) -> dict[str, float]:
@@ -455,7 +549,7 @@ def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> li
 def config_keys_table() -> str:
     """The [[devices]], [[devices.memory]], [network], [workload] and [model] keys as a Markdown table, derived from
     the field declarations (docs/keys.md carries a copy; tests/test_fields.py checks they agree)."""
-    tunable = {"name", "count", "preset", "isa", *PRESET_OVERRIDES}
+    tunable = {"name", "count", "preset", "isa", *BOARD_KEYS, *PRESET_OVERRIDES}
     rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
     rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)
     rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)
@@ -467,6 +561,9 @@ def config_keys_table() -> str:
     rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
     rows += _key_rows("[workload]", [f.spec for f in CACHE_FIELDS.values()])
     rows.append(f"| `[workload]` | `engine` |  | text |  | {ENGINE_KEY_HELP} |")
+    rows.append("| `[model]` | `file` |  | a path |  | the model as its GGUF file or Hugging Face config.json (relative "
+                "to this file; a folder: its config.json): architecture and dimensions, and a GGUF's weight format or "
+                "exact bits; keys given beside it win (docs/whatif.md) |")
     rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
     rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
     rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
@@ -529,8 +626,10 @@ def parse_network(where: str, table: dict, n_devices: int) -> Topology:
 
 def parse_speculative(where: str, table: dict, cluster: Cluster, base_dir: Path | None) -> Speculation:
     """The [speculative] table: draft, placement, gamma and alpha (or accepted_lengths), each checked in one line."""
-    table = _table(where, "speculative", table, SPECULATIVE_KEYS, ("draft",))
-    values = {"gamma": SPECULATIVE_FIELDS["gamma"].check(f"{where}: speculative.gamma", table["gamma"])} \
+    table = _table(where, "speculative", table, SPECULATIVE_KEYS)
+    draft, draft_config = parse_draft(where, table, base_dir)
+    values = {"draft_config": draft_config} if draft_config is not None else {}
+    values |= {"gamma": SPECULATIVE_FIELDS["gamma"].check(f"{where}: speculative.gamma", table["gamma"])} \
         if "gamma" in table else {}
     if "alpha" in table:
         values["alpha"] = float(SPECULATIVE_FIELDS["alpha"].check(f"{where}: speculative.alpha", table["alpha"]))
@@ -553,9 +652,20 @@ def parse_speculative(where: str, table: dict, cluster: Cluster, base_dir: Path 
                                                                     table["draft_device"]), base_dir, "draft_device")
         values["link"] = cluster.topology.link
     try:
-        return Speculation(_text(where, "speculative.draft", table["draft"]), placement, **values)
+        return Speculation(draft, placement, **values)
     except WorkbenchError as exc:
         raise _in_speculative(where, exc) from None
+
+
+def parse_draft(where: str, table: dict, base_dir: Path | None) -> tuple[str, TransformerConfig | None]:
+    """[speculative] draft (a registered name or "ngram") or draft_file (its GGUF or config.json, read like [model]
+    file): the draft's name and, from a file, its config; exactly one of the two keys."""
+    if ("draft" in table) == ("draft_file" in table):
+        raise WorkbenchError(f"{where}: [speculative] needs exactly one of speculative.draft and speculative.draft_file")
+    if "draft" in table:
+        return _text(where, "speculative.draft", table["draft"]), None
+    draft = read_model_file(resolve_path(table["draft_file"], base_dir, "speculative.draft_file", where)).config()
+    return draft.name, draft
 
 
 def _in_speculative(where: str, exc: WorkbenchError) -> WorkbenchError:
@@ -587,7 +697,8 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     looked up relative to `base_dir`, the config file's folder)."""
     table = _table(where, "", table, TOP_KEYS, ("model", "network", "devices"))
     meta = _table(where, "meta", table.get("meta", {}), META_KEYS)
-    model, weight_bits, activation_bits = parse_model(where, table["model"])
+    model_table = expand_file(where, table["model"], base_dir)[0]
+    model, weight_bits, activation_bits = parse_model(where, model_table)
     devices_table = table["devices"]
     if not isinstance(devices_table, list) or not devices_table:
         raise WorkbenchError(f"{where}: devices must be a non-empty list of [[devices]] tables")
@@ -617,8 +728,8 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
     engine = parse_engine(where, workload, table["model"].get("weight_format", ""))
     check_fits(model, cluster, weight_bits, where)
     name = meta.get("name", Path(where).stem)
-    kv_bits = _bits(where, table["model"], "kv", None)
-    formats = {f"{kind}_format": table["model"].get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
+    kv_bits = _bits(where, model_table, "kv", None)
+    formats = {f"{kind}_format": model_table.get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
     config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
                         kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache, engine=engine,
                         scheme_options=parse_scheme_options(where, table.get("schemes", {}), cluster.n))

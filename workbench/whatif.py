@@ -23,7 +23,7 @@ import pandas as pd
 
 from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
-from workbench.hardware import efficiency_notices
+from workbench.hardware import budget_notices, efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
@@ -184,13 +184,13 @@ def sweep_points(table: dict, devices: list | None, sets: list[tuple[str, list]]
     return points
 
 
-def set_lengths(doc: dict, seq_len: int | None, kv_len: int | None, where: str) -> dict:
+def set_lengths(doc: dict, seq_len: int | None, kv_len: int | None, where: str, base_dir: Path | None = None) -> dict:
     """The document with --seq-len as workload.seq_len and --kv-len as workload.kv_len (each only when given),
     each checked against the document's model: one line naming the option and its range."""
     lengths = {"seq_len": seq_len, "kv_len": kv_len}
     if all(v is None for v in lengths.values()):
         return doc
-    model = parse_model(where, doc.get("model", {}))[0] if isinstance(doc.get("model"), dict) else None
+    model = parse_model(where, doc.get("model", {}), base_dir)[0] if isinstance(doc.get("model"), dict) else None
     high = model.max_positions if model is not None else 1 << 20
     for key, value in lengths.items():
         if value is None:
@@ -541,6 +541,14 @@ def why_lines(frame: pd.DataFrame) -> list[str]:
     return [head, *lines] if lines else []
 
 
+def model_file_lines(doc: dict, path: Path) -> list[str]:
+    """One line on the [model] file, when the deployment names one: its kind, architecture and tensor formats."""
+    from workbench.modelfile import expand_file
+
+    found = expand_file(path.name, doc.get("model"), path.parent)[1]
+    return [found.summary()] if found is not None else []
+
+
 def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -> int:
     """One deployment: the arena table and the best schemes on stdout, the CSVs and charts into the output folder."""
     from workbench.userconfig import parse_config
@@ -554,7 +562,8 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
           f"{bytes_per_s_to_mbps(link.bandwidth_bytes_per_s):g} Mbps, {link.latency_s * 1e3:g} ms per hop\n")
     if config.model.is_moe:
         print(moe_header(config) + "\n")
-    for line in efficiency_notices(config.cluster.devices):
+    for line in [*model_file_lines(doc, path), *efficiency_notices(config.cluster.devices),
+                 *budget_notices(config.cluster.devices)]:
         print(line)
     print(format_table(arena))
     print(f"\n{best_line(arena)}")
@@ -580,7 +589,7 @@ def main(args: argparse.Namespace) -> int:
     table = read_document(path)
     devices = parse_values("--devices", args.devices) if args.devices else None
     sets = [parse_set(text) for text in args.set]
-    points = [(label, set_lengths(doc, args.seq_len, args.kv_len, path.name))
+    points = [(label, set_lengths(doc, args.seq_len, args.kv_len, path.name, path.parent))
               for label, doc in sweep_points(table, devices, sets)]
     if len(points) == 1:
         return _run_single(args, points[0][1], path, start)
