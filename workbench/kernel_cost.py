@@ -59,6 +59,12 @@ PATH_ORDER = {"gemv": ("repack_gemv", "vec_dot", "scalar"),
 OVERLAP = "out-of-order cores overlap streaming with arithmetic (max); in-order cores add them (sum)"
 
 
+class DeviceUndescribed(WorkbenchError):
+    """The device states too little to count an engine's kernel on it (no isa, no known core, no clock): the
+    operator table then costs the row at the device's dense rates and `whatif` says so (`undescribed_notices`); a
+    format the engine has no kernel for on a known ISA is a plain WorkbenchError (n/a)."""
+
+
 @dataclass(frozen=True)
 class KernelRow:
     """One kernel of data/kernels: SIMD instructions per block of `block_weights` MACs (one weight block against one
@@ -113,12 +119,12 @@ class Core:
 def isa_class(device: DeviceSpec) -> str:
     """The ISA class of the device's stated features (`ISA_CLASSES`), one line when it states none or no class fits."""
     if not device.isa:
-        raise WorkbenchError(f"device {device.name!r} states no isa features: an engine's kernels cannot be chosen "
+        raise DeviceUndescribed(f"device {device.name!r} states no isa features: an engine's kernels cannot be chosen "
                              "(state [meta] isa, e.g. [\"neon\", \"dotprod\"] or [\"avx2\", \"fma\", \"f16c\"])")
     for name, needs in ISA_CLASSES:
         if set(needs) <= set(device.isa):
             return name
-    raise WorkbenchError(f"device {device.name!r}: its isa {list(device.isa)} has no engine kernel class (needs one "
+    raise DeviceUndescribed(f"device {device.name!r}: its isa {list(device.isa)} has no engine kernel class (needs one "
                          f"of {', '.join('+'.join(n) for _, n in ISA_CLASSES)})")
 
 
@@ -181,7 +187,7 @@ def core_of(device: DeviceSpec) -> Core:
     """The device's core (`DeviceSpec.core`), one line when it states none or an unknown one."""
     known = cores()
     if device.core not in known:
-        raise WorkbenchError(f"device {device.name!r}: core {device.core!r} is not in {CORES_PATH.name} "
+        raise DeviceUndescribed(f"device {device.name!r}: core {device.core!r} is not in {CORES_PATH.name} "
                              f"(known: {', '.join(sorted(known)) or 'none'}); state [meta] core")
     return known[device.core]
 
@@ -226,7 +232,7 @@ def kernel_rate(device: DeviceSpec, engine: str, fmt: str, shape: str) -> float:
         return measured
     row = counted_row(device, engine, fmt, shape)
     if device.clock_hz <= 0:
-        raise WorkbenchError(f"device {device.name!r} states no clock_hz: its {fmt} kernel rate cannot be counted")
+        raise DeviceUndescribed(f"device {device.name!r} states no clock_hz: its {fmt} kernel rate cannot be counted")
     return device.clock_hz * device.cores * row.block_weights / core_of(device).cycles_per_block(row)
 
 
@@ -317,3 +323,29 @@ def format_for_bits(engine: str, bits: float) -> str:
     raise WorkbenchError(f"{name} runs its kernels by weight format and {float(bits):g} bits are "
                          + (f"any of {', '.join(same)}" if same else f"none of its formats ({', '.join(known)})")
                          + ": give weight_format")
+
+
+def described(device: DeviceSpec, engine: str, fmt: str, shape: str) -> bool:
+    """Whether the engine's kernel rate on the device is known (measured, or countable from what it states)."""
+    try:
+        kernel_rate(device, engine, fmt, shape)
+    except DeviceUndescribed:
+        return False
+    return True
+
+
+def undescribed_notices(devices, engine: str = "llama.cpp", fmt: str = "q4_0") -> list[str]:
+    """One line per distinct device whose engine kernels cannot be counted (what it lacks): its engine schemes' matmuls
+    are then costed at its dense rates, said where the table is printed."""
+    lines, seen = [], set()
+    for device in devices:
+        if device.name in seen:
+            continue
+        seen.add(device.name)
+        try:
+            kernel_rate(device, engine, fmt, "gemv")
+        except DeviceUndescribed as exc:
+            lines.append(f"notice: {exc}; the engines' schemes cost its matmuls at its dense rates instead")
+        except WorkbenchError:
+            pass
+    return lines

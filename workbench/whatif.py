@@ -25,6 +25,7 @@ from workbench.arena import GIB, Arena, arena_for_config, cluster_label
 from workbench.errors import WorkbenchError
 from workbench.hardware import budget_notices, efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
+from workbench.kernel_cost import undescribed_notices
 from workbench.units import bytes_per_s_to_mbps
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
@@ -563,7 +564,7 @@ def _run_single(args: argparse.Namespace, doc: dict, path: Path, start: float) -
     if config.model.is_moe:
         print(moe_header(config) + "\n")
     for line in [*model_file_lines(doc, path), *efficiency_notices(config.cluster.devices),
-                 *budget_notices(config.cluster.devices)]:
+                 *budget_notices(config.cluster.devices), *undescribed_notices(config.cluster.devices)]:
         print(line)
     print(format_table(arena))
     print(f"\n{best_line(arena)}")

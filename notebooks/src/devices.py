@@ -125,7 +125,8 @@ def decode(device: DeviceSpec, model_name: str):
     """The `local` decode step of `model_name` on `device` alone (one token, 128 tokens attended)."""
     paper, fn = REGISTRY["local"]
     cluster = Cluster((device,), Topology("switch", 1, Link.from_mbps(1000.0)))
-    workload = Workload(phase="decode", seq_len=128, kv_len=128, weight_bits=WEIGHT_BITS, activation_bits=16)
+    workload = Workload(phase="decode", seq_len=128, kv_len=128, weight_bits=WEIGHT_BITS, activation_bits=16,
+                        weight_format=weight_format)
     return evaluate("local", paper, fn, get_model(model_name), cluster, workload)
 
 
@@ -245,7 +246,8 @@ def cluster_row(device_id: str, n: int, model_name: str) -> dict:
     d = DEVICES[device_id]
     link = link_class(preset_table(device_id)["meta"]["link_class"])
     cluster = Cluster((d,) * n, Topology("switch", n, link))
-    workload = Workload(phase="decode", seq_len=128, kv_len=128, weight_bits=WEIGHT_BITS, activation_bits=16)
+    workload = Workload(phase="decode", seq_len=128, kv_len=128, weight_bits=WEIGHT_BITS, activation_bits=16,
+                        weight_format=weight_format)
     paper, fn = REGISTRY[scheme]
     entry = evaluate(scheme, paper, fn, get_model(model_name), cluster, workload)
     ok = entry.status == "ok"

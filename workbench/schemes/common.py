@@ -331,10 +331,10 @@ def _operator_cost(device: DeviceSpec, op: Operator, memory_level: str | None = 
     flops = np.asarray(op.flops, dtype=float)
     if op.kind == "elementwise":
         compute = np.zeros_like(flops)
-    elif op.engine:
+    elif op.engine and all(kernel_cost.described(device, op.engine, f, op.kind) for f, _ in op.formats):
         compute = np.asarray(kernel_cost.mixed_kernel_time(device, op.engine, op.formats, op.kind, flops / 2),
                              dtype=float)
-    else:
+    else:  # no engine, or a device that states too little to count its kernels (`kernel_cost.DeviceUndescribed`)
         compute = matmul_time(device, flops, op.dtype, op.kind, op.kernel_flops, op.rows)
     k = max(op.kernels, 1)
     if memory_level is not None:
@@ -345,7 +345,7 @@ def _operator_cost(device: DeviceSpec, op: Operator, memory_level: str | None = 
         memory = device.stream_time(np.asarray(op.bytes, dtype=float) / k) * k
     work = flops + np.asarray(op.bytes, dtype=float)
     launch = np.where(work > 0, op.kernels * device.kernel_launch_s, 0.0)
-    serial = bool(op.engine) and not kernel_cost.overlaps(device)
+    serial = bool(op.engine) and op.kind != "elementwise" and not kernel_cost.overlaps(device)
     return OperatorCost(op, compute, np.asarray(memory, dtype=float), launch, serial)
 
 
