@@ -18,7 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
 MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/fields.py",
-           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py")
+           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py",
+           "workbench/kernel_cost.py")
 KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
 TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
 
@@ -228,6 +229,15 @@ EQUIVALENT: dict[str, str] = {
     **dict.fromkeys([
         "workbench.schemes.common.x__expert_rows__mutmut_36",
     ], _WHY["zero"]),
+    # kernel_cost (engine kernels): float() reads "NAN" as "nan" (case-blind)
+    **dict.fromkeys([
+        "workbench.kernel_cost.x__count__mutmut_6",
+    ], _WHY["inert"]),
+    # kernel_cost: a bits difference of exactly 1e-9 is unreachable (differences near a format's width are multiples
+    # of 2^-51; 1e-9 is not)
+    **dict.fromkeys([
+        "workbench.kernel_cost.x_format_for_bits__mutmut_22",
+    ], _WHY["arithmetic"]),
 }
 
 

@@ -157,3 +157,19 @@ def test_a_deployment_may_name_the_engine_for_a_generic_scheme():
     assert engine != pytest.approx(plain, rel=0.01)
     with pytest.raises(WorkbenchError, match="engine must be one of"):
         replace(base, engine="vllm")
+
+
+def test_a_tied_head_runs_the_token_embedding_in_the_recipe_s_output_format():
+    """Bug found by the mutation round: a model with tied embeddings has no `output` tensor, so under a file type its
+    head row had no format and every engine scheme failed on it ("formats ()"). llama.cpp multiplies the logits by
+    token_embd, quantized as the output (q6_k under Q4_K_M; q8_0 under MXFP4_MOE, llama-quant.cpp's output rule)."""
+    tied = get_model("Llama 3.2-1B")
+    assert tied.tie_embeddings
+    for recipe, fmt in (("Q4_K_M", "q6_k"), ("MXFP4_MOE", "q8_0")):
+        ((name, share),) = kernel_cost.row_formats(tied, recipe, "head")
+        assert name == fmt
+        assert share == pytest.approx(1.0, rel=1e-12)
+    device = load_device("edge_rpi5_8gb")
+    workload = Workload("decode", 64, 64, weight_bits=4.5, activation_bits=32.0, weight_format="Q4_K_M")
+    result = load_all()["llamacpp_rpc"][1](tied, _cluster(device, 2), workload)
+    assert result.latency_s > 0

@@ -261,6 +261,9 @@ ROW_TENSORS = {"qkv": ("attn_q", "attn_k", "attn_v", "attn_qkv"), "out": ("attn_
                "ffn1": ("ffn_gate", "ffn_up", "ffn_gate_exps", "ffn_up_exps", "ffn_gate_shexp", "ffn_up_shexp"),
                "ffn2": ("ffn_down", "ffn_down_exps", "ffn_down_shexp"), "head": ("output",),
                "router": ("ffn_gate_inp",)}
+# a model with tied embeddings has no output tensor: llama.cpp multiplies the logits by token_embd, which a file type
+# then quantizes as the output (llama-quant.cpp's `!qs.has_output` rule, `formats._rule`)
+TIED_HEAD = ("token_embd",)
 
 
 PLAIN_NAMES = {"fp16": "f16", "fp32": "f32"}  # the workbench's plain format names -> ggml's type names
@@ -271,11 +274,14 @@ def _recipe_shares(model, recipe: str) -> dict[str, tuple[tuple[str, float], ...
     """Row -> ((format, share of the row's weights), ...) of `model`'s tensors under a llama.cpp file type."""
     from workbench.formats import model_tensors, tensor_formats
 
-    formats = tensor_formats(model, recipe)
+    formats, tensors = tensor_formats(model, recipe), model_tensors(model)
+    tied = not any(t.kind == "output" for t in tensors)
     out = {}
     for row, kinds in ROW_TENSORS.items():
+        if row == "head" and tied:
+            kinds = TIED_HEAD
         weights: dict[str, float] = {}
-        for t in model_tensors(model):
+        for t in tensors:
             if t.kind in kinds:
                 weights[formats[t.name].name] = weights.get(formats[t.name].name, 0.0) + t.params
         total = sum(weights.values())
