@@ -58,9 +58,11 @@ from workbench.speculative import (
     NGRAM,
     PLACEMENTS,
     Speculation,
+    allowed_drafts,
     best_gamma,
     check_draft,
     expected_tokens,
+    losing_reason,
     speculative_cost,
 )
 from workbench.units import bytes_per_s_to_mbps
@@ -238,14 +240,13 @@ def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
 
 # ---- speculative decoding controls: the [speculative] table's draft, placement, gamma and alpha -------------
 def draft_options(model, shown: str) -> list[tuple[str, str]]:
-    """The draft dropdown: none, n-gram prompt lookup, the registered decoders smaller than the target `model`
-    (the draft shown kept, with its reason, where it is not one of them)."""
-    target = model.total_params()
-    smaller = [name for name in MODELS if get_model(name).is_decoder and get_model(name).total_params() < target]
+    """The draft dropdown: none, n-gram prompt lookup, the registered decoders smaller than the target `model` with
+    its vocabulary (`speculative.allowed_drafts`; the draft shown kept, marked, where it is not one of them)."""
+    drafts = [name for name in allowed_drafts(model) if name != NGRAM]
     options = [("none (plain decode)", NO_DRAFT), ("ngram (prompt lookup, no model)", NGRAM)] + \
-        [(f"{name} ({get_model(name).total_params() / 1e9:.3g}B)", name) for name in smaller]
+        [(f"{name} ({get_model(name).total_params() / 1e9:.3g}B)", name) for name in drafts]
     if shown not in {value for _, value in options}:
-        options.append((f"{shown} (not smaller than {model.name})", shown))
+        options.append((f"{shown} (not a draft for {model.name}: larger, or another vocabulary)", shown))
     return options
 
 
@@ -415,7 +416,8 @@ def compute(state: State, registry: Registry | None = None, best_gammas: dict | 
 def speculation_frame(arena: Arena, config: UserConfig, registry: Registry,
                       best_gammas: dict | None = None) -> pd.DataFrame:
     """Per scheme whose decode runs within memory: time per token without (`plain_s`) and with the deployment's
-    draft at its gamma (`speculative_s`, speed-up, costliest part), and its best gamma in 1..16 (`best_gamma`,
+    draft at its gamma (`speculative_s`, speed-up, costliest part and why: `speculative.losing_reason`, with an
+    expert streaming it cannot split out in `experts_note`), and its best gamma in 1..16 (`best_gamma`,
     `best_gamma_s`), all by `workbench.speculative`; where a scheme cannot verify several tokens, `notes` says
     why. The plain / speculative columns are `whatif`'s `speculation_rows`. The best gamma does not depend on
     the gamma chosen: `best_gammas` (scheme -> `best_gamma`'s answer), given for one deployment up to its gamma,
@@ -439,8 +441,10 @@ def speculation_frame(arena: Arena, config: UserConfig, registry: Registry,
             rows.append({**row, "notes": str(exc).splitlines()[0]})
             continue
         rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
-                     "best_gamma": best.gamma, "best_gamma_s": best.per_token_s, "notes": ""})
-    columns = ["scheme", "plain_s", "speculative_s", "speedup", "costliest", "best_gamma", "best_gamma_s", "notes"]
+                     "why": losing_reason(here), "experts_note": here.experts_note, "best_gamma": best.gamma,
+                     "best_gamma_s": best.per_token_s, "notes": ""})
+    columns = ["scheme", "plain_s", "speculative_s", "speedup", "costliest", "why", "experts_note", "best_gamma",
+               "best_gamma_s", "notes"]
     return pd.DataFrame(rows).reindex(columns=columns).astype({"best_gamma": "Int64"})
 
 

@@ -239,18 +239,18 @@ def draft_bytes(draft: TransformerConfig, workload: Workload) -> float:
 
 
 def check_draft(spec: Speculation, target: TransformerConfig, cluster: Cluster, workload: Workload) -> None:
-    """One line for a draft whose vocabulary is not the target's, one larger than the target or one that does not
+    """One line for a draft larger than the target, one whose vocabulary is not the target's or one that does not
     fit its device's memory."""
     draft = spec.draft_model
     if draft is None:
         return
+    if draft.total_params() >= target.total_params():
+        raise WorkbenchError(f"draft {draft.name} ({draft.total_params() / 1e9:.3g}B parameters) must be smaller than "
+                             f"the target {target.name} ({target.total_params() / 1e9:.3g}B)")
     if draft.vocab_size != target.vocab_size:
         raise WorkbenchError(f"draft {draft.name} has a vocabulary of {draft.vocab_size} tokens, the target "
                              f"{target.name} one of {target.vocab_size}: the target verifies the draft's token ids, so "
                              f"both must share one tokenizer; allowed: {', '.join(allowed_drafts(target))}")
-    if draft.total_params() >= target.total_params():
-        raise WorkbenchError(f"draft {draft.name} ({draft.total_params() / 1e9:.3g}B parameters) must be smaller than "
-                             f"the target {target.name} ({target.total_params() / 1e9:.3g}B)")
     device, need = draft_device(spec, cluster), draft_bytes(draft, workload)
     if need > device.memory_bytes:
         raise WorkbenchError(f"infeasible: draft {draft.name} needs {need / GIB:.3g} GiB, more than its device "
