@@ -13,6 +13,7 @@ from deploy_toml import board_deployment
 from workbench.errors import WorkbenchError
 from workbench.fields import declared_fields
 from workbench.hardware import (
+    KERNEL_RATE_PREFIX,
     OS_RESERVE_KEY,
     RAM_VARIANTS_KEY,
     DeviceSpec,
@@ -98,7 +99,7 @@ def test_every_preset_constant_is_a_field_or_a_derivation_input():
     keys |= {RAM_VARIANTS_KEY, OS_RESERVE_KEY}  # device_from_table loads them into ram_variants / os_reserve_bytes
     for device_id in device_names():
         for name in preset_table(device_id):
-            if name != "meta" and not name.startswith(("peak_flops_", "mem_")):
+            if name != "meta" and not name.startswith(("peak_flops_", "mem_", KERNEL_RATE_PREFIX)):  # kernel_rates
                 assert name in keys | DERIVATION_INPUTS, (device_id, name)
 
 

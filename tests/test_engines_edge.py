@@ -29,7 +29,7 @@ def _cluster(n: int, gib: float = 8.0, overhead: float = 0.0, mbps: float = 1000
     return Cluster((device,) * n, Topology("switch", n, Link.from_mbps(mbps, 0.05, message_overhead_s=overhead)))
 
 
-W = Workload(phase="decode", kv_len=128, weight_bits=4.5, activation_bits=16)
+W = Workload(phase="decode", kv_len=128, weight_bits=4.5, activation_bits=16, weight_format="q4_0")
 
 
 def test_llamacpp_layer_rule_is_load_tensors_upper_bound():

@@ -30,7 +30,7 @@ def cluster_of(devices) -> Cluster:
 
 
 def step(phase: str, seq_len: int = 64) -> Workload:
-    return Workload(phase=phase, seq_len=seq_len, kv_len=seq_len, weight_bits=Q4, activation_bits=Q80)
+    return Workload(phase=phase, seq_len=seq_len, kv_len=seq_len, weight_bits=Q4, activation_bits=Q80, weight_format="q4_0")
 
 
 # ---- (a) distributed-llama v0.16 ------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ TINY_MOE = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=64, voc
 def test_each_scheme_honours_the_arena_contract_on_a_tiny_moe(pi5, name, phase):
     paper, evaluate = load_all()[name]
     cl = cluster_of([pi5] * 2)
-    workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=16)
+    workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=4.5, weight_format="q4_0")  # distributed-llama: Q40
     r = evaluate(TINY_MOE, cl, workload)
     parts = [r.compute_s, r.memory_s, r.fixed_s, r.serial_s, r.comm_link_latency_s, r.comm_bytes_s, r.io_stall_s,
              r.other_s]

@@ -191,7 +191,17 @@ def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
 
         fmt = workload.weight_format or format_for_bits(engine, workload.weight_bits)
         return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
+    evaluator.engine = engine  # whose kernels the scheme runs (read by `engine_of`)
     return evaluator
+
+
+def engine_of(evaluator: Evaluator) -> str:
+    """The engine whose kernels a registered evaluator runs ("" for the schemes' own dense kernels)."""
+    while evaluator is not None:
+        if getattr(evaluator, "engine", ""):
+            return evaluator.engine
+        evaluator = getattr(evaluator, "__wrapped__", None)
+    return ""
 
 
 def dense_only(name: str, fn: Evaluator) -> Evaluator:
