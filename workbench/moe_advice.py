@@ -165,8 +165,9 @@ def moe_summary(numbers: MoeNumbers) -> list[str]:
             f"tensor parallel inside every expert: at {numbers.n_devices} devices each streams the whole f32 "
             f"router ({f['router']}) and {f['experts_share']} of experts per token; the router outweighs the "
             f"experts' share from {f['router_wins']} devices; syncs receive {f['sync_bytes']} per token",
-            f"whole layers per device: every expert resident from {f['resident_at']} devices; past that, more "
-            f"devices add hand-offs and shorten no step"]
+            f"whole layers per device: the weights alone fill {f['resident_at']} devices' memory (a lower bound on "
+            f"where every expert is resident: the KV cache, the runtime and each scheme's placement add to it, and "
+            f"the table's rows say where each fits); past that, more devices add hand-offs and shorten no step"]
 
 
 def stop_notes(numbers: MoeNumbers, stops) -> list[str]:
