@@ -57,9 +57,24 @@ def campaign_formats() -> tuple[str, ...]:
     return tuple(FTYPES)
 
 
+def cpu_label() -> str:
+    """The CPU the rows ran on, from /proc/cpuinfo (model name, family, model) and the CPUs this process may use."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    return (f"{fields.get('model name', 'unknown CPU')}, family {fields.get('cpu family', '?')} model "
+            f"{fields.get('model', '?')}, {len(os.sched_getaffinity(0))} CPUs (/proc/cpuinfo)")
+
+
 def _row(shape: TransformerConfig, fmt: str, threads: int, phase: str, seconds: float, file_bytes: int) -> dict:
     """One measured row: what ran, on what, when, and the machine's load while it ran (contention)."""
     return {"engine": "llama.cpp", "engine_version": ENGINE_VERSION, "build": BUILD, "host": platform.node(),
+            "cpu": cpu_label(),
             "date": dt.date.today().isoformat(), "shape": shape.name, "n_layers": shape.n_layers,
             "d_model": shape.d_model, "n_heads": shape.n_heads, "n_kv_heads": shape.n_kv_heads,
             "d_head": shape.d_head, "d_ff": shape.d_ff, "vocab_size": shape.vocab_size,
