@@ -45,7 +45,7 @@ def test_a_quoted_format_is_a_block_format_citing_its_line():
 
 def test_the_smallest_valid_block_format():
     one = fm.BlockFormat("one", 1, (("b", 1),), 8, "int8", "one byte", "here")
-    assert one.bits == pytest.approx(8.0)
+    assert one.bits == pytest.approx(8.0, rel=1e-12)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -34,8 +34,8 @@ def qwen(n: int = 4, memory: float = 7 * GIB) -> ma.MoeNumbers:
 # ---- the numbers ---------------------------------------------------------------------------------------------
 def test_the_defaults_are_16_bit_activations_and_unbounded_memory():
     numbers = ma.MoeNumbers(QWEN, 4.5, 4)
-    assert numbers.activation_bits == pytest.approx(16.0) and math.isinf(numbers.memory_per_device_bytes)
-    assert numbers.partial_bytes() == pytest.approx(2048 * 2)
+    assert numbers.activation_bits == pytest.approx(16.0, rel=1e-12) and math.isinf(numbers.memory_per_device_bytes)
+    assert numbers.partial_bytes() == pytest.approx(2048 * 2, rel=1e-12)
     assert numbers.resident_at() == 1  # unbounded memory: one device holds everything
 
 

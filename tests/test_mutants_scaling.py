@@ -94,15 +94,15 @@ def test_two_rows_of_one_count_are_refused():
 
 def test_seconds_read_none_and_nan_as_zero():
     assert sc._seconds({"x": None}, "x") == 0.0 and sc._seconds({"x": math.nan}, "x") == 0.0
-    assert sc._seconds({}, "x") == 0.0 and sc._seconds({"x": 2}, "x") == pytest.approx(2.0)
+    assert sc._seconds({}, "x") == 0.0 and sc._seconds({"x": 2}, "x") == pytest.approx(2.0, rel=1e-12)
 
 
 def test_the_component_that_grew_most_wins_and_the_first_of_equals():
     before, after = row(1, memory_s=1.0, serial_s=0.5), row(2, memory_s=0.5, serial_s=0.75, fixed_s=0.25)
-    assert sc.growing_component(before, after) == ("serial_s", pytest.approx(0.25))  # serial before fixed
-    assert sc.growing_component(row(1), row(2, other_s=0.1)) == ("other_s", pytest.approx(0.1))
+    assert sc.growing_component(before, after) == ("serial_s", pytest.approx(0.25, rel=1e-12))  # serial before fixed
+    assert sc.growing_component(row(1), row(2, other_s=0.1)) == ("other_s", pytest.approx(0.1, rel=1e-12))
     key, growth = sc.growing_component(row(1, memory_s=1.0), row(2, memory_s=0.5))  # everything fell or stayed
-    assert key == "comm_link_latency_s" and growth == pytest.approx(0.0)
+    assert key == "comm_link_latency_s" and growth == pytest.approx(0.0, abs=1e-15)
 
 
 # ---- stop_helping ------------------------------------------------------------------------------------------------
@@ -123,7 +123,7 @@ def test_the_best_is_the_fewest_devices_of_equal_latency():
 def test_n_a_counts_past_the_best_are_skipped_for_the_next():
     answer = sc.stop_helping("s", [row(1, memory_s=1.0), row(2, "n/a", "n/a: x"), row(4, memory_s=0.5, serial_s=1.0)])
     assert (answer.best, answer.next, answer.cause) == (1, 4, "serial_s")
-    assert answer.growth_s == pytest.approx(1.0) and answer.unsplittable == ((2, "n/a: x"),)
+    assert answer.growth_s == pytest.approx(1.0, rel=1e-12) and answer.unsplittable == ((2, "n/a: x"),)
     last = sc.stop_helping("s", [row(1, memory_s=2.0), row(2, memory_s=1.0), row(4, "n/a", "n/a: x")])
     assert (last.best, last.next, last.cause, last.growth_s) == (2, None, "", 0.0)
     assert last.unsplittable == ((4, "n/a: x"),) and last.still_falling
@@ -159,7 +159,7 @@ def test_the_answer_frame_has_a_row_per_scheme():
                                    "cannot_split_at", "answer"]
     first = frame.iloc[0]
     assert (first.scheme, first.best_devices, first.next_devices) == ("a", 2, 4)
-    assert first.best_latency_s == pytest.approx(0.5)
+    assert first.best_latency_s == pytest.approx(0.5, rel=1e-12)
     assert first.cause == "serial work on one device (root)" and first.cannot_split_at == "8, 16"
     assert first.answer == answers[0].line()
     assert frame.iloc[1].cause == "" and frame.iloc[1].cannot_split_at == ""

@@ -104,8 +104,8 @@ def test_expected_tokens_just_below_alpha_1_approach_gamma_plus_1():
 
 def test_a_monte_carlo_is_reproducible_by_its_seed():
     one = sp.simulate_tokens(8, 10_000, seed=11, alpha=0.9)
-    assert sp.simulate_tokens(8, 10_000, seed=11, alpha=0.9) == pytest.approx(one, rel=0, abs=0)
-    assert sp.simulate_tokens(8, 10_000, seed=12, alpha=0.9) != pytest.approx(one, rel=0, abs=0)
+    assert sp.simulate_tokens(8, 10_000, seed=11, alpha=0.9) == pytest.approx(one, rel=1e-12)
+    assert sp.simulate_tokens(8, 10_000, seed=12, alpha=0.9) != pytest.approx(one, rel=1e-12)
 
 
 def test_a_monte_carlo_of_lengths_normalises_counts():
@@ -190,7 +190,7 @@ def test_expert_misses_of_a_dense_target_or_a_scheme_without_rows_are_0(registry
 
 
 def test_storage_misses_are_the_verify_steps_extra_stall_only():
-    assert sp.storage_misses(fake(5.0, io_stall_s=3.0), fake(2.0, io_stall_s=1.0), PI5.model) == pytest.approx(2.0)
+    assert sp.storage_misses(fake(5.0, io_stall_s=3.0), fake(2.0, io_stall_s=1.0), PI5.model) == pytest.approx(2.0, rel=1e-12)
     assert sp.storage_misses(fake(5.0, io_stall_s=1.0), fake(2.0, io_stall_s=3.0), PI5.model) == 0.0
     assert sp.storage_misses(fake(5.0, io_stall_s=3.0), fake(2.0, io_stall_s=1.0), get_model("Llama 2-7B")) == 0.0
 
@@ -226,7 +226,7 @@ def test_a_draft_that_exactly_fills_its_device_fits_and_one_byte_more_does_not()
     need = sp.draft_bytes(draft, DECODE)
     board = LAPTOPS.cluster.devices[0]
     exact = replace(board, memory=(replace(board.memory[-1], capacity_bytes=need),))
-    assert exact.memory_bytes == pytest.approx(need, rel=0, abs=0)
+    assert exact.memory_bytes == pytest.approx(need, rel=1e-12)
     link = LAPTOPS.cluster.topology.link
     sp.check_draft(sp.Speculation("Llama 2-3B", "own", 4, 0.5, device=exact, link=link), LAPTOPS.model,
                    LAPTOPS.cluster, DECODE)
@@ -271,15 +271,15 @@ def test_per_token_divides_each_part_of_a_hand_made_step():
     step = sp.VerifyStep("s", 4, plain_s=1.0, draft_s=0.2, verify_s=0.9, collectives_s=0.3, experts_s=0.2, oom=True)
     cost = sp.per_token(step, sp.Speculation(alpha=0.5), LAPTOPS.cluster, 2.5)
     assert (cost.scheme, cost.gamma) == ("s", 4)
-    assert cost.tokens_per_step == pytest.approx(2.5)
-    assert cost.draft_s == pytest.approx(0.08)
-    assert cost.verify_compute_s == pytest.approx(0.24)  # (0.9 - 0.3) / 2.5
-    assert cost.verify_experts_s == pytest.approx(0.08)
-    assert cost.communication_s == pytest.approx(0.12)
-    assert cost.extra == {"verify_s": 0.9, "oom": True}
+    assert cost.tokens_per_step == pytest.approx(2.5, rel=1e-12)
+    assert cost.draft_s == pytest.approx(0.08, rel=1e-12)
+    assert cost.verify_compute_s == pytest.approx(0.24, rel=1e-12)  # (0.9 - 0.3) / 2.5
+    assert cost.verify_experts_s == pytest.approx(0.08, rel=1e-12)
+    assert cost.communication_s == pytest.approx(0.12, rel=1e-12)
+    assert cost.extra == {"verify_s": pytest.approx(0.9, rel=1e-12), "oom": True}
     assert list(cost.row()) == ["scheme", "gamma", "tokens_per_step", "plain_s", "per_token_s", "speedup", "draft_s",
                                 "verify_compute_s", "verify_experts_s", "communication_s", "losing_part"]
-    assert cost.row()["losing_part"] == "verify compute" and cost.row()["per_token_s"] == pytest.approx(0.44)
+    assert cost.row()["losing_part"] == "verify compute" and cost.row()["per_token_s"] == pytest.approx(0.44, rel=1e-12)
 
 
 # ---- a verify step under a scheme --------------------------------------------------------------------------------
@@ -289,14 +289,14 @@ def test_a_verify_step_takes_the_plain_result_it_is_given(registry):
     given = fake(7.0, oom=True)
     assert not registry["pipeline_offload"][1](LAPTOPS.model, LAPTOPS.cluster, sp.verify_workload(DECODE, 4)).oom
     step = sp.verify_step(spec, "pipeline_offload", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE, given)
-    assert step.plain_s == pytest.approx(7.0) and step.oom
+    assert step.plain_s == pytest.approx(7.0, rel=1e-12) and step.oom
     assert step.scheme == "pipeline_offload" and step.gamma == 4
     assert not sp.verify_step(spec, "pipeline_offload", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE).oom
     cost = sp.speculative_cost(spec, "pipeline_offload", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE, given)
-    assert cost.plain_s == pytest.approx(7.0) and cost.extra["oom"]
+    assert cost.plain_s == pytest.approx(7.0, rel=1e-12) and cost.extra["oom"]
     best = sp.best_gamma(spec, "pipeline_offload", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE, range(1, 3),
                          given)
-    assert best.plain_s == pytest.approx(7.0)
+    assert best.plain_s == pytest.approx(7.0, rel=1e-12)
 
 
 def test_a_verify_step_that_runs_out_of_memory_marks_the_step(registry):
@@ -341,7 +341,7 @@ def test_a_moe_verify_step_counts_its_expert_misses(registry):
 def test_a_speculative_cost_uses_the_accepted_length_distribution(registry):
     spec = sp.Speculation(accepted_lengths=(0.5, 0.25, 0.25), gamma=2)  # 1, 2 or 3 tokens a step
     cost = sp.speculative_cost(spec, "local", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE)
-    assert cost.tokens_per_step == pytest.approx(0.5 + 0.5 + 0.75)
+    assert cost.tokens_per_step == pytest.approx(0.5 + 0.5 + 0.75, rel=1e-12)
 
 
 # ---- sweeps ------------------------------------------------------------------------------------------------------
