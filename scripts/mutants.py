@@ -18,8 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS = ROOT / "mutants"
 MODULES = ("workbench/network.py", "workbench/simulate.py", "workbench/hardware.py", "workbench/fields.py",
-           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py",
-           "workbench/kernel_cost.py")
+           "workbench/schemes/common.py", "workbench/models.py", "workbench/routing.py", "workbench/speculative.py",
+           "workbench/formats.py", "workbench/moe_advice.py", "workbench/scaling.py", "workbench/kernel_cost.py")
 KILLED = {1, 3}  # mutmut's exit codes for a failing test run (3: pytest internal error)
 TIMEOUT = {36, -24, 24, 152, 255}  # the mutant hung: detected too
 
@@ -31,6 +31,8 @@ _WHY = {
     "inert": "the changed argument or branch has no effect on any result",
     "zero": "differs only where both sides give the same value (0 FLOPs, 1 bit, no memory)",
     "chance": "differs only when a uniform draw lands exactly on a float (probability about 2^-50 or less)",
+    "digits": "a division by 1e9 + 1 for 1e9 in a printed count: a 1e-9 relative change below the digits printed",
+    "unreachable": "the changed branch or default is never taken by any input that reaches the line",
 }
 EQUIVALENT: dict[str, str] = {
     # network: dtype
@@ -238,6 +240,47 @@ EQUIVALENT: dict[str, str] = {
     **dict.fromkeys([
         "workbench.kernel_cost.x_format_for_bits__mutmut_22",
     ], _WHY["arithmetic"]),
+    # speculative: inert (require_int's default low is 1; float("NAN") is NaN; a one-device cluster sends nothing over
+    # its link; `plain` only saves recomputing the same one-token result; head(1) keeps sort_values' group order)
+    **dict.fromkeys([f"workbench.speculative.{m}" for m in (
+        "xǁSpeculationǁ__post_init____mutmut_14", "x_expected_tokens__mutmut_6", "x_acceptance_table__mutmut_29",
+        "x_draft_step_time__mutmut_16", "x_alpha_sweep__mutmut_1", "x_alpha_sweep__mutmut_22",
+        "x_alpha_sweep__mutmut_29", "x_best_gamma__mutmut_2", "x_best_over_gamma__mutmut_10",
+        "x_best_over_gamma__mutmut_12", "x_best_over_gamma__mutmut_14")], _WHY["inert"]),
+    # speculative: dtype (numbers only: integer lengths multiply and divide to the same float64)
+    **dict.fromkeys([f"workbench.speculative.{m}" for m in (
+        "x_expected_tokens__mutmut_14", "x_expected_tokens__mutmut_16", "x_simulate_tokens__mutmut_6",
+        "x_simulate_tokens__mutmut_8")], _WHY["dtype"]),
+    # speculative: arithmetic (see docs/mutation.md, "Speculative decoding, GGUF formats, MoE advice, scaling")
+    **dict.fromkeys([f"workbench.speculative.{m}" for m in (
+        "x_check_lengths__mutmut_3", "x_check_lengths__mutmut_9", "x_check_lengths__mutmut_24",
+        "x__solve_alpha__mutmut_15", "x__solve_alpha__mutmut_24")], _WHY["arithmetic"]),
+    **dict.fromkeys([f"workbench.speculative.{m}" for m in (
+        "x_check_draft__mutmut_6", "x_check_draft__mutmut_8")], _WHY["digits"]),
+    # speculative: unreachable (a MoE step's union counts at least k >= 1 experts; at exactly 1 the share is 0 anyway)
+    **dict.fromkeys([f"workbench.speculative.{m}" for m in (
+        "x_expert_misses__mutmut_20", "x_expert_misses__mutmut_25", "x_expert_misses__mutmut_26",
+        "x_expert_misses__mutmut_27")], _WHY["unreachable"]),
+    "workbench.speculative.x_handoff_time__mutmut_31": _WHY["one_device"],
+    "workbench.speculative.x_simulate_tokens__mutmut_23": _WHY["chance"],
+    # moe_advice: inert (require_int's default low; include_embedding=None is falsy like False; a "" / None default
+    # that the next line treats as "no reason" either way)
+    **dict.fromkeys([f"workbench.moe_advice.{m}" for m in (
+        "xǁMoeNumbersǁ__post_init____mutmut_20", "xǁMoeNumbersǁfields__mutmut_42", "x_moe_reason__mutmut_3",
+        "x_moe_reason__mutmut_5", "x_moe_reason__mutmut_13", "x_stop_notes__mutmut_12", "x_stop_notes__mutmut_18",
+        "x_stop_notes__mutmut_19", "x_scheme_notes__mutmut_29", "x_scheme_notes__mutmut_31")], _WHY["inert"]),
+    **dict.fromkeys([f"workbench.moe_advice.{m}" for m in (
+        "x_moe_summary__mutmut_8", "x_moe_summary__mutmut_10")], _WHY["digits"]),
+    # formats: inert (every TransformerConfig has kv_lora_rank: getattr's default is never read)
+    **dict.fromkeys([f"workbench.formats.{m}" for m in (
+        "x_model_tensors__mutmut_3", "x_model_tensors__mutmut_6", "x_model_tensors__mutmut_9")], _WHY["inert"]),
+    # scaling: inert (pandas reads to_dict's orient case-blind; a None default becomes 0.0 on the next line as a
+    # missing value does)
+    **dict.fromkeys([f"workbench.scaling.{m}" for m in (
+        "x__records__mutmut_6", "x_stop_helping_all__mutmut_10", "x__seconds__mutmut_3", "x__seconds__mutmut_5")],
+        _WHY["inert"]),
+    # scaling: `<` for `<=` in the tie test: the float difference never equals 1e-9 x the best latency exactly
+    "workbench.scaling.x_stop_helping__mutmut_109": _WHY["arithmetic"],
 }
 
 
