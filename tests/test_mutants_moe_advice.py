@@ -130,8 +130,9 @@ def test_the_summary_lines_of_a_model_with_and_without_shared_experts():
         "tensor parallel inside every expert: at 4 devices each streams the whole f32 router (48.0 MiB) and "
         "243.0 MiB of experts per token; the router outweighs the experts' share from 21 devices; syncs receive "
         "612.0 KiB per token",
-        "whole layers per device: every expert resident from 3 devices; past that, more devices add hand-offs and "
-        "shorten no step"]
+        "whole layers per device: the weights alone fill 3 devices' memory (a lower bound on where every expert is "
+        "resident: the KV cache, the runtime and each scheme's placement add to it, and the table's rows say where "
+        "each fits); past that, more devices add hand-offs and shorten no step"]
     first = ma.moe_summary(ma.MoeNumbers(DSV2, 4.5, 8))[0]
     assert first == "DeepSeek-V2-Lite: 64 experts per layer, 6 routed per token + 2 shared; 2.66 B of 15.71 B " \
                     "parameters per token"
