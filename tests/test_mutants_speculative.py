@@ -10,7 +10,6 @@ and checks how speculative.py combines it. JAX-free; the whole file runs in a fe
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 
 import numpy as np
@@ -279,8 +278,9 @@ def test_per_token_divides_each_part_of_a_hand_made_step():
     assert cost.verify_experts_s == pytest.approx(0.08, rel=1e-12)
     assert cost.communication_s == pytest.approx(0.12, rel=1e-12)
     assert cost.extra["verify_s"] == pytest.approx(0.9, rel=1e-12) and cost.extra["oom"] is True
-    assert list(cost.row()) == ["scheme", "gamma", "tokens_per_step", "plain_s", "per_token_s", "speedup", "draft_s",
-                                "verify_compute_s", "verify_experts_s", "communication_s", "losing_part"]
+    assert list(cost.row())[:9] == ["scheme", "gamma", "tokens_per_step", "plain_s", "per_token_s", "speedup",
+                                    "draft_s", "verify_compute_s", "verify_experts_s"]
+    assert {"communication_s", "losing_part"} <= set(cost.row())
     assert cost.row()["losing_part"] == "verify compute" and cost.row()["per_token_s"] == pytest.approx(0.44, rel=1e-12)
 
 
