@@ -70,5 +70,7 @@ def test_cores_constants_load_with_provenance():
     quantities = ("vec_width_bits", "vec_int_dot_per_cycle", "vec_fma_per_cycle", "vec_pipes", "out_of_order")
     for name, c in cores.items():
         assert any(name.endswith("_" + q) for q in quantities), name
-        assert c.kind in ("quoted", "datasheet", "derived")
+        # assumed: the out-of-order flags kernel_cost added for cores whose guides the corpus did not hold, each saying so
+        assert c.kind in ("quoted", "datasheet", "derived") or (c.kind == "assumed" and name.endswith("_out_of_order")
+                                                                and "not quoted" in c.source)
     assert cores["cortex_a53_out_of_order"].value == 0 and cores["cortex_a76_out_of_order"].value == 1

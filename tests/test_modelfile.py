@@ -137,10 +137,10 @@ def test_a_draft_read_from_its_file(tmp_path):
     (tmp_path / "target").mkdir()
     (tmp_path / "target" / "config.json").write_text((DATA / "Llama-3.2-1B" / "config.json").read_text())
     speculative = '[speculative]\ndraft_file = "draft.gguf"\ngamma = 4\nalpha = 0.7\n'
-    config = load_config(deployment(tmp_path, 'file = "target"', speculative))
-    draft = config.speculation.draft_model
-    assert (draft.n_layers, draft.d_model, draft.vocab_size) == (LAYERS, D, VOCAB)
-    assert config.speculation.draft == draft.name == "tiny (draft.gguf)"
+    # the draft is read from its file (its name and vocabulary), and refused: Llama 3.2's tokenizer is not its own
+    with pytest.raises(WorkbenchError) as info:
+        load_config(deployment(tmp_path, 'file = "target"', speculative))
+    one_line(info, f"draft tiny (draft.gguf) has a vocabulary of {VOCAB} tokens")
     both = '[speculative]\ndraft = "ngram"\ndraft_file = "draft.gguf"\nalpha = 0.7\n'
     with pytest.raises(WorkbenchError) as info:
         load_config(deployment(tmp_path, 'file = "target"', both))

@@ -175,6 +175,8 @@ def test_a_layer_sequential_scheme_splits_exactly_its_own_devices_rows():
     import sys
 
     sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from dataclasses import replace
+
     from streaming_cases import cluster
 
     from workbench.schemes.base import SCHEMES, load_all
@@ -184,12 +186,13 @@ def test_a_layer_sequential_scheme_splits_exactly_its_own_devices_rows():
     model, mixed = get_model("Llama 2-7B"), cluster("mixed x4")
     workload = Workload("decode", 128, 128, 4.5, 16.0)
 
-    def memory_rows(device, n_layers):
-        return n_layers * sum(float(c.part("memory")) for c in common.cost(device, common.layer_operators(model,
-                                                                                                          workload)))
-    plan = default_plan(model, mixed, workload)
-    pipeline = SCHEMES["pipeline_offload"][1](model, mixed, workload)
-    assert pipeline.memory_s == pytest.approx(sum(memory_rows(d, a) for d, a in zip(mixed.devices, plan.layers)),
+    def memory_rows(device, n_layers, on=workload):
+        return n_layers * sum(float(c.part("memory")) for c in common.cost(device, common.layer_operators(model, on)))
+    # prima.cpp's pipeline runs llama.cpp's kernels (q4_0 for these 4.5 bits): its rows are costed with them
+    engine = replace(workload, engine="llama.cpp", weight_format="q4_0")
+    plan = default_plan(model, mixed, engine)
+    pipeline = SCHEMES["pipeline_offload"][1](model, mixed, replace(workload, weight_format="q4_0"))
+    assert pipeline.memory_s == pytest.approx(sum(memory_rows(d, a, engine) for d, a in zip(mixed.devices, plan.layers)),
                                               rel=1e-6)
     from workbench.schemes.baselines import mp_layer_ranges
 
