@@ -679,3 +679,18 @@ def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_give
     assert (moved != at_four.speculative_s.dropna()).all() and len(moved) >= 5  # gamma 7's own times
     explorer.controls["alpha"].value = 0.5  # alpha changes the best gamma: recomputed
     pd.testing.assert_frame_equal(explorer.view.speculation, compute(explorer.state).speculation)
+
+
+def test_a_batch_run_draws_the_explorers_charts_as_static_charts():
+    """Without a kernel's widgets the executed notebook showed no chart: the batch run saves these as PNGs."""
+    from workbench.chartcheck import chart_problems
+    from workbench.explore import chart_frames, static_charts
+
+    view = compute(state_for_preset("sbc_gigabit"))
+    charts = static_charts(view)
+    assert set(charts) == {"breakdown", "ranking", "memory"} <= set(chart_frames(view))
+    assert {name: chart_problems(chart) for name, chart in charts.items()} == {name: [] for name in charts}
+    assert charts["ranking"].to_dict()["vconcat"] == chart_specs(view)["ranking"]["vconcat"]
+    drafted = static_charts(compute(state_for_preset("laptops_wifi", phase="decode", draft="ngram")))
+    assert set(drafted) == {"breakdown", "ranking", "memory", "speculation"}
+    assert chart_problems(drafted["speculation"]) == []
