@@ -44,7 +44,7 @@ def test_seconds_and_bytes_in_their_units():
     ("peak_memory_bytes", 4.24 * 2**30, "4.24 GiB"), ("power_w", 0.5, "500 mW"), ("j_per_token", 1.1, "1.10 J/token"),
     ("speedup", 1.42, "1.42x"), ("bandwidth_mbps", 1000.0, "1 Gbit/s"), ("beta_s_per_byte", 0.979e-9, "0.979 ns/B"),
     ("bandwidth", 118e6, "118,000,000"), ("message_overhead", 56.4e-6, "0.0000564"), ("hit_rate", 0.5, "0.500"),
-    ("tokens_per_s", math.nan, MISSING),
+    ("tokens_per_s", math.nan, MISSING), ("latency", 0.0123, "12.3 ms"), ("w", 4.5, "4.50"), ("s", 128.0, "128"),
 ])
 def test_a_column_is_shown_in_the_unit_of_its_quantity(column, value, text):
     assert column_quantity(column).format(value) == text

@@ -702,3 +702,18 @@ def test_the_explorer_records_into_the_project_it_is_opened_from(tmp_path, monke
     assert Recorder("explore", tmp_path / "abs").out_dir == tmp_path / "abs" / "explore"
     monkeypatch.chdir(tmp_path)  # outside any checkout: the working directory itself
     assert Recorder("explore").out_dir == tmp_path / "figures" / "explore"
+
+
+def test_a_batch_run_draws_the_explorers_charts_as_static_charts():
+    """Without a kernel's widgets the executed notebook showed no chart: the batch run saves these as PNGs."""
+    from workbench.chartcheck import chart_problems
+    from workbench.explore import chart_frames, static_charts
+
+    view = compute(state_for_preset("sbc_gigabit"))
+    charts = static_charts(view)
+    assert set(charts) == {"breakdown", "ranking", "memory"} <= set(chart_frames(view))
+    assert {name: chart_problems(chart) for name, chart in charts.items()} == {name: [] for name in charts}
+    assert charts["ranking"].to_dict()["vconcat"] == chart_specs(view)["ranking"]["vconcat"]
+    drafted = static_charts(compute(state_for_preset("laptops_wifi", phase="decode", draft="ngram")))
+    assert set(drafted) == {"breakdown", "ranking", "memory", "speculation"}
+    assert chart_problems(drafted["speculation"]) == []

@@ -60,14 +60,15 @@ def assert_tables_readable(notebook: Path) -> None:
 
 
 def assert_charts_inline(notebook: Path, figures: Path) -> None:
-    """The executed notebook shows one PNG per chart written to `figures` (named by its alternative text), its
-    HTML export embeds them all (data: URIs, no network) and nothing in it is drawn by Vega."""
+    """The executed notebook shows at least one chart and one PNG per chart written to `figures` (named by its
+    alternative text), its HTML export embeds them all (data: URIs, no network) and nothing in it is drawn by Vega."""
     import nbformat
     from nbconvert import HTMLExporter
 
     node = nbformat.read(notebook, as_version=4)
     shown = [output.get("metadata", {}).get("image/png", {}).get("alt", "") for cell in node.cells
              for output in cell.get("outputs", []) if "image/png" in output.get("data", {})]
+    assert shown, "the executed notebook shows no chart (a widget alone shows nothing offline)"
     assert sorted(shown) == sorted(f"chart {figures.name}/{png.stem}" for png in figures.glob("*.png"))
     html, _ = HTMLExporter().from_notebook_node(node)
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', html)) == len(shown)

@@ -161,8 +161,9 @@ UNIT_QUANTITIES = {
 
 def column_quantity(name: str) -> Quantity:
     """The quantity a column holds, from its name's suffix (`COLUMN_QUANTITIES`); `PLAIN` when none matches."""
-    words = str(name).lower()
-    return next((q for suffix, q in COLUMN_QUANTITIES if words == suffix or words.endswith(f"_{suffix}")), PLAIN)
+    words = str(name).lower()  # a one-letter suffix only after a word: a column named "s" or "w" is no unit
+    return next((q for suffix, q in COLUMN_QUANTITIES
+                 if words.endswith(f"_{suffix}") or (words == suffix and len(suffix) > 1)), PLAIN)
 
 
 def unit_quantity(unit: str) -> Quantity:

@@ -598,6 +598,19 @@ def chart_specs(view: View, scale: str = "log") -> dict[str, dict]:
             "memory": memory_spec(view.arena, phase=view.state.phase, width=300, title=title)}
 
 
+def static_charts(view: View, scale: str = "log") -> dict[str, object]:
+    """The explorer's charts for `view` as altair charts (`chart_specs`, plus the speculation chart when a draft is
+    set), for `Recorder.chart` to save and show as PNGs: what a batch run or an offline page shows, where no
+    widget is drawn."""
+    import altair as alt
+
+    specs = {**chart_specs(view, scale), "speculation": speculation_spec(view)}
+    kinds = {"vconcat": alt.VConcatChart, "hconcat": alt.HConcatChart, "layer": alt.LayerChart,
+             "facet": alt.FacetChart, "concat": alt.ConcatChart}
+    return {name: next((kind for key, kind in kinds.items() if key in spec), alt.Chart).from_dict(spec, validate=False)
+            for name, spec in specs.items() if spec is not None}
+
+
 def chart_frames(view: View) -> dict[str, pd.DataFrame]:
     """The data behind each explorer chart."""
     return {"breakdown": breakdown_frame(view.arena), "ranking": ranking_frame(view.arena),

@@ -15,7 +15,9 @@
 # device count where each scheme stops getting faster and what grows past it (`workbench.scaling`, a sweep of
 # up to five counts). A setting nothing can run in (a budget nothing fits in, more devices than heads for
 # the chosen scheme, a draft larger than the model) shows one line in orange and keeps the previous charts.
-# In batch runs (`interactive=False`) only the starting point is computed and recorded.
+# In batch runs (`interactive=False`, what `python -m workbench reproduce` and the tests run) there are no
+# widgets: the starting point is computed, recorded and drawn as the same charts, saved as PNGs and shown
+# below as images, so the executed notebook shows them offline.
 
 # %% tags=["parameters"]
 figures_dir = None  # None -> figures/
@@ -26,7 +28,7 @@ phase = "prefill"  # prefill (time to first token) or decode (time per token)
 
 # %%
 from workbench.display import setup_notebook
-from workbench.explore import Explorer, compute, state_for_preset, view_result_rows
+from workbench.explore import Explorer, chart_frames, compute, state_for_preset, static_charts, view_result_rows
 from workbench.results import Recorder
 
 rec = Recorder("explore", figures_dir)
@@ -37,9 +39,13 @@ rec.add(view_result_rows(view))
 _ = rec.write()  # (no echo of the path in the page)
 
 # %%
-# The best scheme appears in one place only: the explorer's live bold line, or (batch runs) one printed line.
+# The best scheme appears in one place only: the explorer's live bold line, or (batch runs) one printed line
+# above the starting point's charts as static images (a widget shows nothing once the kernel is gone).
 if interactive:
     explorer = Explorer(state)
     display(explorer.widget)  # noqa: F821 (IPython builtin)
 else:
     print(view.summary)
+    frames = chart_frames(view)
+    for name, chart in static_charts(view).items():
+        rec.chart(chart, name, data=frames.get(name))

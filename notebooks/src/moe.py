@@ -128,7 +128,7 @@ say("On the four boards the fastest MoE partition registered decodes in {best:.3
 
 # %% [markdown]
 # ### More boards for the same model
-# Two partitions on one to eight of the example's boards (the same board repeated): whether each fits and its
+# Two partitions on more and more of the example's boards (the same board repeated): whether each fits and its
 # time per token; for whole layers per device, how many of a layer's experts the fullest board keeps in memory
 # (the rest are read from storage when a token routes to them). Tensor parallelism runs only at the device
 # counts its split of the attention heads allows.

@@ -115,7 +115,8 @@ rec.chart(charts.speedup_heatmap(grid, "gamma", "gamma (drafted tokens per step)
 
 # %% [markdown]
 # ## 4. Sensitivity to alpha, each scheme at its best gamma
-# The dashed rule is plain decode (speed-up 1); the vertical rule the quoted alpha.
+# The dashed rule is plain decode (speed-up 1); the vertical rule the quoted alpha; "(OOM)" marks a scheme
+# whose plan does not fit the laptops' memory (its line is its speed-up if it did).
 
 # %%
 oom = set(table[table.oom.astype(bool)].scheme)  # plans that do not fit the laptops' memory (marked "(OOM)")
