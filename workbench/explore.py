@@ -51,6 +51,7 @@ from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
+from workbench.routing import CACHE_POLICIES, ROUTING_KINDS, ExpertCache, Routing, check_cache
 from workbench.schemes.base import PHASES, Cluster, load_all
 from workbench.speculative import (
     DRAFT_SCHEME,
@@ -180,29 +181,25 @@ def control_values(config: UserConfig) -> dict[str, object]:
 
 
 # ---- mixture-of-experts controls: one per routing / expert-cache key a deployment TOML accepts -------------
-# key -> (widget kind, its range or the `workbench.routing` attribute listing its choices). A key gets a control
-# only where the routing module declares it, the parser accepts it ([workload]) and a UserConfig field carries
-# it to the schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
-MOE_WIDGETS = {"routing": ("choice", "ROUTING_KINDS"), "routing_skew": ("float", (0.0, 3.0, 0.1)),
+# key -> (widget kind, its range or the `workbench.routing` tuple of its choices). A key gets a control where the
+# routing dataclasses declare it, the parser accepts it ([workload]) and a UserConfig field carries it to the
+# schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
+MOE_WIDGETS = {"routing": ("choice", ROUTING_KINDS), "routing_skew": ("float", (0.0, 3.0, 0.1)),
                "routing_locality": ("float", (0.0, 0.95, 0.05)), "cache_experts": ("int", (0, 256)),
-               "cache_policy": ("choice", "CACHE_POLICIES")}
+               "cache_policy": ("choice", CACHE_POLICIES)}
 MOE_LABELS = {"routing": "expert routing", "routing_skew": "routing skew (Zipf)",
               "routing_locality": "routing locality", "cache_experts": "expert cache / layer",
               "cache_policy": "expert cache policy"}
-MOE_OWNERS = {"Routing": "routing", "ExpertCache": "expert_cache"}  # workbench.routing class -> UserConfig field
+MOE_OWNERS = {Routing: "routing", ExpertCache: "expert_cache"}  # workbench.routing class -> UserConfig field
 
 
 def moe_fields() -> dict[str, tuple[type, str, str]]:
     """Key -> (its `workbench.routing` dataclass, the UserConfig field holding it, the dataclass field) for every
     MoE key the explorer has a control for."""
-    from workbench import routing as routing_module
     from workbench.fields import declared_fields
 
     found = {}
-    for class_name, owner in MOE_OWNERS.items():
-        cls = getattr(routing_module, class_name, None)
-        if cls is None or owner not in UserConfig.__dataclass_fields__:
-            continue
+    for cls, owner in MOE_OWNERS.items():
         for f, spec in declared_fields(cls):
             found.update({tk.key: (cls, owner, f.name) for tk in spec.toml
                           if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS})
@@ -225,16 +222,14 @@ def moe_values(config: UserConfig) -> dict[str, object]:
 
 def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
     """`config` with moved MoE controls applied to its routing / expert cache (each checked: one line)."""
-    from workbench import routing as routing_module
-
     for key, value in changes.items():
         if key not in moe_fields():
             continue
         cls, owner, name = moe_fields()[key]
         config = replace(config, **{owner: replace(getattr(config, owner) or cls(), **{name: value})})
     cache = config.expert_cache
-    if cache is not None and config.model.is_moe and hasattr(routing_module, "check_cache"):
-        routing_module.check_cache(cache.experts, config.model.n_experts)
+    if cache is not None and config.model.is_moe:
+        check_cache(cache.experts, config.model.n_experts)
     return config
 
 
@@ -887,14 +882,12 @@ class Explorer:
 
 def moe_controls(w, style: dict, layout) -> dict:
     """One widget per `MOE_CONTROLS` key (a dropdown of the routing module's choices, or a slider)."""
-    from workbench import routing as routing_module
-
     out = {}
     for key in MOE_CONTROLS:
         kind, spec = MOE_WIDGETS[key]
         common = dict(description=MOE_LABELS[key], style=style, layout=layout)
         if kind == "choice":
-            out[key] = w.Dropdown(options=list(getattr(routing_module, spec)), **common)
+            out[key] = w.Dropdown(options=list(spec), **common)
         elif kind == "float":
             out[key] = w.FloatSlider(value=spec[0], min=spec[0], max=spec[1], step=spec[2], continuous_update=False,
                                      **common)

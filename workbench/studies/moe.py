@@ -160,18 +160,12 @@ def resident_from(counts: pd.DataFrame, scheme: str = "moe_layer_pipeline") -> i
 
 
 # ---- the expert cache --------------------------------------------------------------------------------------
-def has_cache_model() -> bool:
-    """True when `workbench.routing` has the expert cache's hit rate (`hit_rate`)."""
-    return hasattr(routing_module, "hit_rate")
-
-
 def cache_settings(quick: bool = False) -> dict[str, object]:
     """Routing settings the hit-rate curves compare: uniform, Zipf-skewed, and skewed with temporal locality."""
-    settings = {"uniform": routing_module.Routing()}
-    if "skewed" in routing_module.ROUTING_KINDS:
-        settings["skewed (Zipf 1.0)"] = routing_module.Routing(kind="skewed", skew=1.0)
-        if not quick:
-            settings["skewed + locality 0.3"] = routing_module.Routing(kind="skewed", skew=1.0, locality=0.3)
+    settings = {"uniform": routing_module.Routing(),
+                "skewed (Zipf 1.0)": routing_module.Routing(kind="skewed", skew=1.0)}
+    if not quick:
+        settings["skewed + locality 0.3"] = routing_module.Routing(kind="skewed", skew=1.0, locality=0.3)
     return settings
 
 
@@ -179,7 +173,7 @@ def cache_table(models: list[str], weight_bits: float, quick: bool = False) -> p
     """Hit rate of a decode token's expert reads against the memory the cache takes on one device holding every
     MoE layer (cache experts per layer x expert bytes x MoE layers), per routing setting and policy."""
     rows = []
-    policies = getattr(routing_module, "CACHE_POLICIES", ("pinned",))
+    policies = routing_module.CACHE_POLICIES
     for name in models:
         m = get_model(name)
         per_expert = m.expert_params() * weight_bits / 8 * m.moe_layers
