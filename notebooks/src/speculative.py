@@ -37,7 +37,7 @@ from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.prose import listing, say, trend
 from workbench.results import Recorder, result_rows
-from workbench.schemes.base import MOE_ONLY, load_all
+from workbench.schemes.base import load_all
 from workbench.studies import speculative as charts
 from workbench.userconfig import config_from_text
 
@@ -89,7 +89,8 @@ def scheme_row(name: str) -> dict:
     return {**best.row(), "oom": plain.oom, "notes": ""}
 
 
-table = pd.DataFrame([scheme_row(name) for name in registry if name not in MOE_ONLY])  # the MoE-only ones: section 7
+moe_only = registry.filter(dense=False)  # the MoE-only ones: section 7
+table = pd.DataFrame([scheme_row(name) for name in registry if name not in moe_only])
 table[["scheme", "plain_s", "per_token_s", "speedup", "gamma", "tokens_per_step", "losing_part", "oom", "notes"]]
 
 # %%

@@ -17,18 +17,16 @@ from workbench.arena import GIB, Arena, Registry, arena_for_config, cluster_labe
 from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, TransformerConfig, get_model
+from workbench.moe_advice import PARTITION_WORDS, REASONS
 from workbench.regimes import moe_capable, with_device_count
 from workbench.results import RESULT_COLUMNS
+from workbench.schemes.base import spec_of
 from workbench.schemes.common import ROUTER_BITS
+from workbench.schemes.moe import DLLAMA_SCHEME, PIPELINE_SCHEME
 from workbench.userconfig import UserConfig, load_config
 from workbench.whatif import best_schemes
 
 MIB = 2**20
-# The three MoE partitions the engines use, by the scheme that models each (absent until registered: the notebook
-# says so).
-PARTITION_SCHEMES = {"dllama_moe_tp": "TP inside every expert (distributed-llama v0.16, exo tensor mode)",
-                     "moe_layer_pipeline": "whole layers, experts read sparsely (llama.cpp RPC, prima.cpp)",
-                     "moe_expert_parallel": "expert parallelism, all-to-all (a what-if)"}
 
 
 @dataclass(frozen=True)
@@ -130,12 +128,14 @@ def partition_table(config: UserConfig, registry: Registry) -> pd.DataFrame:
 
 
 def missing_partitions(registry: Registry) -> list[str]:
-    """The partitions of `PARTITION_SCHEMES` whose scheme is not registered (the notebook notes each)."""
-    return [f"{name} ({what})" for name, what in PARTITION_SCHEMES.items() if name not in registry]
+    """The MoE partitions with reasons (`moe_advice.REASONS`: tp, pipeline, expert) no MoE-capable scheme of
+    `registry` runs (`SchemeSpec.partition`; the notebook notes each)."""
+    covered = {spec_of(name).partition for name in moe_capable(registry)}
+    return [f"{kind} ({PARTITION_WORDS[kind]})" for kind in REASONS if kind not in covered]
 
 
 def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[int],
-                       schemes: Sequence[str] = ("dllama_moe_tp", "moe_layer_pipeline")) -> pd.DataFrame:
+                       schemes: Sequence[str] = (DLLAMA_SCHEME, PIPELINE_SCHEME)) -> pd.DataFrame:
     """Each registered one of `schemes` decoding on `config`'s boards at each device count: status, time per token,
     the experts per MoE layer the fullest board caches (NaN for a scheme without an expert cache), why n/a."""
     names = [name for name in schemes if name in registry]
@@ -152,7 +152,7 @@ def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[
     return pd.DataFrame(rows)
 
 
-def resident_from(counts: pd.DataFrame, scheme: str = "moe_layer_pipeline") -> int | None:
+def resident_from(counts: pd.DataFrame, scheme: str = PIPELINE_SCHEME) -> int | None:
     """The fewest devices at which `scheme` fits and every board caches every expert of its layers (None: no
     count of `counts`, a `device_count_table`)."""
     rows = counts[(counts.scheme == scheme) & (counts.status == "ok") & (counts.cached_experts >= counts.experts)]
