@@ -501,7 +501,7 @@ def test_register_refuses_a_second_evaluator_under_a_taken_name():
     from workbench.schemes.base import SCHEMES, register
 
     load_all()
-    held = SCHEMES["tpi_star_tp"]
+    held = SCHEMES.spec("tpi_star_tp")
     with pytest.raises(WorkbenchError, match="already registered"):
         register("tpi_star_tp", "tpi_llm", origin="a test", partition="tp")(lambda model, cluster, workload: None)
-    assert SCHEMES["tpi_star_tp"] is held  # the refused evaluator replaced nothing
+    assert SCHEMES.spec("tpi_star_tp") is held  # the refused evaluator replaced nothing
