@@ -22,7 +22,15 @@ from typing import ClassVar
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
-from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, runs_engine, with_streaming_split
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    load_all,
+    register,
+    runs_engine,
+    with_streaming_split,
+)
 from workbench.schemes.pipeline import PipelinePlan, evaluate_pipeline, handoff_bytes
 
 ENGINE = "llama.cpp"  # whose kernels the toy's matmuls run (`workbench.kernel_cost.ENGINES`)
