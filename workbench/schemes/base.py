@@ -301,5 +301,5 @@ def _module_rank(modules: tuple[str, ...]) -> dict[str, int]:
 
 
 def spec_of(name: str) -> SchemeSpec:
-    """The catalogue's spec of a registered scheme (every scheme module imported first)."""
-    return load_all().spec(name)
+    """The catalogue's spec of a registered scheme (every scheme module imported first, unless it is held)."""
+    return SCHEMES.spec(name) if name in SCHEMES else load_all().spec(name)
