@@ -278,13 +278,13 @@ def _planned(model: TransformerConfig, cluster: Cluster, workload: Workload, sch
 planned_on = with_streaming_split(_planned)
 
 
-@register("galaxy_hmp", PAPER)
+@register("galaxy_hmp", PAPER, moe=True)
 def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP without overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
     return _planned(model, cluster, workload, "galaxy_hmp")
 
 
-@register("galaxy_hmp_overlap", PAPER)
+@register("galaxy_hmp_overlap", PAPER, moe=True)
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
     return _planned(model, cluster, workload, "galaxy_hmp_overlap")

@@ -250,7 +250,7 @@ def check_exo_tensor(model: TransformerConfig, n: int) -> None:
                                  f"sharding; got {n}")
 
 
-@register("exo_tensor", "exo")
+@register("exo_tensor", "exo", moe=True)
 @one_device_is_local
 def evaluate_exo_tensor(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's tensor mode: Megatron TP (an all_sum after each attention and MLP block), the head whole on

@@ -161,8 +161,12 @@ def mha_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload
 
 
 def mlp_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, cols) -> np.ndarray:
-    """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens."""
+    """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens (a MoE model's: its
+    operator table rows, the router and the slices of the experts the tokens touch: `ffn_block`)."""
     s = workload.new_tokens
+    if model.is_moe:
+        return ffn_block(common.kernel_times(model, device, workload, np.zeros_like(np.asarray(cols, float)), cols, s),
+                         model)
     return gemm_time(device, workload, ffn_up_flops(model, cols, s) + ffn_down_flops(model, cols, s),
                      np.asarray(cols, float) * layer_weight_bytes_per_column(model, workload))
 
@@ -185,23 +189,30 @@ def model_weight_bytes_per_head(model: TransformerConfig, workload: Workload) ->
 
 
 def model_weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
-    """Bytes of one FFN column's share of all layers' MLP weights (Eq. 5's l * M_mlp / sum B)."""
-    return model.n_layers * model.ffn_params() / model.d_ff * workload.weight_bits / 8
+    """Bytes of one FFN column's share of all layers' MLP weights (Eq. 5's l * M_mlp / sum B); a MoE router is
+    not split by columns (every device holding columns keeps it whole: `shared_weight_bytes`)."""
+    sliced = model.ffn_params() - model.moe_layers * model.router_params() / model.n_layers
+    return model.n_layers * sliced / model.d_ff * workload.weight_bits / 8
 
 
 def shared_weight_bytes(model: TransformerConfig, workload: Workload, n: int) -> float:
-    """Weights outside the MHA/MLP blocks each TP device holds: all norms + 1/n of the embeddings."""
+    """Weights outside the MHA/MLP blocks each TP device holds: all norms + 1/n of the embeddings (+ every MoE
+    layer's router, whole: it gates every token on each device, stored in f32, `common.ROUTER_BITS`)."""
     params = model.n_layers * model.norm_params() + (model.embedding_params() + model.head_params()) / n
+    if model.is_moe:
+        return params * workload.weight_bits / 8 + model.moe_layers * common.weight_bytes(model.router_params(),
+                                                                                          common.ROUTER_BITS)
     return params * workload.weight_bits / 8
 
 
 def tp_activation_bytes(model: TransformerConfig, workload: Workload, heads, cols, seq) -> np.ndarray:
-    """Working set of a TP/HMP device: gathered input, own shard, its heads' Q/K/V and scores, its FFN slice."""
+    """Working set of a TP/HMP device: gathered input, own shard, its heads' Q/K/V and scores, its FFN slice
+    (of each of a MoE token's `experts_per_token` experts)."""
     s, t = workload.new_tokens, workload.attended
     heads, cols, seq = (np.asarray(v, dtype=float) for v in (heads, cols, seq))
     kv_per_q = model.n_kv_heads / model.n_heads
     elements = (s * model.d_model + seq * model.d_model + s * heads * model.d_head * (1 + 2 * kv_per_q)
-                + heads * s * t + s * cols)
+                + heads * s * t + s * cols * model.experts_per_token)
     cache = 0.0 if workload.phase == "prefill" else 2 * t * heads * kv_per_q * model.d_head * model.n_layers
     return (elements + cache) * _act_bytes(workload)
 
@@ -211,7 +222,7 @@ def sp_activation_bytes(model: TransformerConfig, workload: Workload, seq) -> np
     t = workload.attended
     seq = np.asarray(seq, dtype=float)
     elements = (2 * seq * model.d_model + seq * model.q_dim + 2 * t * model.kv_dim + model.n_heads * seq * t
-                + seq * model.d_ff * (2 if model.gated_ffn else 1))
+                + seq * model.d_ff * (2 if model.gated_ffn else 1) * model.experts_per_token)
     n = max(seq.size, 1)
     cache = 0.0 if workload.phase == "prefill" else model.kv_cache_bytes(t, workload.activation_bits) / n
     return elements * _act_bytes(workload) + cache
@@ -305,12 +316,28 @@ def tp_gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Worklo
     return common.kernel_times(model, device, workload, heads, cols, tokens)
 
 
+def ffn_rows(model: TransformerConfig) -> tuple[str, ...]:
+    """The operator table's FFN rows in the order a layer adds them: ffn1, ffn2 (a MoE model's router first)."""
+    return ("router", "ffn1", "ffn2") if model.is_moe else ("ffn1", "ffn2")
+
+
+def ffn_block(t: dict[str, np.ndarray], model: TransformerConfig) -> np.ndarray:
+    """Per-device seconds of the FFN block from a dict of operator-row seconds (`hmp_block_times`): its
+    `ffn_rows` added in order (a dense model's ffn1 + ffn2, bit for bit as before the router existed)."""
+    first, *rest = ffn_rows(model)
+    total = t[first]
+    for name in rest:
+        total = total + t[name]
+    return total
+
+
 def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Workload,
                     part: Partition) -> dict[str, np.ndarray]:
-    """Per-device seconds of each HMP step (whole GEMMs): qkv, attn, out, ffn1, ffn2, con, overhead."""
+    """Per-device seconds of each HMP step (whole GEMMs): the operator table's rows (qkv, attn, out, ffn1, ffn2,
+    con; a MoE model's router too, whole on every device holding FFN columns), overhead."""
     s = workload.new_tokens
     heads, cols, seq = (np.asarray(v, dtype=np.int64) for v in (part.heads, part.mlp_cols, part.seq))
-    out = {k: np.zeros(cluster.n) for k in ("qkv", "attn", "out", "ffn1", "ffn2", "con", "overhead")}
+    out = {k: np.zeros(cluster.n) for k in common.layer_operator_names(model) + ("overhead",)}
     for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time, vectorised over it
         for k, v in tp_gemm_times(model, d, workload, heads[idx], cols[idx], s).items():
             out[k][idx] = v
@@ -321,15 +348,16 @@ def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Worklo
 
 
 def layer_launches(scheme: str, model: TransformerConfig, workload: Workload, part: Partition) -> np.ndarray:
-    """Kernels each device launches per layer: the four weight GEMMs where it holds heads / columns (under
-    the tile overlap, one per non-empty tile: n tiles each), attention, and the two connective blocks
+    """Kernels each device launches per layer: the four weight GEMMs where it holds heads / columns (a MoE
+    model's router too, with the columns; under the tile overlap, one per non-empty tile: n tiles each),
+    attention, and the two connective blocks
     (on its tokens; M-LM replicates them on the whole sequence). Splitting a GEMM does not split these."""
     heads, cols = np.asarray(part.heads) > 0, np.asarray(part.mlp_cols) > 0
     tiles = float(sum(1 for t in part.seq if t > 0)) if scheme == "galaxy_hmp_overlap" else 1.0
     if scheme == "sp":
-        return np.where(np.asarray(part.seq) > 0, 7.0, 0.0)
+        return np.where(np.asarray(part.seq) > 0, float(common.kernels_per_layer(model)), 0.0)
     con = 2.0 * (np.ones(part.n) if scheme == "megatron_tp" else (np.asarray(part.seq) > 0))
-    return heads * (2 * tiles + 1) + cols * 2 * tiles + con
+    return heads * (2 * tiles + 1) + cols * len(ffn_rows(model)) * tiles + con
 
 
 def fixed_layer_seconds(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
@@ -353,7 +381,10 @@ def _sp_layer_arrays(model: TransformerConfig, device: DeviceSpec, workload: Wor
     """`sp_layer_compute` vectorised over `tokens` (one device class)."""
     g = tp_gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
     before = g["qkv"]
-    after = g["out"] + g["ffn1"] + g["ffn2"] + common.attention_time(model, device, workload, model.n_heads, tokens) \
+    after = g["out"]
+    for name in ffn_rows(model):
+        after = after + g[name]
+    after = after + common.attention_time(model, device, workload, model.n_heads, tokens) \
         + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
     return before, after
 
@@ -387,7 +418,7 @@ def _result(scheme, workload, compute, link, data, memory, cluster, notes="", fi
     return result.carve(min(float(fixed), compute - serial), serial)
 
 
-@register("local", PAPER)
+@register("local", PAPER, moe=True)
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
     `common.step_time` (the LM head when the workload includes it). Fixed: 7 launches + the layer overhead
@@ -417,7 +448,7 @@ def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) 
     return max(float(d.launch_time(1)) for d, _ in common.distinct_devices(cluster.devices))
 
 
-@register("megatron_tp", PAPER)
+@register("megatron_tp", PAPER, moe=True)
 def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Megatron-LM TP on equal shards (the arena's signature; `megatron_tp_on` takes a partition)."""
     return megatron_tp_on(model, cluster, workload)
@@ -430,7 +461,7 @@ def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workloa
     part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, s))
     full = Partition(part.heads, part.mlp_cols, (s,) * cluster.n)  # connective work is replicated
     t = hmp_block_times(model, cluster, workload, full)
-    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
+    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(ffn_block(t, model)) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
     link, data = _comm("megatron_tp", model, cluster, workload)
     L = model.n_layers
@@ -443,7 +474,7 @@ def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workloa
                                                       full.seq, L))
 
 
-@register("sp", PAPER)
+@register("sp", PAPER, moe=True)
 def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Sequence parallelism on equal token shards (the arena's signature; `sp_on` takes a partition)."""
     return sp_on(model, cluster, workload)
@@ -505,7 +536,7 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     _require_plan("galaxy_hmp", partition)
     part = _check(model, cluster, workload, partition, partition)
     t = hmp_block_times(model, cluster, workload, part)
-    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
+    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(ffn_block(t, model)) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
     link, data = _comm("galaxy_hmp", model, cluster, workload, part)
     L = model.n_layers
@@ -589,7 +620,10 @@ def tile_classes(model: TransformerConfig, cluster: Cluster, workload: Workload,
     offset = 0
     for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time
         pairs, inverse = np.unique(np.stack([heads[idx], mlp[idx]], axis=1), axis=0, return_inverse=True)
-        blocks.append(tp_gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values))
+        gemms = tp_gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values)
+        if model.is_moe:  # the router gates each gathered tile just before its experts' up GEMM: one fused stage
+            gemms = {k: v for k, v in gemms.items() if k != "router"} | {"ffn1": gemms["router"] + gemms["ffn1"]}
+        blocks.append(gemms)
         rows[idx] = offset + inverse.reshape(-1)
         offset += len(pairs)
     mats = {k: np.concatenate([np.broadcast_to(b[k], (len(b[k]), seq_values.size)) for b in blocks])
