@@ -370,20 +370,22 @@ class TPIRun:
 BLOCK_KERNELS = {"pre": 1, "attn": 4, "ffn": 3, "post": 2}
 
 
-def block_fixed_time(blk: Block, dev: DeviceSpec, workload: Workload) -> float:
-    """Size-independent seconds of one block on a device: its kernels' launches, and half the per-layer
-    framework time for each of a layer's two blocks (the post block's head only in a generation step)."""
+def block_fixed_time(model: TransformerConfig, blk: Block, dev: DeviceSpec, workload: Workload) -> float:
+    """Size-independent seconds of one block on a device: its kernels' launches (a MoE model's FFN block one more,
+    its router: `common.kernels_per_layer`), and half the per-layer framework time for each of a layer's two
+    blocks (the post block's head only in a generation step)."""
     if blk.kind == "post" and not workload.output_head:
         return 0.0
     half_layer = dev.layer_overhead_s / 2 if blk.kind in ("attn", "ffn") else 0.0
-    return float(dev.launch_time(BLOCK_KERNELS[blk.kind])) + half_layer
+    router = 1 if blk.kind == "ffn" and model.is_moe else 0
+    return float(dev.launch_time(BLOCK_KERNELS[blk.kind] + router)) + half_layer
 
 
 def _block_compute(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
                    workload: Workload) -> float:
     """Seconds of one Table-4 block on a device: its roofline plus its fixed launches (`block_fixed_time`)."""
     busy = _block_roofline(model, blk, dev.with_changes(kernel_launch_s=0.0), share, tokens, kv_len, workload)
-    return busy + block_fixed_time(blk, dev, workload)
+    return busy + block_fixed_time(model, blk, dev, workload)
 
 
 def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
@@ -404,7 +406,17 @@ def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share
         flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
         kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
         return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes, dtype, kind, rows=tokens)
+    if model.is_moe:  # the operator table's expert rows for the share p_i of every expert's columns
+        return moe_ffn_time(model, dev, workload, share, tokens)
     return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8, dtype, kind, rows=tokens)
+
+
+def moe_ffn_time(model: TransformerConfig, dev: DeviceSpec, workload: Workload, share: float, tokens: int) -> float:
+    """Seconds of a MoE FFN block holding the share `share` of every expert's columns: the operator table's router
+    (whole), ffn1 and ffn2 rows (`common.layer_operators`: the tokens' k experts computed, the slices of the
+    experts they touch streamed), not one roofline over every stored expert."""
+    rows = common.cost(dev, common.layer_operators(model, workload, 0, share * model.d_ff, tokens))
+    return float(sum(r.time_s for r in rows if r.operator.name in ("router", "ffn1", "ffn2")))
 
 
 def _retained(blk: Block, retain_every: int) -> bool:
@@ -469,7 +481,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         if key not in compute_cache:
             compute_cache[key] = _block_compute(model, blk, dev, c.share, tokens, kv_len, workload)
         tasks.append(Task(name, f"cpu{c.index}", compute_cache[key], tuple(deps), "compute", c.device.name))
-        fixed[name] = (block_fixed_time(blk, dev, workload), serial)
+        fixed[name] = (block_fixed_time(model, blk, dev, workload), serial)
         return name
 
     def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
@@ -657,13 +669,13 @@ def _operators(model: TransformerConfig, cluster: Cluster, workload: Workload,
                                     (workload.new_tokens,) * n, model.n_layers)
 
 
-@register("tpi_star_tp", PAPER)
+@register("tpi_star_tp", PAPER, moe=True)
 def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM: capability-proportional heads, star all-reduce, sliding-window scheduler (w = 2)."""
     return evaluate_tpi(model, cluster, workload, default_options())
 
 
-@register("tpi_star_tp_resident", PAPER)
+@register("tpi_star_tp_resident", PAPER, moe=True)
 @one_device_is_local
 def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM with its memory scheduler off (Table 1's scheduler=off): every weight resident before the prompt,
@@ -672,7 +684,7 @@ def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workl
     return evaluate_tpi(model, cluster, workload, options, scheme="tpi_star_tp_resident")
 
 
-@register("tp_ring_allreduce", "baseline")
+@register("tp_ring_allreduce", "baseline", moe=True)
 @one_device_is_local
 def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident
