@@ -23,7 +23,7 @@ from workbench.units import GIB, MIB
 
 # How a scheme partitions a MoE layer (issue 33): a registered MoE-capable scheme's name -> its partition.
 # A scheme not named here gets the partition its name suggests (`partition_of`), or none (no MoE line).
-PARTITIONS = {"dllama_moe_tp": "tp", "moe_layer_pipeline": "pipeline", "moe_expert_parallel": "expert",
+PARTITIONS = {"dllama_allgather_tp": "tp", "moe_layer_pipeline": "pipeline", "moe_expert_parallel": "expert",
               "layerwise_mp": "pipeline", "pipeline_offload": "pipeline", "single_device_resident": "one",
               "disk_offload_blocking": "one"}
 PARTITION_WORDS = {"tp": "tensor parallel inside every expert", "pipeline": "whole layers with all their experts",

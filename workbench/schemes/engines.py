@@ -505,10 +505,10 @@ def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workl
                    f"v{first}-v{last}: star through the root, {what}, one token per forward")
 
 
-@register("dllama_allgather_tp", PAPER, engine="distributed-llama")
 @one_device_is_local
 def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
+    """distributed-llama v0.12-v0.16 on a dense model: TP, each node sends its full-d partial to every peer twice a
+    layer (registered, with the MoE graph of the same release, by `schemes.moe.evaluate_dllama_allgather_tp`)."""
     return evaluate_allgather_tp(model, cluster, workload)
 
 

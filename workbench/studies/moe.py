@@ -26,7 +26,7 @@ from workbench.whatif import best_schemes
 MIB = 2**20
 # The three MoE partitions the engines use, by the scheme that models each (absent until registered: the notebook
 # says so).
-PARTITION_SCHEMES = {"dllama_moe_tp": "TP inside every expert (distributed-llama v0.16, exo tensor mode)",
+PARTITION_SCHEMES = {"dllama_allgather_tp": "TP inside every expert (distributed-llama v0.16, exo tensor mode)",
                      "moe_layer_pipeline": "whole layers, experts read sparsely (llama.cpp RPC, prima.cpp)",
                      "moe_expert_parallel": "expert parallelism, all-to-all (a what-if)"}
 
@@ -135,7 +135,7 @@ def missing_partitions(registry: Registry) -> list[str]:
 
 
 def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[int],
-                       schemes: Sequence[str] = ("dllama_moe_tp", "moe_layer_pipeline")) -> pd.DataFrame:
+                       schemes: Sequence[str] = ("dllama_allgather_tp", "moe_layer_pipeline")) -> pd.DataFrame:
     """Each registered one of `schemes` decoding on `config`'s boards at each device count: status, time per token,
     the experts per MoE layer the fullest board caches (NaN for a scheme without an expert cache), why n/a."""
     names = [name for name in schemes if name in registry]
