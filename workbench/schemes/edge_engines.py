@@ -42,7 +42,7 @@ from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
-from workbench.schemes.galaxy import first_overflow, head_cost, megatron_tp_on, one_device_is_local
+from workbench.schemes.partitions import first_overflow, head_cost, megatron_tp_on, one_device_is_local
 from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,

@@ -81,7 +81,7 @@ from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
-from workbench.schemes.galaxy import one_device_is_local
+from workbench.schemes.partitions import one_device_is_local
 
 PAPER = "distributed_llama"
 ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp", "dllama_root6_tp", "dllama_root8_tp")

@@ -297,8 +297,8 @@ def _layerwise_mp():
 
 
 # On one device a MoE partition splits nothing: it runs the whole model as one device does (every layer, the
-# operator table's rows), so its time is that; the MoE counterpart of `galaxy.one_device_is_local` (Galaxy's
-# `local` costs a dense FFN).
+# operator table's rows), so its time is that (`layerwise_mp`'s, what distributed-llama's MoE rows on one node
+# gave before `local` costed experts; kept so those rows do not move).
 one_device_is_whole = one_device_takes(_layerwise_mp, "one device: nothing to split, the whole model's time")
 
 

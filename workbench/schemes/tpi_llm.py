@@ -37,7 +37,7 @@ from workbench.models import TransformerConfig
 from workbench.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
-from workbench.schemes.galaxy import one_device_is_local
+from workbench.schemes.partitions import one_device_is_local
 from workbench.simulate import Task, Timeline, schedule
 from workbench.units import GIB
 
