@@ -120,10 +120,11 @@ def test_tpi_ffn_block_of_a_moe_streams_the_touched_experts_only(pi5):
     assert seconds == pytest.approx(rows["router"] + rows["ffn1"] + rows["ffn2"], rel=1e-12)
     every_expert = pi5.stream_time(share * m.ffn_params() * 4.5 / 8)
     assert seconds < every_expert / 4  # 8 of 128 experts (+ the router) against every one
-    ffn = tpi_llm.Block("ffn1", "ffn", 1, 0.0)
-    dense = get_model(LLAMA)
-    assert tpi_llm.block_fixed_time(m, ffn, pi5, w) - tpi_llm.block_fixed_time(dense, ffn, pi5, w) == \
-        pytest.approx(float(pi5.launch_time(1)), rel=1e-12)
+    ffn = tpi_llm.Block("ffn1", "ffn", 1, share * m.ffn_params())
+    assert tpi_llm._block_roofline(m, ffn, pi5, share, 1, 32, w) == pytest.approx(seconds, rel=1e-12)
+    dense, launching = get_model(LLAMA), pi5.with_changes(kernel_launch_s=2e-5)
+    assert tpi_llm.block_fixed_time(m, ffn, launching, w) - tpi_llm.block_fixed_time(dense, ffn, launching, w) == \
+        pytest.approx(2e-5, rel=1e-9)
 
 
 def test_every_moe_capable_scheme_gives_a_time_on_the_qwen3_pi5_example():
@@ -136,3 +137,17 @@ def test_every_moe_capable_scheme_gives_a_time_on_the_qwen3_pi5_example():
     assert len({e.scheme for e in timed}) == len({e.scheme for e in arena.entries}) - len(DENSE_ONLY) >= 18
     assert all(np.isfinite(e.result.latency_s) and e.result.latency_s > 0 for e in timed)
     assert all("costs a dense FFN" in e.error for e in arena.entries if e.result is None)
+
+
+def test_a_moe_devices_ffn_hidden_holds_each_tokens_k_experts():
+    """TP's and SP's working sets hold the FFN hidden of each of a token's `experts_per_token` experts (a dense
+    model's one): the column term of TP, the d_ff term of SP."""
+    for name in (QWEN, LLAMA):
+        m, w = get_model(name), step("prefill", 16)
+        ab, k, s = w.activation_bits / 8, m.experts_per_token, w.new_tokens
+        tp = partitions.tp_activation_bytes(m, w, 0, 96, 0) - partitions.tp_activation_bytes(m, w, 0, 0, 0)
+        assert float(tp) == pytest.approx(s * 96 * k * ab, rel=1e-12)
+        up = 2 if m.gated_ffn else 1
+        sp = partitions.sp_activation_bytes(m, w, [4]) - partitions.sp_activation_bytes(m, w, [0])
+        expect = (2 * 4 * m.d_model + 4 * m.q_dim + m.n_heads * 4 * w.attended + 4 * m.d_ff * up * k) * ab
+        assert float(sp[0]) == pytest.approx(expect, rel=1e-12)
