@@ -66,7 +66,7 @@ def test_dllama_prefill_reads_experts_per_row(pi5):
 
 def test_dllama_scheme_costs_its_syncs_and_breakdown(pi5):
     m, cl = get_model(QWEN), cluster_of([pi5] * 4)
-    r = load_all()["dllama_moe_tp"][1](m, cl, step("decode"))
+    r = load_all()["dllama_allgather_tp"][1](m, cl, step("decode"))
     assert r.parts_s == pytest.approx(r.latency_s)
     assert r.extra["traffic"] == moe.dllama_traffic(m, 4, 1, Q80)
     parts = r.extra["moe_breakdown"]
@@ -172,12 +172,25 @@ def test_ep_skewed_frequencies_load_the_hot_device(pi5):
         moe.evaluate_expert_parallel(get_model("Mixtral-8x7B"), cluster_of([pi5] * 16), step("decode"))
 
 
-def test_the_three_schemes_are_registered_for_moe_only(pi5):
+def test_the_moe_partitions_are_registered_for_moe_only(pi5):
     registry = load_all()
     dense = get_model("Llama 2-7B")
-    for name in (moe.DLLAMA_SCHEME, moe.PIPELINE_SCHEME, moe.EP_SCHEME):
+    for name in (moe.PIPELINE_SCHEME, moe.EP_SCHEME):
         with pytest.raises(WorkbenchError, match="is dense"):
             registry[name][1](dense, cluster_of([pi5] * 2), step("decode"))
+
+
+def test_distributed_llama_v016_is_one_scheme_dense_or_moe(pi5):
+    """dllama_allgather_tp is v0.16's one graph: a dense model costs the dense engine's layers (its notes), a MoE
+    model TP inside every expert (its MoE breakdown); the old second name is gone."""
+    registry = load_all()
+    assert "dllama_moe_tp" not in registry and moe.DLLAMA_SCHEME == "dllama_allgather_tp"
+    evaluate, cl = registry[moe.DLLAMA_SCHEME][1], cluster_of([pi5] * 2)
+    dense = evaluate(get_model("Llama 2-7B"), cl, step("decode"))
+    sparse = evaluate(get_model(QWEN), cl, step("decode"))
+    assert "mesh all-gather of partials" in dense.notes and "moe_breakdown" not in dense.extra
+    assert "TP inside every expert" in sparse.notes and sparse.extra["moe_breakdown"]["router_s"] > 0
+    assert dense.scheme == sparse.scheme == moe.DLLAMA_SCHEME
 
 
 def test_pipeline_equals_the_dense_pipeline_when_every_expert_is_resident(pi5):

@@ -53,7 +53,8 @@ def test_whatif_prints_moe_rows_for_the_pi5_example(capsys):
         "(routing: uniform)" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert re.search(r"\d+\.\d+ ms", rows["layerwise_mp"]) and "n/a" not in rows["layerwise_mp"]
-    assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["megatron_tp"]
+    assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["hepti_1d"]
+    assert re.search(r"\d+\.\d+ ms", rows["megatron_tp"]) and "n/a" not in rows["megatron_tp"]  # TP inside each expert
     assert re.search(r"best: prefill \w+ \(TTFT", out)
 
 
@@ -90,7 +91,7 @@ def test_moe_numbers_are_the_models_sizes():
 def test_every_reason_formats_and_names_its_partition():
     numbers = MoeNumbers(get_model("DeepSeek-V2-Lite"), 4.5, 8)
     for kind, reasons in REASONS.items():
-        scheme = next(s for s, k in (("dllama_moe_tp", "tp"), ("moe_layer_pipeline", "pipeline"),
+        scheme = next(s for s, k in (("dllama_allgather_tp", "tp"), ("moe_layer_pipeline", "pipeline"),
                                      ("moe_expert_parallel", "expert")) if k == kind)
         assert partition_of(scheme) == kind
         for cause in reasons:
@@ -101,10 +102,10 @@ def test_every_reason_formats_and_names_its_partition():
 
 def test_scheme_notes_name_the_best_count_and_the_oom_reason():
     numbers = MoeNumbers(get_model("Qwen3-30B-A3B"), 4.5, 8)
-    notes = scheme_notes(numbers, {"dllama_moe_tp": (2, 4, "OOM"), "moe_layer_pipeline": (8, None, ""),
+    notes = scheme_notes(numbers, {"dllama_allgather_tp": (2, 4, "OOM"), "moe_layer_pipeline": (8, None, ""),
                                    "single_device_resident": (1, 2, "ok"),
                                    "moe_expert_parallel": (4, None, "", 8, "n/a: 8 does not divide the heads")})
-    assert notes[0].startswith("dllama_moe_tp (tensor parallel inside every expert): fastest at 2 devices, not "
+    assert notes[0].startswith("dllama_allgather_tp (tensor parallel inside every expert): fastest at 2 devices, not "
                                "faster at 4; MoE: every device holds the replicated router")
     assert notes[1] == "moe_layer_pipeline (whole layers with all their experts): fastest at 8 devices, the largest " \
                        "count tried"
@@ -119,10 +120,10 @@ def test_stop_notes_add_the_moe_reason_to_each_stop_helping_cause():
     from workbench.moe_advice import stop_notes
 
     numbers = MoeNumbers(get_model("Qwen3-30B-A3B"), 4.5, 4, 8.5, 7 * 2**30)
-    notes = stop_notes(numbers, [Stop(scheme="dllama_moe_tp", cause="comm_bytes_s"),
+    notes = stop_notes(numbers, [Stop(scheme="dllama_allgather_tp", cause="comm_bytes_s"),
                                  Stop(scheme="moe_layer_pipeline", cause="flat"), Stop(scheme="local", cause="oom")])
     assert notes == [
-        "dllama_moe_tp: MoE: each sync gathers n-1 partial sums of the full hidden size (2.1 KiB each), so a device "
+        "dllama_allgather_tp: MoE: each sync gathers n-1 partial sums of the full hidden size (2.1 KiB each), so a device "
         "receives 612.0 KiB per token at n devices while its share of the 8 experts shrinks",
         "moe_layer_pipeline: MoE: a token visits every layer in turn: more devices hold more experts, they do not "
         "shorten a step (all experts resident from 3 devices)"]
@@ -164,7 +165,7 @@ def test_bad_routing_values_are_one_line_each():
 
 def test_a_device_count_the_engine_cannot_split_names_the_allowed(capsys):
     out = whatif(capsys, "--devices", "3")
-    line = next(line for line in out.splitlines() if line.split()[:1] == ["dllama_moe_tp"])
+    line = next(line for line in out.splitlines() if line.split()[:1] == ["dllama_allgather_tp"])
     assert "n/a" in line and re.search(r"1, 2(,| or| and) 4", line)
 
 
@@ -195,7 +196,7 @@ def test_explorer_lists_every_moe_model_and_shows_their_na_reasons():
     state = state_for_preset("qwen3_moe_pi5", phase="decode")
     assert {value for _, value in model_options(state.config)} >= set(MOE_MODELS) and len(MOE_MODELS) >= 6
     view = compute(state)
-    assert any(n.startswith("megatron_tp: megatron_tp costs a dense FFN") for n in view.notes)
+    assert any(n.startswith("hepti_1d: hepti_1d costs a dense FFN") for n in view.notes)
     assert view.summary.startswith("best time per token: ")
     olmoe = compute(state_for_preset("qwen3_moe_pi5", phase="decode", model="OLMoE-1B-7B"))
     assert olmoe.arena.model.name == "OLMoE-1B-7B" and "fit" in olmoe.summary
@@ -228,7 +229,7 @@ def test_regime_map_takes_a_moe_model():
 
     registry = load_all()
     schemes = moe_capable(registry)
-    assert {"layerwise_mp", "pipeline_offload"} <= set(schemes) and "megatron_tp" not in schemes
+    assert {"layerwise_mp", "pipeline_offload", "megatron_tp"} <= set(schemes) and "hepti_1d" not in schemes
     base = Base.from_config(load_config(EXAMPLE))
     win = winners(sweep(base, {"n_devices": (2, 4), "memory_gib": (4, 8)}, ("decode",), schemes, registry))
     assert len(win) == 4 and set(win["winner"]) <= set(schemes) | {"nothing fits"}

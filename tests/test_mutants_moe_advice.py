@@ -105,7 +105,7 @@ def test_bytes_are_written_in_the_largest_unit_they_reach(n, text):
 
 # ---- partitions and reasons ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("scheme", "kind"), [
-    ("dllama_moe_tp", "tp"), ("moe_layer_pipeline", "pipeline"), ("moe_expert_parallel", "expert"),
+    ("dllama_allgather_tp", "tp"), ("moe_layer_pipeline", "pipeline"), ("moe_expert_parallel", "expert"),
     ("layerwise_mp", "pipeline"), ("single_device_resident", "one"), ("disk_offload_blocking", "one"),
     ("pipeline_offload", "pipeline"), ("llamacpp_rpc", "pipeline"), ("exo_tensor", "tp"),
     ("galaxy_hmp", "hybrid"), ("local", "one"), ("sp", "sequence"),
@@ -143,8 +143,8 @@ def test_the_summary_lines_of_a_model_with_and_without_shared_experts():
 
 def test_stop_notes_skip_stops_without_a_cause_or_a_reason():
     numbers = qwen()
-    stops = [Stop(scheme="dllama_moe_tp", cause=None), Stop(scheme="dllama_moe_tp"),
-             Stop(scheme="dllama_moe_tp", cause=""), Stop(scheme="moe_layer_pipeline", cause="io_stall_s")]
+    stops = [Stop(scheme="dllama_allgather_tp", cause=None), Stop(scheme="dllama_allgather_tp"),
+             Stop(scheme="dllama_allgather_tp", cause=""), Stop(scheme="moe_layer_pipeline", cause="io_stall_s")]
     assert ma.stop_notes(numbers, stops) == [
         "moe_layer_pipeline: MoE: a layer's 128 experts live on its device; experts that do not fit stream from "
         "storage"]
@@ -153,7 +153,7 @@ def test_stop_notes_skip_stops_without_a_cause_or_a_reason():
 def test_scheme_notes_word_each_case():
     numbers = qwen()
     notes = ma.scheme_notes(numbers, {
-        "dllama_moe_tp": (1, 2, "ok"),  # one device, the next count ran: the partition's "why"
+        "dllama_allgather_tp": (1, 2, "ok"),  # one device, the next count ran: the partition's "why"
         "moe_layer_pipeline": (2, None, ""),  # the largest count tried
         "moe_expert_parallel": (2, 4, "OOM"),  # OOM, but the expert partition has no OOM reason
         "single_device_resident": (1, 2, "ok"),  # one device: no note
@@ -162,7 +162,7 @@ def test_scheme_notes_word_each_case():
         "layerwise_mp": (3, 4, "OOM", 8, "n/a: 8 does not divide 48 layers"),
     })
     assert notes == [
-        "dllama_moe_tp (tensor parallel inside every expert): fastest at 1 device, not faster at 2; MoE: each device "
+        "dllama_allgather_tp (tensor parallel inside every expert): fastest at 1 device, not faster at 2; MoE: each device "
         "still streams the whole f32 router (48.0 MiB) and its share of the 8 active experts (243.0 MiB at the "
         "largest count); the sync per layer grows (612.0 KiB received per token)",
         "moe_layer_pipeline (whole layers with all their experts): fastest at 2 devices, the largest count tried",

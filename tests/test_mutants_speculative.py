@@ -166,12 +166,12 @@ def test_a_verify_workload_of_prefill_is_one_line():
 @pytest.mark.parametrize("routing", [Routing("uniform"), Routing("skewed", skew=1.0)])
 @pytest.mark.parametrize("shared", [0, 2])
 def test_expert_misses_are_the_ffn_rows_memory_times_the_experts_beyond_one_token(registry, routing, shared):
-    """dllama_moe_tp carries its operator rows: the misses are layers x (ffn1 + ffn2 memory seconds) x
+    """dllama_allgather_tp carries its operator rows: the misses are layers x (ffn1 + ffn2 memory seconds) x
     (union of 5 tokens - one token's experts) / union of 5 tokens, shared experts counted in both."""
     qwen = PI5.model
     model = replace(qwen, n_shared_experts=shared) if shared else qwen  # a hypothetical Qwen3 with shared experts
     verify = sp.verify_workload(replace(PI5.workload("decode"), routing=routing), 4)
-    result = registry["dllama_moe_tp"][1](qwen, PI5.cluster, verify)
+    result = registry["dllama_allgather_tp"][1](qwen, PI5.cluster, verify)
     rows = {r.operator.name: float(r.part("memory")) for r in result.operators.rows}
     n, k = qwen.n_experts, qwen.n_active_experts
     union = (n * (1 - (1 - k / n) ** 5) if routing.kind == "uniform"
@@ -185,7 +185,7 @@ def test_expert_misses_are_the_ffn_rows_memory_times_the_experts_beyond_one_toke
 
 def test_expert_misses_of_a_dense_target_are_0_and_of_a_scheme_without_rows_n_a(registry):
     verify = sp.verify_workload(PI5.workload("decode"), 4)
-    result = registry["dllama_moe_tp"][1](PI5.model, PI5.cluster, verify)
+    result = registry["dllama_allgather_tp"][1](PI5.model, PI5.cluster, verify)
     assert sp.expert_misses(result, get_model("Llama 2-7B"), verify) == 0.0
     assert math.isnan(sp.expert_misses(fake(1.0), PI5.model, verify))  # unknown is n/a, never 0
 
@@ -334,8 +334,8 @@ def test_a_verify_steps_collectives_are_its_link_latency_and_bytes(registry):
 def test_a_moe_verify_step_counts_its_expert_misses(registry):
     spec = sp.Speculation(alpha=0.5, gamma=4)
     work = PI5.workload("decode")
-    step = sp.verify_step(spec, "dllama_moe_tp", registry, PI5.model, PI5.cluster, work)
-    verify = registry["dllama_moe_tp"][1](PI5.model, PI5.cluster, sp.verify_workload(work, 4))
+    step = sp.verify_step(spec, "dllama_allgather_tp", registry, PI5.model, PI5.cluster, work)
+    verify = registry["dllama_allgather_tp"][1](PI5.model, PI5.cluster, sp.verify_workload(work, 4))
     want = sp.expert_misses(verify, PI5.model, sp.verify_workload(work, 4))
     assert want > 0 and step.experts_s == pytest.approx(want, rel=REL)
 

@@ -230,8 +230,8 @@ def test_moe_device_counts_agree_with_the_rows_shown(executed_pages):
     assert all(r["status"] != "ok" or r["cached_experts"] != r["experts"] for r in pipeline if int(r["devices"]) < said)
     [tp] = [s for s in prose(page) if s.startswith("Tensor parallel inside every expert")]
     at = int(re.search(r"At (\d+) devices", tp).group(1))
-    assert {"scheme": "dllama_moe_tp", "devices": str(at), "status": "ok"}.items() <= \
-        next(r for r in rows if r["scheme"] == "dllama_moe_tp" and r["devices"] == str(at)).items()
+    assert {"scheme": "dllama_allgather_tp", "devices": str(at), "status": "ok"}.items() <= \
+        next(r for r in rows if r["scheme"] == "dllama_allgather_tp" and r["devices"] == str(at)).items()
 
 
 @pytest.mark.slow

@@ -86,8 +86,8 @@ def test_every_scheme_is_local_on_one_device(name):
         for phase in ("prefill", "decode"):
             workload = Workload(phase, 16, 16, weight_bits=16, activation_bits=16)
             ran = latencies(model, cluster, workload)
-            # Galaxy's `local` costs a dense FFN (n/a for a mixture of experts): there, layer-wise model parallelism
-            # on one device is the one-device run; an engine's scheme is held to that run on the engine's kernels
+            # a mixture of experts is held to layer-wise model parallelism on one device (what the MoE partitions
+            # take there: `moe.one_device_is_whole`); an engine's scheme is held to that run on the engine's kernels
             applied |= set(ran)
             for scheme, (latency, engine) in ran.items():
                 local = unsplit(model, cluster, workload, engine) if engine else \

@@ -89,7 +89,7 @@ def test_whatif_devices_prints_a_stop_helping_line_per_scheme():
     named = [line.split(":")[0].strip() for line in block if line not in grouped]
     named += [name for line in grouped for name in line.split(": ", 2)[1].split(", ")]
     assert sorted(named) == schemes  # every scheme once: its own line, or a line of those that never apply
-    assert any("dllama_moe_tp" in line and "dense (n_experts = 0)" in line for line in grouped)  # MoE-only: n/a
+    assert any("moe_layer_pipeline" in line and "dense (n_experts = 0)" in line for line in grouped)  # MoE-only: n/a
     words = ("stops helping at", "still falling at", "do not help", "no device count", "does not apply")
     assert all(any(w in line for w in words) for line in block)
     # the 13B model's 40 KV heads: distributed-llama cannot split it over 16 boards

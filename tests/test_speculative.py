@@ -348,7 +348,7 @@ def test_a_moe_target_behind_a_small_expert_cache_loses_to_its_verify_misses():
 def test_an_unknown_expert_streaming_is_n_a_with_its_reason_never_zero():
     """Qwen3-30B-A3B on four Pi 5 boards with an n-gram draft: a MoE scheme that attaches no operator rows cannot
     split its verify step's expert streaming out; it is NaN with the reason (it used to read 0 s and name another
-    losing part), while dllama_moe_tp, which carries its rows, gets a number."""
+    losing part), while dllama_allgather_tp, which carries its rows, gets a number."""
     config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
     spec, registry, decode = sp.Speculation(sp.NGRAM, "root", 4, 0.7), load_all(), config.workload("decode")
     for scheme in ("moe_expert_parallel", "moe_layer_pipeline", "layerwise_mp"):
@@ -356,21 +356,21 @@ def test_an_unknown_expert_streaming_is_n_a_with_its_reason_never_zero():
         assert math.isnan(cost.verify_experts_s) and cost.experts_note == sp.experts_unknown(scheme)
         assert cost.losing_part != "verify compute" and "attaches no operator rows" in sp.losing_reason(cost)
         assert math.isnan(cost.row()["verify_experts_s"]) and cost.row()["experts_note"]
-    known = sp.speculative_cost(spec, "dllama_moe_tp", registry, config.model, config.cluster, decode)
+    known = sp.speculative_cost(spec, "dllama_allgather_tp", registry, config.model, config.cluster, decode)
     assert known.verify_experts_s > 0 and known.experts_note == ""
     plain = registry["moe_expert_parallel"][1](config.model, config.cluster, decode)
     assert plain.operators is None and math.isnan(sp.expert_misses(plain, config.model, decode))
 
 
 def test_a_losing_draft_says_why_from_the_breakdown(registry):
-    """dllama_moe_tp sends each sync once per batch row: a verify step of gamma + 1 = 5 rows pays 5x the per-message
+    """dllama_allgather_tp sends each sync once per batch row: a verify step of gamma + 1 = 5 rows pays 5x the per-message
     time of a one-token step, which the reason derives from the two steps' numbers."""
     config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
     decode = config.workload("decode")
-    cost = sp.speculative_cost(sp.Speculation(sp.NGRAM, "root", 4, 0.7), "dllama_moe_tp", registry, config.model,
+    cost = sp.speculative_cost(sp.Speculation(sp.NGRAM, "root", 4, 0.7), "dllama_allgather_tp", registry, config.model,
                                config.cluster, decode)
-    plain = registry["dllama_moe_tp"][1](config.model, config.cluster, decode)
-    verify = sp.verify_result("dllama_moe_tp", registry["dllama_moe_tp"][1], config.model, config.cluster, decode, 4)
+    plain = registry["dllama_allgather_tp"][1](config.model, config.cluster, decode)
+    verify = sp.verify_result("dllama_allgather_tp", registry["dllama_allgather_tp"][1], config.model, config.cluster, decode, 4)
     ratio = verify.comm_link_latency_s / plain.comm_link_latency_s
     assert ratio == pytest.approx(5.0, rel=0.01) and cost.losing_part == "communication"
     reason = sp.losing_reason(cost)

@@ -138,7 +138,7 @@ counts = study.device_count_table(pi, registry, (1, 2, 3, 4) if quick else range
 counts
 
 # %%
-pipe, tp = counts[counts.scheme == "moe_layer_pipeline"], counts[counts.scheme == "dllama_moe_tp"]
+pipe, tp = counts[counts.scheme == "moe_layer_pipeline"], counts[counts.scheme == "dllama_allgather_tp"]
 resident = study.resident_from(counts)
 partial = pipe[(pipe.status == "ok") & (pipe.cached_experts < pipe.experts)]
 after = pipe[(pipe.status == "ok") & (pipe.devices >= (resident or 0))]
@@ -154,7 +154,7 @@ say("Whole layers per device (moe_layer_pipeline): {cached}; {resident}",
 runs, oom, unsplit = tp[tp.status == "ok"], tp[tp.status == "OOM"], tp[tp.status == "n/a"]
 largest = int(runs.devices.max()) if len(runs) else pi.cluster.n
 numbers = MoeNumbers(pi.model, pi.weight_bits, largest, pi.activation_bits).fields()
-say("Tensor parallel inside every expert (dllama_moe_tp) runs at {ok} device(s){oom}{na}. At {n} devices each "
+say("Tensor parallel inside every expert (dllama_allgather_tp) runs at {ok} device(s){oom}{na}. At {n} devices each "
     "board still streams the whole f32 router ({router}) beside its {share} share of the experts per token, and "
     "its syncs receive {sync} per token.",
     ok=listing(runs.devices) or "no count tried", n=largest, router=numbers["router"],

@@ -209,7 +209,7 @@ if moe is not None and moe.is_moe:
     boards = Cluster((load_device(moe_board),) * 4, Topology("switch", 4, Link.from_mbps(1000, 0.1)))
     moe_workload = replace(workload, weight_bits=config.weight_bits)
     ngram = sp.Speculation(sp.NGRAM, "root", 4, 0.5)
-    moe_schemes = [n for n in ("dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel") if n in registry]
+    moe_schemes = [n for n in ("dllama_allgather_tp", "moe_layer_pipeline", "moe_expert_parallel") if n in registry]
     moe_sweeps = pd.concat([sp.alpha_sweep(ngram, name, registry, moe, boards, moe_workload, line_alphas, gammas)
                             .assign(scheme=name) for name in moe_schemes], ignore_index=True)
     moe_best = sp.best_over_gamma(moe_sweeps, by=("scheme", "alpha"))
@@ -226,7 +226,7 @@ if moe is not None and moe.is_moe:
     # the regime map of a dense and a MoE target on the same boards, same draft (prompt lookup), same scheme family
     dense_peer = find_model(dense_peer_name)
     moe_regime = pd.concat([
-        sp.regime_map(ngram, "dllama_moe_tp", registry, moe, boards, moe_workload, alphas, latencies, gammas)
+        sp.regime_map(ngram, "dllama_allgather_tp", registry, moe, boards, moe_workload, alphas, latencies, gammas)
         .assign(target=f"MoE: {moe.name}"),
         sp.regime_map(ngram, "dllama_allgather_tp", registry, dense_peer, boards, moe_workload, alphas, latencies,
                       gammas).assign(target=f"dense: {dense_peer.name}")], ignore_index=True) \

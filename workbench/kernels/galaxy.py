@@ -33,7 +33,8 @@ from workbench.kernels import reference as ref
 from workbench.models import TransformerConfig
 from workbench.network import bottleneck_bytes
 from workbench.schemes.base import Workload
-from workbench.schemes.galaxy import PARALLEL_SCHEMES, Partition, layer_collectives, uniform_partition
+from workbench.schemes.galaxy import PARALLEL_SCHEMES
+from workbench.schemes.partitions import Partition, layer_collectives, uniform_partition
 
 KERNEL_SCHEMES = PARALLEL_SCHEMES
 AXIS = "x"

@@ -278,13 +278,13 @@ def _planned(model: TransformerConfig, cluster: Cluster, workload: Workload, sch
 planned_on = with_streaming_split(_planned)
 
 
-@register("galaxy_hmp", PAPER, origin="Galaxy (Ye et al.): HMP on Algorithm 1's partition", partition="hybrid")
+@register("galaxy_hmp", PAPER, moe=True, origin="Galaxy (Ye et al.): HMP on Algorithm 1's partition", partition="hybrid")
 def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP without overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
     return _planned(model, cluster, workload, "galaxy_hmp")
 
 
-@register("galaxy_hmp_overlap", PAPER, origin="Galaxy (Ye et al.): HMP with tile overlap on Algorithm 1's "
+@register("galaxy_hmp_overlap", PAPER, moe=True, origin="Galaxy (Ye et al.): HMP with tile overlap on Algorithm 1's "
           "partition", partition="hybrid")
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (`evaluate` takes a given one)."""

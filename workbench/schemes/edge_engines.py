@@ -43,13 +43,8 @@ from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
-from workbench.schemes.galaxy import (
-    MEGATRON_TP,
-    first_overflow,
-    head_cost,
-    megatron_tp_on,
-    one_device_is_local,
-)
+from workbench.schemes.galaxy import MEGATRON_TP
+from workbench.schemes.partitions import first_overflow, head_cost, megatron_tp_on, one_device_is_local
 from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,
@@ -260,7 +255,7 @@ def check_exo_tensor(model: TransformerConfig, n: int) -> None:
                                  f"sharding; got {n}")
 
 
-@register("exo_tensor", "exo", origin="exo's tensor mode", partition="tp")
+@register("exo_tensor", "exo", moe=True, origin="exo's tensor mode", partition="tp")
 @one_device_is_local
 def evaluate_exo_tensor(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's tensor mode: Megatron TP (an all_sum after each attention and MLP block), the head whole on

@@ -82,7 +82,7 @@ from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
-from workbench.schemes.galaxy import one_device_is_local
+from workbench.schemes.partitions import one_device_is_local
 
 PAPER = "distributed_llama"
 ALLGATHER = "dllama_allgather_tp"  # v0.11-v0.16's sync structure
@@ -520,11 +520,10 @@ def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workl
                    f"v{first}-v{last}: star through the root, {what}, one token per forward")
 
 
-@register("dllama_allgather_tp", PAPER, origin=origin("dllama_allgather_tp"), family="distributed-llama", partition="tp",
-          engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
+    """distributed-llama v0.12-v0.16 on a dense model: TP, each node sends its full-d partial to every peer twice a
+    layer (registered, with the MoE graph of the same release, by `schemes.moe.evaluate_dllama_allgather_tp`)."""
     return evaluate_allgather_tp(model, cluster, workload)
 
 

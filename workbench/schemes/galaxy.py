@@ -1,4 +1,9 @@
-"""Galaxy (Ye et al.) and its baselines on the shared cost model: Local, Megatron TP, SP, HMP (+ tile overlap).
+"""Galaxy (Ye et al.): hybrid model parallelism (HMP) and its tile overlap, on the generic partitions.
+
+The partitions Galaxy compares against (Local, Megatron TP, SP) and the pieces HMP shares with them (the
+`Partition`, per-device memory, ring collectives, the operator-table block times, the output head) live in
+`workbench.schemes.partitions` and are re-exported here; this module keeps Galaxy's own: HMP's reduce-scatter /
+all-gather schedule, the tile-by-tile overlap and the profiler's L(T, x, d) its planner reads.
 
 One layer, per device d holding `a_d` heads, `b_d` FFN columns and `s_d` tokens (Galaxy Sec. III-B):
 
@@ -51,20 +56,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.apportion import even_split
 from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
-from workbench.network import collective_latency, point_to_point
+from workbench.network import point_to_point
 from workbench.schemes import common
-from workbench.schemes.base import (
-    Cluster,
-    SchemeResult,
-    Workload,
-    one_device_takes,
-    register,
-    with_streaming_split,
-)
+from workbench.schemes.base import Cluster, SchemeResult, Workload, with_streaming_split
 from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
     CONNECTIVE_PASSES,
     ffn_down_flops,
@@ -74,71 +71,58 @@ from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner 
     qkv_flops,
     score_flops,
 )
+from workbench.schemes.partitions import (  # noqa: F401  (the generic partitions; re-exported for the planner, tests)
+    ONE_DEVICE_NOTE,
+    PAPER,
+    Partition,
+    act_bytes,
+    budgets,
+    check_partition,
+    connective_latency,
+    evaluate_local,
+    evaluate_megatron_tp,
+    evaluate_sp,
+    ffn_block,
+    first_overflow,
+    fixed_layer_seconds,
+    full_memory_bytes,
+    head_cost,
+    head_fixed,
+    hmp_block_times,
+    layer_collectives,
+    layer_comm,
+    layer_launches,
+    megatron_tp_on,
+    model_weight_bytes_per_column,
+    model_weight_bytes_per_head,
+    one_device_is_local,
+    partition_result,
+    shared_weight_bytes,
+    sp_activation_bytes,
+    sp_layer_compute,
+    sp_on,
+    stack_seconds,
+    tp_activation_bytes,
+    tp_gemm_times,
+    tp_memory_bytes,
+    uniform_partition,
+)
 from workbench.simulate import Task, Timeline, schedule
 
-PAPER = "galaxy"
+_comm = layer_comm  # one release: the old private name some tests call
+
 # Galaxy's schemes split over devices (each has a shard_map kernel, `workbench.kernels.galaxy`); the catalogue
 # lists all of Galaxy's (`load_all().filter(family="galaxy")`, `local` first)
-LOCAL, MEGATRON_TP, SP = "local", "megatron_tp", "sp"  # the schemes this module registers
+LOCAL, MEGATRON_TP, SP = "local", "megatron_tp", "sp"  # the schemes `workbench.schemes.partitions` registers
 HMP, HMP_OVERLAP = "galaxy_hmp", "galaxy_hmp_overlap"  # registered by workbench.planners.galaxy (they plan)
 PARALLEL_SCHEMES = (MEGATRON_TP, SP, HMP, HMP_OVERLAP)
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
 
 
-# ---- partitions ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Partition:
-    """Per-device shares: attention heads (MHA), FFN columns (MLP) and tokens (connective block)."""
-
-    heads: tuple[int, ...]
-    mlp_cols: tuple[int, ...]
-    seq: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        for name in ("heads", "mlp_cols", "seq"):
-            values = tuple(getattr(self, name))
-            object.__setattr__(self, name, values)
-            if not values:
-                raise WorkbenchError(f"partition {name} needs at least one device")
-            if any(not isinstance(v, int | np.integer) or v < 0 for v in values):
-                raise WorkbenchError(f"partition {name} must be integers >= 0, got {values}")
-            object.__setattr__(self, name, tuple(int(v) for v in values))
-        if not len(self.heads) == len(self.mlp_cols) == len(self.seq):
-            raise WorkbenchError(f"partition lengths differ: heads {len(self.heads)}, mlp_cols "
-                                 f"{len(self.mlp_cols)}, seq {len(self.seq)}")
-
-    @property
-    def n(self) -> int:
-        """Number of devices."""
-        return len(self.heads)
-
-    def check(self, model: TransformerConfig, seq_len: int) -> Partition:
-        """Raise unless the shares add up to the model's heads, FFN width and `seq_len`."""
-        for name, total in (("heads", model.n_heads), ("mlp_cols", model.d_ff), ("seq", seq_len)):
-            got = sum(getattr(self, name))
-            if got != total:
-                raise WorkbenchError(f"partition {name} must sum to {total}, got {got} ({getattr(self, name)})")
-        group = model.n_heads // model.n_kv_heads
-        if any(a % group for a in self.heads):
-            raise WorkbenchError(f"partition heads must be multiples of the GQA group size {group}, got {self.heads}")
-        return self
-
-
-def uniform_partition(model: TransformerConfig, n: int, seq_len: int) -> Partition:
-    """The homogeneous split M-LM and SP use: equal heads (in GQA groups), columns and tokens."""
-    group = model.n_heads // model.n_kv_heads
-    heads = tuple(g * group for g in even_split(model.n_kv_heads, n))
-    return Partition(heads, even_split(model.d_ff, n), even_split(seq_len, n))
-
-
 # ---- per-device latencies: the profiler's L(T, x, d) -------------------------------------------
 # FLOPs, dtype, GEMM/GEMV efficiency, the per-kernel roofline and the connective block are the shared
 # conventions of `workbench.schemes.common` (their names are re-exported here for the planner and tests).
-def _act_bytes(workload: Workload) -> float:
-    return workload.activation_bits / 8
-
-
 def gemm_time(device: DeviceSpec, workload: Workload, flops, weight_bytes=0.0) -> np.ndarray:
     """Seconds for `flops` of matmul work reading `weight_bytes` of weights: the slower of compute and
     streaming the weights from the outermost memory (`common.roofline_time`; a GEMV when decoding)."""
@@ -164,338 +148,20 @@ def mha_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload
 
 
 def mlp_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, cols) -> np.ndarray:
-    """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens."""
+    """L(MLP, b, d): seconds for the MLP block with `cols` FFN columns on all new tokens (a MoE model's: its
+    operator table rows, the router and the slices of the experts the tokens touch: `ffn_block`)."""
     s = workload.new_tokens
+    if model.is_moe:
+        return ffn_block(common.kernel_times(model, device, workload, np.zeros_like(np.asarray(cols, float)), cols, s),
+                         model)
     return gemm_time(device, workload, ffn_up_flops(model, cols, s) + ffn_down_flops(model, cols, s),
                      np.asarray(cols, float) * layer_weight_bytes_per_column(model, workload))
-
-
-def connective_latency(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens) -> np.ndarray:
-    """L(CON, s, d): seconds for one connective block (residual + LayerNorm) on `tokens`, memory-bound."""
-    return common.connective_time(model, device, workload, tokens)
 
 
 def capacity(model: TransformerConfig, device: DeviceSpec, workload: Workload) -> float:
     """Galaxy Eq. 6: V_d = 1 / (L(MHA, all heads, d) + L(MLP, all columns, d))."""
     return 1.0 / float(mha_latency(model, device, workload, model.n_heads)
                        + mlp_latency(model, device, workload, model.d_ff))
-
-
-# ---- memory -------------------------------------------------------------------------------------
-def model_weight_bytes_per_head(model: TransformerConfig, workload: Workload) -> float:
-    """Bytes of one query head's share of all layers' attention weights (Eq. 5's l * M_att / sum A)."""
-    return model.n_layers * model.attention_params() / model.n_heads * workload.weight_bits / 8
-
-
-def model_weight_bytes_per_column(model: TransformerConfig, workload: Workload) -> float:
-    """Bytes of one FFN column's share of all layers' MLP weights (Eq. 5's l * M_mlp / sum B)."""
-    return model.n_layers * model.ffn_params() / model.d_ff * workload.weight_bits / 8
-
-
-def shared_weight_bytes(model: TransformerConfig, workload: Workload, n: int) -> float:
-    """Weights outside the MHA/MLP blocks each TP device holds: all norms + 1/n of the embeddings."""
-    params = model.n_layers * model.norm_params() + (model.embedding_params() + model.head_params()) / n
-    return params * workload.weight_bits / 8
-
-
-def tp_activation_bytes(model: TransformerConfig, workload: Workload, heads, cols, seq) -> np.ndarray:
-    """Working set of a TP/HMP device: gathered input, own shard, its heads' Q/K/V and scores, its FFN slice."""
-    s, t = workload.new_tokens, workload.attended
-    heads, cols, seq = (np.asarray(v, dtype=float) for v in (heads, cols, seq))
-    kv_per_q = model.n_kv_heads / model.n_heads
-    elements = (s * model.d_model + seq * model.d_model + s * heads * model.d_head * (1 + 2 * kv_per_q)
-                + heads * s * t + s * cols)
-    cache = 0.0 if workload.phase == "prefill" else 2 * t * heads * kv_per_q * model.d_head * model.n_layers
-    return (elements + cache) * _act_bytes(workload)
-
-
-def sp_activation_bytes(model: TransformerConfig, workload: Workload, seq) -> np.ndarray:
-    """Working set of an SP device: its tokens' activations, Q for them, all K/V, scores, FFN hidden."""
-    t = workload.attended
-    seq = np.asarray(seq, dtype=float)
-    elements = (2 * seq * model.d_model + seq * model.q_dim + 2 * t * model.kv_dim + model.n_heads * seq * t
-                + seq * model.d_ff * (2 if model.gated_ffn else 1))
-    n = max(seq.size, 1)
-    cache = 0.0 if workload.phase == "prefill" else model.kv_cache_bytes(t, workload.activation_bits) / n
-    return elements * _act_bytes(workload) + cache
-
-
-def tp_memory_bytes(model: TransformerConfig, workload: Workload, partition: Partition) -> np.ndarray:
-    """Per-device bytes under a TP-style split (M-LM, HMP): weight shares + shared weights + activations."""
-    heads, cols = np.asarray(partition.heads, float), np.asarray(partition.mlp_cols, float)
-    weights = heads * model_weight_bytes_per_head(model, workload) + cols * model_weight_bytes_per_column(model, workload)
-    return weights + shared_weight_bytes(model, workload, partition.n) + \
-        tp_activation_bytes(model, workload, heads, cols, partition.seq)
-
-
-def full_memory_bytes(model: TransformerConfig, workload: Workload, seq) -> np.ndarray:
-    """Per-device bytes when every device holds all weights (SP, Local)."""
-    return model.weight_bytes(workload.weight_bits) + sp_activation_bytes(model, workload, seq)
-
-
-def budgets(cluster: Cluster) -> np.ndarray:
-    """Each device's memory budget: the capacity of its outermost memory level."""
-    return np.array([d.memory_bytes for d in cluster.devices], dtype=float)
-
-
-def first_overflow(need: np.ndarray, cluster: Cluster) -> str:
-    """'' if every device fits, else an 'infeasible: ...' message naming the worst device and bytes."""
-    over = need - budgets(cluster)
-    if not np.any(over > 0):
-        return ""
-    d = int(np.argmax(over))
-    return (f"infeasible: device {d} ({cluster.devices[d].name}) needs {need[d]:.4g} B but its budget is "
-            f"{budgets(cluster)[d]:.4g} B ({over[d]:.4g} B do not fit)")
-
-
-# ---- collectives --------------------------------------------------------------------------------
-def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload) -> list[tuple[str, float]]:
-    """(collective, message bytes) per layer; the message is the full (gathered / reduced) buffer."""
-    b = _act_bytes(workload)
-    s = workload.new_tokens
-    act = s * model.d_model * b
-    if scheme == "megatron_tp":
-        return [("all_reduce", act), ("all_reduce", act)]
-    if scheme == "sp":
-        kv = s * model.kv_dim * b
-        return [("all_gather", kv), ("all_gather", kv)]
-    if scheme in ("galaxy_hmp", "galaxy_hmp_overlap"):
-        return [("reduce_scatter", act), ("all_gather", act), ("reduce_scatter", act), ("all_gather", act)]
-    if scheme == "local":
-        return []
-    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(EVALUATORS)}")
-
-
-def _stack(cluster: Cluster) -> np.ndarray:
-    """Per-device network-stack CPU seconds per byte (`DeviceSpec.stack_s_per_byte`; the what-if, 0 = free)."""
-    return np.array([d.stack_s_per_byte for d in cluster.devices], dtype=float)
-
-
-def _collective(cluster: Cluster, kind: str, message_bytes: float) -> tuple[float, float]:
-    """(per-message seconds, bytes seconds) of one ring collective over the cluster: the wire hops plus the
-    link's `message_overhead_s` at both endpoints of every ring step, and the busiest link's bytes at the
-    bandwidth - or at the slowest endpoint's network stack, if that handles bytes slower (the what-if)."""
-    topo = cluster.topology
-    link, data = collective_latency("ring", kind, cluster.n, message_bytes, topo.link.bandwidth_bytes_per_s,
-                                    topo.link.latency_s, topo.path_hops, breakdown=True,
-                                    message_overhead=topo.link.message_overhead_s,
-                                    stack_s_per_byte=float(np.max(_stack(cluster))))
-    return float(link), float(data)
-
-
-def _comm(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-          partition: Partition | None = None) -> tuple[float, float]:
-    """Per-layer (per-message, bytes) seconds of a scheme's non-overlapped collectives.
-
-    With a `partition` (HMP, SP), each reduce-scatter / all-gather step carries a whole sequence shard,
-    so the ring runs at its largest shard: the buffer is padded to n x max(seq) rows (as the kernels pad
-    it, and as the tile-overlap timeline sends it) of d_model (HMP) or the K/V width (SP). A split into
-    equal shards pads nothing.
-    """
-    width = model.kv_dim if scheme == "sp" else model.d_model
-    parts = []
-    for kind, message in layer_collectives(scheme, model, workload):
-        if partition is not None and kind in ("reduce_scatter", "all_gather"):
-            message = cluster.n * max(partition.seq) * width * _act_bytes(workload)
-        parts.append(_collective(cluster, kind, message))
-    return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-
-def tp_gemm_times(model: TransformerConfig, device: DeviceSpec, workload: Workload, heads: int, cols: int,
-               tokens) -> dict[str, np.ndarray]:
-    """Seconds of the four TP GEMMs (qkv, out, ffn1, ffn2) for `tokens` rows with `heads` heads and
-    `cols` FFN columns; each reads its full weight slice (so row tiles re-read the weights)."""
-    return common.kernel_times(model, device, workload, heads, cols, tokens)
-
-
-def hmp_block_times(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                    part: Partition) -> dict[str, np.ndarray]:
-    """Per-device seconds of each HMP step (whole GEMMs): qkv, attn, out, ffn1, ffn2, con, overhead."""
-    s = workload.new_tokens
-    heads, cols, seq = (np.asarray(v, dtype=np.int64) for v in (part.heads, part.mlp_cols, part.seq))
-    out = {k: np.zeros(cluster.n) for k in ("qkv", "attn", "out", "ffn1", "ffn2", "con", "overhead")}
-    for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time, vectorised over it
-        for k, v in tp_gemm_times(model, d, workload, heads[idx], cols[idx], s).items():
-            out[k][idx] = v
-        out["attn"][idx] = common.attention_time(model, d, workload, heads[idx])
-        out["con"][idx] = connective_latency(model, d, workload, seq[idx])
-        out["overhead"][idx] = layer_overhead(d)
-    return out
-
-
-def layer_launches(scheme: str, model: TransformerConfig, workload: Workload, part: Partition) -> np.ndarray:
-    """Kernels each device launches per layer: the four weight GEMMs where it holds heads / columns (under
-    the tile overlap, one per non-empty tile: n tiles each), attention, and the two connective blocks
-    (on its tokens; M-LM replicates them on the whole sequence). Splitting a GEMM does not split these."""
-    heads, cols = np.asarray(part.heads) > 0, np.asarray(part.mlp_cols) > 0
-    tiles = float(sum(1 for t in part.seq if t > 0)) if scheme == "galaxy_hmp_overlap" else 1.0
-    if scheme == "sp":
-        return np.where(np.asarray(part.seq) > 0, 7.0, 0.0)
-    con = 2.0 * (np.ones(part.n) if scheme == "megatron_tp" else (np.asarray(part.seq) > 0))
-    return heads * (2 * tiles + 1) + cols * 2 * tiles + con
-
-
-def fixed_layer_seconds(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
-                        part: Partition) -> np.ndarray:
-    """Per device, the size-independent seconds of one layer: its launches x `kernel_launch_s` + its
-    `layer_overhead_s`."""
-    launches = np.asarray(layer_launches(scheme, model, workload, part), dtype=float)
-    out = np.zeros(cluster.n)
-    for d, idx in common.distinct_devices(cluster.devices):
-        out[idx] = d.launch_time(launches[idx]) + layer_overhead(d)
-    return out
-
-
-def sp_layer_compute(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens: int) -> tuple[float, float]:
-    """(before the K/V all-gather, after it) seconds of one SP layer on `tokens` of the sequence."""
-    before, after = _sp_layer_arrays(model, device, workload, tokens)
-    return float(before), float(after)
-
-
-def _sp_layer_arrays(model: TransformerConfig, device: DeviceSpec, workload: Workload, tokens):
-    """`sp_layer_compute` vectorised over `tokens` (one device class)."""
-    g = tp_gemm_times(model, device, workload, model.n_heads, model.d_ff, tokens)
-    before = g["qkv"]
-    after = g["out"] + g["ffn1"] + g["ffn2"] + common.attention_time(model, device, workload, model.n_heads, tokens) \
-        + 2 * connective_latency(model, device, workload, tokens) + layer_overhead(device)
-    return before, after
-
-
-# ---- evaluators ---------------------------------------------------------------------------------
-def _check(model: TransformerConfig, cluster: Cluster, workload: Workload, partition: Partition | None,
-           default: Partition) -> Partition:
-    if not isinstance(model, TransformerConfig):
-        raise WorkbenchError(f"model must be a TransformerConfig, got {type(model).__name__}")
-    partition = default if partition is None else partition
-    if not isinstance(partition, Partition):
-        raise WorkbenchError(f"partition must be a Partition, got {type(partition).__name__}")
-    if partition.n != cluster.n:
-        raise WorkbenchError(f"partition is for {partition.n} devices but the cluster has {cluster.n}")
-    return partition.check(model, workload.new_tokens)
-
-
-def _result(scheme, workload, compute, link, data, memory, cluster, notes="", fixed=0.0, serial=0.0,
-            operators: common.Breakdown | None = None, **extra) -> SchemeResult:
-    """A SchemeResult with the fixed and serial seconds (counted in `compute`) carved out as components and the
-    busiest device's operator rows (`operators`) when the scheme's layer is its devices' fused tables."""
-    need = np.asarray(memory, dtype=float)
-    message = first_overflow(need, cluster)
-    result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
-                          compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
-                          peak_memory_bytes=tuple(float(m) for m in need),
-                          memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
-                          notes="; ".join(x for x in (notes, message) if x), extra=extra,
-                          operators=operators)
-    serial = min(float(serial), compute)
-    return result.carve(min(float(fixed), compute - serial), serial)
-
-
-@register("local", PAPER, origin="Galaxy (Ye et al.) Sec. III-B: the Local baseline, one device",
-          partition="one")
-def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
-    `common.step_time` (the LM head when the workload includes it). Fixed: 7 launches + the layer overhead
-    per layer (and the head's launch)."""
-    one = Cluster(cluster.devices[:1], type(cluster.topology)(cluster.topology.kind, 1, cluster.topology.link))
-    device = one.devices[0]
-    compute = common.step_time(model, device, workload)
-    fixed = common.step_fixed_time(model, device, workload)
-    memory = [float(full_memory_bytes(model, workload, workload.new_tokens))]
-    return _result("local", workload, compute, 0.0, 0.0, memory, one, fixed=fixed)
-
-
-ONE_DEVICE_NOTE = "one device: nothing to split, local's time"
-
-
-# Decorator for a partition scheme's evaluator: on one device the scheme splits nothing, so it runs what `local`
-# runs and its time (latency and every component) is `local`'s; its memory, OOM and notes stay its own. Without it
-# a one-device sweep named a TP scheme the winner on its own step model's differences (Hepti's merged kernels, the
-# MCU's tile pipeline, TPI-LLM's and distributed-llama's per-block sums).
-one_device_is_local = one_device_takes(lambda: evaluate_local, ONE_DEVICE_NOTE)
-
-
-def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> float:
-    """The output head's launch (one kernel on each device that computes a share of it)."""
-    if not (workload.output_head and model.is_decoder):
-        return 0.0
-    return max(float(d.launch_time(1)) for d, _ in common.distinct_devices(cluster.devices))
-
-
-@register("megatron_tp", PAPER, origin="Megatron-LM TP as Galaxy (Ye et al.) Sec. III-B costs it",
-          partition="tp")
-def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Megatron-LM TP on equal shards (the arena's signature; `megatron_tp_on` takes a partition)."""
-    return megatron_tp_on(model, cluster, workload)
-
-
-def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
-                   partition: Partition | None = None) -> SchemeResult:
-    """Megatron-LM TP: equal heads/columns, replicated connective ops, two ring all-reduces per layer."""
-    s = workload.new_tokens
-    part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, s))
-    full = Partition(part.heads, part.mlp_cols, (s,) * cluster.n)  # connective work is replicated
-    t = hmp_block_times(model, cluster, workload, full)
-    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
-                 + np.max(t["overhead"]))
-    link, data = _comm("megatron_tp", model, cluster, workload)
-    L = model.n_layers
-    head, head_link, head_data = head_cost("megatron_tp", model, cluster, workload)
-    fixed = L * float(np.max(fixed_layer_seconds("megatron_tp", model, cluster, workload, part))) \
-        + _head_fixed(model, cluster, workload)
-    return _result("megatron_tp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   tp_memory_bytes(model, workload, full), cluster, fixed=fixed, partition=part,
-                   operators=common.busiest_breakdown(model, cluster.devices, workload, full.heads, full.mlp_cols,
-                                                      full.seq, L))
-
-
-@register("sp", PAPER, origin="sequence parallelism as Galaxy (Ye et al.) Sec. III-B costs it",
-          partition="sequence")
-def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Sequence parallelism on equal token shards (the arena's signature; `sp_on` takes a partition)."""
-    return sp_on(model, cluster, workload)
-
-
-def sp_on(model: TransformerConfig, cluster: Cluster, workload: Workload,
-          partition: Partition | None = None) -> SchemeResult:
-    """Sequence parallelism: equal token shards, full weights everywhere, K and V all-gathered per layer;
-    the next token's logits on the device holding the last token (serial)."""
-    part = _check(model, cluster, workload, partition, uniform_partition(model, cluster.n, workload.new_tokens))
-    seq = np.asarray(part.seq, dtype=np.int64)
-    before, after = np.zeros(cluster.n), np.zeros(cluster.n)
-    for d, idx in common.distinct_devices(cluster.devices):  # per device class, vectorised over its shards
-        before[idx], after[idx] = _sp_layer_arrays(model, d, workload, seq[idx])
-    compute = float(np.max(before)) + float(np.max(after))
-    link, data = _comm("sp", model, cluster, workload, part)
-    L = model.n_layers
-    head = head_cost("sp", model, cluster, workload)[0]
-    memory = full_memory_bytes(model, workload, np.asarray(part.seq))
-    notes = "decode: the new token's shard does all the work" if workload.phase == "decode" else ""
-    fixed = L * float(np.max(fixed_layer_seconds("sp", model, cluster, workload, part)))
-    n = cluster.n
-    return _result("sp", workload, L * compute + head, L * link, L * data, memory, cluster, notes, fixed=fixed,
-                   serial=head, partition=part,
-                   operators=common.busiest_breakdown(model, cluster.devices, workload, (model.n_heads,) * n,
-                                                      (model.d_ff,) * n, part.seq, L))
-
-
-def head_cost(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[float, float, float]:
-    """(compute, per-message, bytes) seconds of a decoder's next-token logits for the parallel schemes
-    (0s for an encoder or a backbone-only workload; Local gets its head from `common.step_time`). SP: on
-    the device holding the last token; M-LM and HMP: each device computes 1/n of the vocabulary (it holds
-    1/n of the embeddings, `tp_memory_bytes`) and the n partial (max logit, index) pairs are all-gathered;
-    HMP first all-gathers the last token's hidden state, which only its sequence shard holds."""
-    if not (workload.output_head and model.is_decoder):
-        return 0.0, 0.0, 0.0
-    if scheme == "sp":
-        return common.lm_head_time(model, cluster.serial_device(cluster.devices[-1]), workload), 0.0, 0.0
-    compute = common.output_head_time(model, cluster.devices, workload)
-    if cluster.n == 1:
-        return compute, 0.0, 0.0
-    messages = [cluster.n * 8.0]  # (fp32 max logit, int32 index) per device
-    if scheme != "megatron_tp":
-        messages.append(cluster.n * model.d_model * _act_bytes(workload))  # the last token's row, padded per shard
-    parts = [_collective(cluster, "all_gather", m) for m in messages]
-    return compute, sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def _require_plan(scheme: str, partition) -> None:
@@ -509,20 +175,20 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     """Galaxy's hybrid model parallelism on a given partition, without overlap: per layer 2 ring RS + 2 ring
     AG as barriers."""
     _require_plan("galaxy_hmp", partition)
-    part = _check(model, cluster, workload, partition, partition)
+    part = check_partition(model, cluster, workload, partition, partition)
     t = hmp_block_times(model, cluster, workload, part)
-    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(t["ffn1"] + t["ffn2"]) + 2 * np.max(t["con"])
+    per_layer = (np.max(t["qkv"] + t["attn"] + t["out"]) + np.max(ffn_block(t, model)) + 2 * np.max(t["con"])
                  + np.max(t["overhead"]))
-    link, data = _comm("galaxy_hmp", model, cluster, workload, part)
+    link, data = layer_comm("galaxy_hmp", model, cluster, workload, part)
     L = model.n_layers
     head, head_link, head_data = head_cost("galaxy_hmp", model, cluster, workload)
     memory = tp_memory_bytes(model, workload, part)
     fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp", model, cluster, workload, part))) \
-        + _head_fixed(model, cluster, workload)
+        + head_fixed(model, cluster, workload)
     rows = common.busiest_breakdown(model, cluster.devices, workload, part.heads, part.mlp_cols,
                                     (workload.new_tokens,) * cluster.n, L, connective_tokens=part.seq)
-    return _result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
-                   memory, cluster, notes, fixed=fixed, partition=part, operators=rows)
+    return partition_result("galaxy_hmp", workload, L * float(per_layer) + head, L * link + head_link, L * data + head_data,
+                            memory, cluster, notes, fixed=fixed, partition=part, operators=rows)
 
 
 # ---- the tile-based overlap as a timeline ---------------------------------------------------------
@@ -595,7 +261,10 @@ def tile_classes(model: TransformerConfig, cluster: Cluster, workload: Workload,
     offset = 0
     for d, idx in common.distinct_devices(cluster.devices):  # one device class at a time
         pairs, inverse = np.unique(np.stack([heads[idx], mlp[idx]], axis=1), axis=0, return_inverse=True)
-        blocks.append(tp_gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values))
+        gemms = tp_gemm_times(model, d, workload, pairs[:, :1], pairs[:, 1:], seq_values)
+        if model.is_moe:  # the router gates each gathered tile just before its experts' up GEMM: one fused stage
+            gemms = {k: v for k, v in gemms.items() if k != "router"} | {"ffn1": gemms["router"] + gemms["ffn1"]}
+        blocks.append(gemms)
         rows[idx] = offset + inverse.reshape(-1)
         offset += len(pairs)
     mats = {k: np.concatenate([np.broadcast_to(b[k], (len(b[k]), seq_values.size)) for b in blocks])
@@ -610,8 +279,8 @@ def overlap_timeline(model: TransformerConfig, cluster: Cluster, workload: Workl
     n = cluster.n
     t = hmp_block_times(model, cluster, workload, part)
     tiles = tile_times(model, cluster, workload, part)
-    chunk_bytes = [float(s * model.d_model * _act_bytes(workload)) for s in part.seq]
-    stack = _stack(cluster)
+    chunk_bytes = [float(s * model.d_model * act_bytes(workload)) for s in part.seq]
+    stack = stack_seconds(cluster)
     tasks: list[Task] = []
     ready = [""] * n
     for layer in range(n_layers):
@@ -660,8 +329,8 @@ def _ring_step_arrays(model: TransformerConfig, cluster: Cluster, workload: Work
     what-if, summed into), for the NaN / negative check."""
     n = cluster.n
     mats, rows, cols = tile_classes(model, cluster, workload, part)
-    chunk_bytes = np.array([float(s * model.d_model * _act_bytes(workload)) for s in part.seq])
-    stack = _stack(cluster)
+    chunk_bytes = np.array([float(s * model.d_model * act_bytes(workload)) for s in part.seq])
+    stack = stack_seconds(cluster)
     ring = _ring_steps(cluster, chunk_bytes)
     ar = np.arange(n)
     steps = ar[:, None]
@@ -762,7 +431,7 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     on the same partition.
     """
     _require_plan("galaxy_hmp_overlap", partition)
-    part = _check(model, cluster, workload, partition, partition)
+    part = check_partition(model, cluster, workload, partition, partition)
     L = model.n_layers
     one, two = overlap_makespans(model, cluster, workload, part, 2)
     total = one + (L - 1) * (two - one) if L > 1 else one
@@ -773,27 +442,26 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
     if total > unfused.latency_s:
         notes = "; ".join(x for x in (notes, "tile fusion would be slower than the plain HMP schedule here: "
                                              "runs unfused") if x)
-        return _result("galaxy_hmp_overlap", workload, unfused.compute_s + unfused.fixed_s + unfused.serial_s,
-                       unfused.comm_link_latency_s, unfused.comm_bytes_s, memory, cluster, notes,
-                       fixed=unfused.fixed_s, serial=unfused.serial_s, partition=part, hidden_comm_s=0.0,
-                       fused_latency_s=total)
+        return partition_result("galaxy_hmp_overlap", workload, unfused.compute_s + unfused.fixed_s + unfused.serial_s,
+                                unfused.comm_link_latency_s, unfused.comm_bytes_s, memory, cluster, notes,
+                                fixed=unfused.fixed_s, serial=unfused.serial_s, partition=part, hidden_comm_s=0.0,
+                                fused_latency_s=total)
     mats, rows, cols = tile_classes(model, cluster, workload, part)
     t = hmp_block_times(model, cluster, workload, part)
     # each tile row summed as tile_times' n x n rows are (one row per class, the same reduction)
     per_device = sum(mats[k][:, cols].sum(axis=1)[rows] for k in mats) + t["attn"] + 2 * t["con"] + t["overhead"]
     compute = min(L * float(np.max(per_device)), total - head_link - head_data - head) + head
-    link_all, data_all = _comm("galaxy_hmp", model, cluster, workload)
+    link_all, data_all = layer_comm("galaxy_hmp", model, cluster, workload)
     exposed = total - compute - head_link - head_data
     share = link_all / (link_all + data_all) if link_all + data_all > 0 else 0.0
     fixed = L * float(np.max(fixed_layer_seconds("galaxy_hmp_overlap", model, cluster, workload, part))) \
-        + _head_fixed(model, cluster, workload)
-    return _result("galaxy_hmp_overlap", workload, compute, exposed * share + head_link,
-                   exposed * (1 - share) + head_data, memory, cluster, notes, fixed=fixed, partition=part,
-                   hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
+        + head_fixed(model, cluster, workload)
+    return partition_result("galaxy_hmp_overlap", workload, compute, exposed * share + head_link,
+                            exposed * (1 - share) + head_data, memory, cluster, notes, fixed=fixed, partition=part,
+                            hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
 
 
-# Galaxy's schemes costed on a given partition (Megatron-LM's and SP's split their compute_s as the registered ones
-# do): the cost bodies the planners call with their own plan, not a registry (the catalogue holds the registered ones)
+# The schemes on a given partition (Megatron-LM's and SP's split their compute_s as the registry's do).
 EVALUATORS = {"local": evaluate_local, "megatron_tp": with_streaming_split(megatron_tp_on), "sp": with_streaming_split(sp_on),
               "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
 PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.planners.galaxy)

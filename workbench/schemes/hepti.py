@@ -42,7 +42,7 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
-from workbench.schemes.galaxy import one_device_is_local
+from workbench.schemes.partitions import one_device_is_local
 
 MODES = ("ws", "1d", "2d")
 COMM_MODELS = ("shared", "ring")

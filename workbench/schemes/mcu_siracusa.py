@@ -43,8 +43,8 @@ from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
-from workbench.schemes.galaxy import one_device_is_local
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
+from workbench.schemes.partitions import one_device_is_local
 from workbench.simulate import Timeline, pipeline
 from workbench.units import MIB
 

@@ -7,7 +7,7 @@ Each result's `extra["moe_breakdown"]` splits the step into attention, router, e
 (what `io_stall_s` holds) and communication seconds; prefill and decode differ because a prompt of S tokens
 touches the *union* of its tokens' experts (`routing.expected_distinct`), a decode token only its own k.
 
-**dllama_moe_tp** - distributed-llama v0.16 (b4rtaz/distributed-llama tag v0.16.4, commit e819dc6), TP inside
+**dllama_allgather_tp** on a MoE model - distributed-llama v0.16 (b4rtaz/distributed-llama tag v0.16.4, commit e819dc6), TP inside
 every expert. Each of N nodes holds the row slices of q, k, v and the column slice of wo (src/llm.cpp:168-171),
 the row slices of every expert's w1, w3 and the column slice of its w2 (`ffDim = moeHiddenDim`, :154-157,
 :173-175, loaded per expert :637-641), and the whole router gate in F32 (`moeGateSize = size2D(F_32, dim,
@@ -105,7 +105,7 @@ from workbench.schemes import common, engines, moe_traffic
 from workbench.schemes.base import Cluster, SchemeResult, Workload, one_device_takes, register
 from workbench.schemes.pipeline import handoff_time
 
-DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_moe_tp", "moe_layer_pipeline", "moe_expert_parallel"
+DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_allgather_tp", "moe_layer_pipeline", "moe_expert_parallel"
 PAPER_DLLAMA, PAPER_PIPELINE, PAPER_EP = "distributed_llama", "prima.cpp", "baseline"
 READS = EXPERT_READS  # llama.cpp mmap reads routed experts only; prima.cpp prefetches whole tensors
 EP_ATTENTION = ("replicated", "tp")
@@ -217,7 +217,7 @@ def dllama_stream_bytes(model: TransformerConfig, workload: Workload, n: int) ->
 
 
 def dllama_forward(model: TransformerConfig, cluster: Cluster, workload: Workload) -> tuple[engines.Forward, dict]:
-    """One forward of dllama_moe_tp: per layer the slowest node's attention half, a sync, its MoE half, a sync."""
+    """One forward of v0.16 on a MoE model: per layer the slowest node's attention half, a sync, its MoE half, a sync."""
     n, s, L = cluster.n, workload.new_tokens, model.n_layers
     table = dllama_layer_rows(model, workload, n)
     att, ffn, parts = [], [], []
@@ -297,17 +297,26 @@ def _layerwise_mp():
 
 
 # On one device a MoE partition splits nothing: it runs the whole model as one device does (every layer, the
-# operator table's rows), so its time is that; the MoE counterpart of `galaxy.one_device_is_local` (Galaxy's
-# `local` costs a dense FFN).
+# operator table's rows), so its time is that (`layerwise_mp`'s, what distributed-llama's MoE rows on one node
+# gave before `local` costed experts; kept so those rows do not move).
 one_device_is_whole = one_device_takes(_layerwise_mp, "one device: nothing to split, the whole model's time")
 
 
-@register(DLLAMA_SCHEME, PAPER_DLLAMA, origin="distributed-llama v0.16: TP inside every expert", family="moe",
-          partition="tp", moe=True, dense=False, engine="distributed-llama")
 @one_device_is_whole
 def evaluate_dllama_moe_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16: every node streams its slices of attention and of the active experts, the F32 router."""
     return evaluate_dllama_moe(model, cluster, workload)
+
+
+@register(DLLAMA_SCHEME, PAPER_DLLAMA, origin=engines.origin(DLLAMA_SCHEME), family="distributed-llama", partition="tp",
+          moe=True, engine="distributed-llama", options=engines.DllamaOptions)
+def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
+    """distributed-llama v0.12-v0.16, one scheme whatever the model (v0.16's one graph): a dense model's layers
+    split by heads and FFN columns (`engines.evaluate_dllama_allgather_tp`, one device: `local`'s time), a mixture
+    of experts' TP inside every expert (`evaluate_dllama_moe_tp`, one device: the whole model's time)."""
+    if model.is_moe:
+        return evaluate_dllama_moe_tp(model, cluster, workload)
+    return engines.evaluate_dllama_allgather_tp(model, cluster, workload)
 
 
 # ---- (b) whole layers per device, an expert cache, misses from storage -----------------------------------------

@@ -37,7 +37,7 @@ from workbench.models import TransformerConfig
 from workbench.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
-from workbench.schemes.galaxy import one_device_is_local
+from workbench.schemes.partitions import one_device_is_local
 from workbench.simulate import Task, Timeline, schedule
 from workbench.units import GIB
 
@@ -372,20 +372,22 @@ class TPIRun:
 BLOCK_KERNELS = {"pre": 1, "attn": 4, "ffn": 3, "post": 2}
 
 
-def block_fixed_time(blk: Block, dev: DeviceSpec, workload: Workload) -> float:
-    """Size-independent seconds of one block on a device: its kernels' launches, and half the per-layer
-    framework time for each of a layer's two blocks (the post block's head only in a generation step)."""
+def block_fixed_time(model: TransformerConfig, blk: Block, dev: DeviceSpec, workload: Workload) -> float:
+    """Size-independent seconds of one block on a device: its kernels' launches (a MoE model's FFN block one more,
+    its router: `common.kernels_per_layer`), and half the per-layer framework time for each of a layer's two
+    blocks (the post block's head only in a generation step)."""
     if blk.kind == "post" and not workload.output_head:
         return 0.0
     half_layer = dev.layer_overhead_s / 2 if blk.kind in ("attn", "ffn") else 0.0
-    return float(dev.launch_time(BLOCK_KERNELS[blk.kind])) + half_layer
+    router = 1 if blk.kind == "ffn" and model.is_moe else 0
+    return float(dev.launch_time(BLOCK_KERNELS[blk.kind] + router)) + half_layer
 
 
 def _block_compute(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
                    workload: Workload) -> float:
     """Seconds of one Table-4 block on a device: its roofline plus its fixed launches (`block_fixed_time`)."""
     busy = _block_roofline(model, blk, dev.with_changes(kernel_launch_s=0.0), share, tokens, kv_len, workload)
-    return busy + block_fixed_time(blk, dev, workload)
+    return busy + block_fixed_time(model, blk, dev, workload)
 
 
 def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share: float, tokens: int, kv_len: int,
@@ -406,7 +408,17 @@ def _block_roofline(model: TransformerConfig, blk: Block, dev: DeviceSpec, share
         flops = share * (model.attention_matmul_flops(tokens) + model.attention_score_flops(tokens, kv_len))
         kv_bytes = share * model.kv_cache_bytes_per_block(kv_len, bits)
         return compute_time(dev, flops, blk.params * bits / 8 + kv_bytes, dtype, kind, rows=tokens)
+    if model.is_moe:  # the operator table's expert rows for the share p_i of every expert's columns
+        return moe_ffn_time(model, dev, workload, share, tokens)
     return compute_time(dev, share * model.ffn_flops(tokens), blk.params * bits / 8, dtype, kind, rows=tokens)
+
+
+def moe_ffn_time(model: TransformerConfig, dev: DeviceSpec, workload: Workload, share: float, tokens: int) -> float:
+    """Seconds of a MoE FFN block holding the share `share` of every expert's columns: the operator table's router
+    (whole), ffn1 and ffn2 rows (`common.layer_operators`: the tokens' k experts computed, the slices of the
+    experts they touch streamed), not one roofline over every stored expert."""
+    rows = common.cost(dev, common.layer_operators(model, workload, 0, share * model.d_ff, tokens))
+    return float(sum(r.time_s for r in rows if r.operator.name in ("router", "ffn1", "ffn2")))
 
 
 def _retained(blk: Block, retain_every: int) -> bool:
@@ -471,7 +483,7 @@ def build_tasks(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         if key not in compute_cache:
             compute_cache[key] = _block_compute(model, blk, dev, c.share, tokens, kv_len, workload)
         tasks.append(Task(name, f"cpu{c.index}", compute_cache[key], tuple(deps), "compute", c.device.name))
-        fixed[name] = (block_fixed_time(blk, dev, workload), serial)
+        fixed[name] = (block_fixed_time(model, blk, dev, workload), serial)
         return name
 
     def network(name: str, collective: str, tokens: int, deps: list[str]) -> str:
@@ -659,14 +671,14 @@ def _operators(model: TransformerConfig, cluster: Cluster, workload: Workload,
                                     (workload.new_tokens,) * n, model.n_layers)
 
 
-@register("tpi_star_tp", PAPER, origin="TPI-LLM (Li et al.): star all-reduce, sliding-window scheduler",
+@register("tpi_star_tp", PAPER, moe=True, origin="TPI-LLM (Li et al.): star all-reduce, sliding-window scheduler",
           partition="tp", single_token="TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)")
 def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM: capability-proportional heads, star all-reduce, sliding-window scheduler (w = 2)."""
     return evaluate_tpi(model, cluster, workload, default_options())
 
 
-@register("tpi_star_tp_resident", PAPER, origin="TPI-LLM (Li et al.) with its memory scheduler off (Table 1)",
+@register("tpi_star_tp_resident", PAPER, moe=True, origin="TPI-LLM (Li et al.) with its memory scheduler off (Table 1)",
           partition="tp", single_token="TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)")
 @one_device_is_local
 def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
@@ -676,7 +688,7 @@ def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workl
     return evaluate_tpi(model, cluster, workload, options, scheme="tpi_star_tp_resident")
 
 
-@register("tp_ring_allreduce", "baseline", origin="Galaxy-style ring TP, TPI-LLM's Galaxy baseline", family=PAPER,
+@register("tp_ring_allreduce", "baseline", moe=True, origin="Galaxy-style ring TP, TPI-LLM's Galaxy baseline", family=PAPER,
           partition="tp", single_token="costed on TPI-LLM's simulator, whose decode steps carry one token "
           "(schemes/tpi_llm.py build_tasks)")
 @one_device_is_local
