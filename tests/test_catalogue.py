@@ -33,7 +33,7 @@ def test_a_spec_refuses_what_no_scheme_can_be(changes, message):
 
 def test_every_registered_scheme_has_a_spec_with_a_known_partition():
     catalogue = load_all()
-    assert len(catalogue.specs()) == len(catalogue) >= 28
+    assert len(catalogue.specs()) == len(catalogue) >= 27  # 28 before dllama_moe_tp joined dllama_allgather_tp
     for spec in catalogue.specs():
         assert catalogue[spec.name] == (spec.paper, spec.evaluator) and spec.partition in PARTITIONS
     assert set(catalogue.filter(dense=False)) <= set(catalogue.filter(moe=True))
