@@ -171,3 +171,6 @@ def test_hepti_1d_costs_every_experts_columns_from_the_table(pi5):
     dense = get_model(LLAMA)
     (plain,) = [st for st in hepti.linear_cost(dense, w, "1d").stages if st.name == "mlp"]
     assert plain.flops_const == 0 and plain.bytes_const == 0
+    launching = pi5.with_changes(kernel_launch_s=2e-5)  # and each layer launches the router too
+    layers = hepti.fixed_step_time(m, (launching,), w) - common.step_fixed_time(m, launching, w, n_layers=0)
+    assert layers == pytest.approx(m.n_layers * (8 * 2e-5 + common.layer_overhead(launching)), rel=1e-12)
