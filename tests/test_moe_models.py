@@ -123,7 +123,7 @@ def test_a_dense_only_scheme_says_so_for_a_moe_model_and_a_table_scheme_costs_it
     schemes = load_all()
     m = get_model("OLMoE-1B-7B")
     with pytest.raises(WorkbenchError, match="dense FFN.*mixture of experts"):
-        schemes["hepti_1d"][1](m, _pi_cluster(2), _decode(m))
+        schemes["hepti_ws"][1](m, _pi_cluster(2), _decode(m))
     moe = schemes["single_device_resident"][1](m, _pi_cluster(), _decode(m))
     dense_small = schemes["single_device_resident"][1](
         m.with_changes(name="OLMoE as dense of its active size", n_experts=0, n_active_experts=0, d_ff=8 * 1024),

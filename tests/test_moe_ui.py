@@ -53,7 +53,7 @@ def test_whatif_prints_moe_rows_for_the_pi5_example(capsys):
         "(routing: uniform)" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert re.search(r"\d+\.\d+ ms", rows["layerwise_mp"]) and "n/a" not in rows["layerwise_mp"]
-    assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["hepti_1d"]
+    assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["hepti_ws"]
     assert re.search(r"\d+\.\d+ ms", rows["megatron_tp"]) and "n/a" not in rows["megatron_tp"]  # TP inside each expert
     assert re.search(r"best: prefill \w+ \(TTFT", out)
 
@@ -196,7 +196,7 @@ def test_explorer_lists_every_moe_model_and_shows_their_na_reasons():
     state = state_for_preset("qwen3_moe_pi5", phase="decode")
     assert {value for _, value in model_options(state.config)} >= set(MOE_MODELS) and len(MOE_MODELS) >= 6
     view = compute(state)
-    assert any(n.startswith("hepti_1d: hepti_1d costs a dense FFN") for n in view.notes)
+    assert any(n.startswith("hepti_ws: hepti_ws costs a dense FFN") for n in view.notes)
     assert view.summary.startswith("best time per token: ")
     olmoe = compute(state_for_preset("qwen3_moe_pi5", phase="decode", model="OLMoE-1B-7B"))
     assert olmoe.arena.model.name == "OLMoE-1B-7B" and "fit" in olmoe.summary
@@ -229,7 +229,7 @@ def test_regime_map_takes_a_moe_model():
 
     registry = load_all()
     schemes = moe_capable(registry)
-    assert {"layerwise_mp", "pipeline_offload", "megatron_tp"} <= set(schemes) and "hepti_1d" not in schemes
+    assert {"layerwise_mp", "pipeline_offload", "megatron_tp"} <= set(schemes) and "hepti_ws" not in schemes
     base = Base.from_config(load_config(EXAMPLE))
     win = winners(sweep(base, {"n_devices": (2, 4), "memory_gib": (4, 8)}, ("decode",), schemes, registry))
     assert len(win) == 4 and set(win["winner"]) <= set(schemes) | {"nothing fits"}

@@ -160,7 +160,7 @@ def test_best_per_device_count_is_the_fastest_that_runs(tmp_path, capsys, figure
 
 def test_best_schemes_prefers_local_on_a_tie_and_skips_oom():
     table = pd.DataFrame({"phase": ["decode"] * 4 + ["prefill"] * 2,
-                          "scheme": ["megatron_tp", "local", "hepti_1d", "tiny_oom", "a", "b"],
+                          "scheme": ["megatron_tp", "local", "hepti_ws", "tiny_oom", "a", "b"],
                           "latency_s": [1.0, 1.0, 1.5, 0.1, 2.0, 1.0],
                           "status": ["ok", "ok", "ok", "OOM", "ok", "ok"]})
     assert whatif.best_schemes(table) == {"decode": "local", "prefill": "b"}
@@ -203,13 +203,13 @@ def test_the_bound_column_says_it_is_the_decode_steps(capsys, figures):
 def test_a_sweep_prints_each_n_a_reason_once_per_scheme_with_its_counts(tmp_path, capsys, figures):
     assert run([MOE, "--devices", "1,2,4,8", "--no-charts", "--out", tmp_path]) == 0
     out = capsys.readouterr().out
-    hepti = [ln for ln in out.splitlines() if ln.split()[:1] == ["hepti_1d"]]
-    assert len(hepti) == 1 and hepti[0].startswith("hepti_1d (devices 1, 2, 4, 8) n/a: hepti_1d costs")
+    hepti = [ln for ln in out.splitlines() if ln.split()[:1] == ["hepti_ws"]]
+    assert len(hepti) == 1 and hepti[0].startswith("hepti_ws (devices 1, 2, 4, 8) n/a: hepti_ws costs")
     moe_tp = [ln for ln in out.splitlines() if ln.startswith("dllama_allgather_tp (devices 8) n/a: n_devices must be")]
     assert len(moe_tp) == 1
     sweep = pd.read_csv(tmp_path / "sweep.csv", keep_default_na=False)
     both = sweep[(sweep.prefill_status == "n/a") & (sweep.decode_status == "n/a")]
-    assert len(both) >= 36  # the rows the old table printed one by one (4 counts x the 9 dense-only schemes, more)
+    assert len(both) >= 32  # the rows the old table printed one by one (4 counts x the 8 dense-only schemes, more)
     table = out.split("\n\n")[0].splitlines()
     assert not any(" n/a: " in ln for ln in table) and len(table) == len(sweep) - len(both) + 1
 

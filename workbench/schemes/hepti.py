@@ -365,20 +365,39 @@ def linear_cost(cfg: TransformerConfig, workload: Workload, mode: str) -> Linear
                         "rows": (cfg.d_ff * (sh.nf - 1) + e) * sh.ab}
         dims = {"heads": cfg.n_kv_heads, "rows": m}
     else:
+        mlp = LinearStage("mlp", {"ffn": sh.ffn_col_flops()}, 2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2,
+                          bytes_per_unit={"ffn": sh.ffn_col_bytes()})
+        ffn_bytes = L * (sh.nf * e + (1 if cfg.has_bias else 0)) * sh.wb
+        mem_const = L * sh.small_vector_bytes() + io + m * e * sh.ab
+        if cfg.is_moe:  # the operator table's expert rows: linear in the columns of every expert; the router whole
+            flops, streamed, router_flops, router_bytes = moe_ffn_terms(cfg, workload)
+            mlp = replace(mlp, flops_per_unit={"ffn": flops}, bytes_per_unit={"ffn": streamed},
+                          flops_const=router_flops, bytes_const=router_bytes)
+            router = cfg.moe_layers * cfg.router_params()
+            ffn_bytes = (L * cfg.ffn_params() - router) / cfg.d_ff * sh.wb
+            mem_const += float(common.weight_bytes(router, common.ROUTER_BITS))
         stages = (
             LinearStage("attention", {"heads": attn_flops + sh.out_proj_flops_per_unit()},
                         2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2,
                         bytes_per_unit={"heads": unit_bytes + sh.wo_rows_bytes_per_unit()}),
-            LinearStage("mlp", {"ffn": sh.ffn_col_flops()}, 2 * m * e * sh.ab, {"rows": -2 * e * sh.ab}, 2,
-                        bytes_per_unit={"ffn": sh.ffn_col_bytes()}),
+            mlp,
         )
-        mem_const = L * sh.small_vector_bytes() + io + m * e * sh.ab
         wo_rows = sh.qd * e * sh.wb
         mem_per_unit = {"heads": L * (sh.qkv_weight_bytes_per_unit() + wo_rows) + sh.activation_bytes_per_unit(),
                         "rows": e * sh.ab,
-                        "ffn": L * (sh.nf * e + (1 if cfg.has_bias else 0)) * sh.wb + m * (sh.nf - 1) * sh.ab}
+                        "ffn": ffn_bytes + m * (sh.nf - 1) * sh.ab * cfg.experts_per_token}
         dims = {"heads": cfg.n_kv_heads, "rows": m, "ffn": cfg.d_ff}
     return LinearCost(mode, dims, stages, mem_const, mem_per_unit, sh.primary_bytes(), sh.primary_flops(), L, sh)
+
+
+def moe_ffn_terms(cfg: TransformerConfig, workload: Workload) -> tuple[float, float, float, float]:
+    """A MoE layer's 1D FFN stage from the operator table (`common.layer_operators`, the mean layer): FLOPs and
+    streamed bytes per FFN column of every expert (the tokens' k experts computed, the slices of the experts they
+    touch read; both linear in the columns), and the router's FLOPs and f32 bytes, whole on each device."""
+    rows = {op.name: op for op in common.layer_operators(cfg, workload, 0, 1, workload.new_tokens)}
+    flops = float(rows["ffn1"].flops + rows["ffn2"].flops)
+    streamed = float(rows["ffn1"].bytes + rows["ffn2"].bytes)
+    return flops, streamed, float(rows["router"].flops), float(rows["router"].bytes)
 
 
 def _affine(const: float, per_unit: dict[str, float], alloc: dict[str, np.ndarray]) -> np.ndarray:
@@ -627,7 +646,8 @@ def fixed_step_time(model: TransformerConfig, devices, workload: Workload) -> fl
     """Size-independent seconds of one step: every device launches each block's kernels (its slices of them;
     splitting a kernel does not split its launch) and pays its per-layer overhead, the slowest setting the
     syncs (`common.fixed_layer_time`), and the primary launches the head and does the step's host work."""
-    layers = model.n_layers * max(common.fixed_layer_time(d) for d, _ in common.distinct_devices(devices))
+    kernels = common.kernels_per_layer(model)  # a MoE layer's router is one more
+    layers = model.n_layers * max(common.fixed_layer_time(d, kernels) for d, _ in common.distinct_devices(devices))
     return layers + common.step_fixed_time(model, devices[0], workload, n_layers=0)
 
 
@@ -650,10 +670,11 @@ def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Work
     return _evaluate_mode("ws", model, cluster, workload)
 
 
-@register("hepti_1d", "hepti", origin="Hepti Sec. 4.2: the 1D-tiled mode", partition="tp")
+@register("hepti_1d", "hepti", moe=True, origin="Hepti Sec. 4.2: the 1D-tiled mode", partition="tp")
 @one_device_is_local
 def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
-    """Hepti 1D-tiled WS: every weight split once, two reduce-scatter + all-gather pairs per block."""
+    """Hepti 1D-tiled WS: every weight split once, two reduce-scatter + all-gather pairs per block (a mixture of
+    experts: FFN columns of every expert, `moe_ffn_terms`)."""
     return _evaluate_mode("1d", model, cluster, workload)
 
 
