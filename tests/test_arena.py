@@ -503,5 +503,5 @@ def test_register_refuses_a_second_evaluator_under_a_taken_name():
     load_all()
     held = SCHEMES.spec("tpi_star_tp")
     with pytest.raises(WorkbenchError, match="already registered"):
-        register("tpi_star_tp", "tpi_llm", origin="a test", partition="tp")(lambda model, cluster, workload: None)
+        register("tpi_star_tp", "tpi_llm", origin="a test", partition="tp", no_moe="a test")(lambda model, cluster, workload: None)
     assert SCHEMES.spec("tpi_star_tp") is held  # the refused evaluator replaced nothing

@@ -11,7 +11,8 @@ from workbench.schemes.catalogue import PARTITIONS, Catalogue, SchemeSpec
 
 
 def _spec(**changes) -> SchemeSpec:
-    fields = dict(name="x_tp", paper="p", origin="a test", family="p", partition="tp", evaluator=lambda *a: None)
+    fields = dict(name="x_tp", paper="p", origin="a test", family="p", partition="tp", evaluator=lambda *a: None,
+                  no_moe="a test")
     return SchemeSpec(**{**fields, **changes})
 
 
@@ -21,7 +22,10 @@ def _spec(**changes) -> SchemeSpec:
     ({"partition": "diagonal"}, "partition must be one of one, tp, pipeline"),
     ({"evaluator": 3}, "evaluator must be callable"),
     ({"moe": False, "dense": False}, "costs nothing"),
-    ({"partition": "expert", "moe": True}, "expert partition needs experts"),
+    ({"partition": "expert", "moe": True, "no_moe": ""}, "expert partition needs experts"),
+    ({"no_moe": ""}, "no_moe must say in one line why"),
+    ({"moe": True}, "no_moe must say in one line why"),
+    ({"no_moe": "two\nlines"}, "no_moe must be one line"),
     ({"draft_placements": ("root",)}, "draft_placements must hold root, own"),
     ({"draft_placements": ("root", "own", "moon")}, "draft_placements must hold"),
     ({"options": dict}, "options must be an options dataclass with a SECTION"),
@@ -63,3 +67,16 @@ def test_a_catalogue_holds_specs_removes_them_and_orders_them_by_module():
         catalogue.remove("a_tp")
     with pytest.raises(WorkbenchError, match="holds SchemeSpec records"):
         catalogue.add(("p", print))
+
+
+def test_most_schemes_cost_a_mixture_of_experts_and_the_rest_say_why():
+    """Issue 41: every scheme the catalogue marks dense-only gives its one-line reason, and the refusal carries it."""
+    from workbench.models import get_model
+    from workbench.schemes.workload import Workload
+
+    catalogue = load_all()
+    dense_only = [spec for spec in catalogue.specs() if not spec.moe]
+    assert len(catalogue.filter(moe=True)) >= 19 and all(spec.no_moe.strip() for spec in dense_only)
+    spec = spec_of("hepti_ws")
+    with pytest.raises(WorkbenchError, match="not a mixture of experts .*: each device streams the experts"):
+        spec.evaluator(get_model("Qwen3-30B-A3B"), None, Workload("decode", 64, 64))

@@ -53,7 +53,7 @@ def test_whatif_prints_moe_rows_for_the_pi5_example(capsys):
         "(routing: uniform)" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert re.search(r"\d+\.\d+ ms", rows["layerwise_mp"]) and "n/a" not in rows["layerwise_mp"]
-    assert "costs a dense FFN: a mixture of experts (Qwen3-30B-A3B, 128 experts)" in rows["hepti_ws"]
+    assert "costs a dense FFN, not a mixture of experts (Qwen3-30B-A3B, 128 experts): " in rows["hepti_ws"]
     assert re.search(r"\d+\.\d+ ms", rows["megatron_tp"]) and "n/a" not in rows["megatron_tp"]  # TP inside each expert
     assert re.search(r"best: prefill \w+ \(TTFT", out)
 

@@ -153,9 +153,9 @@ def test_the_registry_splits_once_and_not_the_schemes_without_a_roofline():
         return SCHEMES["test_streaming_inner"][1](model, cluster, workload)  # a registered one calling another
 
     try:
-        register("test_streaming_inner", "p", origin="a test", partition="one")(inner)
-        register("test_streaming_outer", "p", origin="a test", partition="one")(outer)
-        register("test_streaming_plain", "p", origin="a test", partition="one", streaming=False)(inner)
+        register("test_streaming_inner", "p", origin="a test", partition="one", no_moe="a test")(inner)
+        register("test_streaming_outer", "p", origin="a test", partition="one", no_moe="a test")(outer)
+        register("test_streaming_plain", "p", origin="a test", partition="one", no_moe="a test", streaming=False)(inner)
         once = SCHEMES["test_streaming_outer"][1](model, cluster, w)
         assert once.memory_s == pytest.approx(share, rel=1e-12) and once.compute_s + once.memory_s == 1.0
         assert SCHEMES["test_streaming_plain"][1](model, cluster, w) is plain

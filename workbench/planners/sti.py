@@ -288,6 +288,7 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
 
 
 @register("sti_pipeline", PAPER, origin="STI (Guo et al.) Sec. 5: the two-stage planner's pipeline",
+          no_moe="STI's shards and importance profile are a dense BERT's FFN columns",
           partition="pipeline", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """The arena's `sti_pipeline`: STI's planner on the whole model, target = its compute time (bitwidths fill

@@ -125,7 +125,7 @@ SCHEMES = Catalogue()  # the one catalogue: every registered scheme's SchemeSpec
 
 
 def register(name: str, paper: str, *, origin: str, partition: str, family: str = "", streaming: bool = True,
-             moe: bool = False, dense: bool = True, engine: str = "", single_token: str = "",
+             moe: bool = False, dense: bool = True, no_moe: str = "", engine: str = "", single_token: str = "",
              draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS,
              options: type | None = None) -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the catalogue as a `SchemeSpec` under `name` (from `paper`; `origin`, the
@@ -140,7 +140,8 @@ def register(name: str, paper: str, *, origin: str, partition: str, family: str 
 
     With `moe` the scheme costs a mixture of experts' FFN through the operator table's expert rows
     (`common.layer_operators`); without, it costs a dense FFN by its own formulas, and a MoE model is n/a
-    for it (one line saying so), never silently costed as a dense model of the expert width. A scheme with
+    for it (one line saying so, with `no_moe`, the reason it cannot), never silently costed as a dense model of the
+    expert width. A scheme with
     `dense` False costs mixtures of experts only (the MoE engines' partitions).
 
     With `engine` (llama.cpp, distributed-llama) the scheme is that engine's and its weight matmuls run the engine's
@@ -157,9 +158,9 @@ def register(name: str, paper: str, *, origin: str, partition: str, family: str 
         if engine:
             evaluator = runs_engine(engine, evaluator)
         if not moe:
-            evaluator = dense_only(name, evaluator)
+            evaluator = dense_only(name, no_moe, evaluator)
         SCHEMES.add(SchemeSpec(name=name, paper=paper, origin=origin, family=family or paper, partition=partition,
-                               evaluator=evaluator, moe=moe, dense=dense, engine=engine, single_token=single_token,
+                               evaluator=evaluator, moe=moe, dense=dense, no_moe=no_moe, engine=engine, single_token=single_token,
                                draft_placements=tuple(draft_placements), options=options))
         return evaluator
     return wrap
@@ -201,15 +202,16 @@ def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
     return evaluator
 
 
-def dense_only(name: str, fn: Evaluator) -> Evaluator:
-    """`fn`, refusing a mixture-of-experts model in one line (its FFN cost is a dense FFN's)."""
+def dense_only(name: str, reason: str, fn: Evaluator) -> Evaluator:
+    """`fn`, refusing a mixture-of-experts model in one line with the scheme's `reason` (its FFN cost is a dense
+    FFN's)."""
     import functools
 
     @functools.wraps(fn)
     def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
         if model.is_moe:
-            raise WorkbenchError(f"{name} costs a dense FFN: a mixture of experts ({model.name}, {model.n_experts} "
-                                 f"experts) needs an expert-aware scheme")
+            raise WorkbenchError(f"{name} costs a dense FFN, not a mixture of experts ({model.name}, "
+                                 f"{model.n_experts} experts): {reason}")
         return fn(model, cluster, workload, *args, **kwargs)
     return evaluator
 

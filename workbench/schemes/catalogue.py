@@ -40,6 +40,7 @@ class SchemeSpec:
     evaluator: Callable  # (model, cluster, workload) -> SchemeResult, as registered (wrappers applied)
     moe: bool = False  # costs a mixture of experts through the operator table's expert rows
     dense: bool = True  # costs a dense model (False: MoE only, the MoE engines' partitions)
+    no_moe: str = ""  # why it cannot cost a mixture of experts (one line; required when moe is False)
     engine: str = ""  # whose quantized kernels its weight matmuls run (`workbench.kernel_cost`); "": its own
     single_token: str = ""  # why its decode step carries one token (a verify step is n/a); "": it verifies several
     draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS  # where a speculative draft may run beside it
@@ -59,6 +60,12 @@ class SchemeSpec:
         if not (self.moe or self.dense):
             raise WorkbenchError(f"{self.name}: a scheme costs a dense model, a mixture of experts or both "
                                  f"(moe=False with dense=False costs nothing)")
+        if self.moe == bool(self.no_moe.strip()):
+            raise WorkbenchError(f"{self.name}: no_moe must say in one line why a scheme cannot cost a mixture of "
+                                 f"experts when moe is False, and be empty when it can; got moe={self.moe}, "
+                                 f"no_moe={self.no_moe!r}")
+        if "\n" in self.no_moe:
+            raise WorkbenchError(f"{self.name}: no_moe must be one line, got {self.no_moe!r}")
         if self.partition == "expert" and self.dense:
             raise WorkbenchError(f"{self.name}: an expert partition needs experts: register it with dense=False")
         if not self.draft_placements or not set(self.draft_placements) <= set(DRAFT_PLACEMENTS) \

@@ -527,7 +527,8 @@ def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, wor
     return evaluate_allgather_tp(model, cluster, workload)
 
 
-@register("dllama_root_tp", PAPER, origin=origin("dllama_root_tp"), family="distributed-llama", partition="tp",
+@register("dllama_root_tp", PAPER, origin=origin("dllama_root_tp"), no_moe="v0.1-v0.10 ran Mixtral and Grok-1, but that MoE graph is not modelled from its source (dropped in v0.11, b4rtaz/distributed-llama#132)",
+          family="distributed-llama", partition="tp",
           engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
@@ -536,7 +537,8 @@ def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload
     return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
 
 
-@register("dllama_root6_tp", PAPER, origin=origin("dllama_root6_tp"), family="distributed-llama", partition="tp",
+@register("dllama_root6_tp", PAPER, origin=origin("dllama_root6_tp"), no_moe="v0.1-v0.10 ran Mixtral and Grok-1, but that MoE graph is not modelled from its source (dropped in v0.11, b4rtaz/distributed-llama#132)",
+          family="distributed-llama", partition="tp",
           engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root6_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
@@ -544,7 +546,8 @@ def evaluate_dllama_root6_tp(model: TransformerConfig, cluster: Cluster, workloa
     return evaluate_root_tp(model, cluster, workload, scheme="dllama_root6_tp")
 
 
-@register("dllama_root8_tp", PAPER, origin=origin("dllama_root8_tp"), family="distributed-llama", partition="tp",
+@register("dllama_root8_tp", PAPER, origin=origin("dllama_root8_tp"), no_moe="v0.1-v0.10 ran Mixtral and Grok-1, but that MoE graph is not modelled from its source (dropped in v0.11, b4rtaz/distributed-llama#132)",
+          family="distributed-llama", partition="tp",
           engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root8_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

@@ -663,7 +663,8 @@ def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, worklo
                          extra={"partition": part}).carve(fixed, head)
 
 
-@register("hepti_ws", "hepti", origin="Hepti Sec. 4.2: the WS mode (heads, then rows)", partition="hybrid")
+@register("hepti_ws", "hepti", origin="Hepti Sec. 4.2: the WS mode (heads, then rows)", partition="hybrid",
+          no_moe="each device streams the experts its own rows pick, not linear in the rows as Hepti's model needs")
 @one_device_is_local
 def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti WS: heads for Q/K/V, rows for Wo + MLP with replicated weights, two all-gathers per block."""
@@ -678,7 +679,8 @@ def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Work
     return _evaluate_mode("1d", model, cluster, workload)
 
 
-@register("hepti_2d", "hepti", origin="Hepti Sec. 4.2: the 2D-tiled mode", partition="tp")
+@register("hepti_2d", "hepti", origin="Hepti Sec. 4.2: the 2D-tiled mode", partition="tp",
+          no_moe="the router needs the whole hidden dimension the 2D tiles split, and the paper places no router")
 @one_device_is_local
 def evaluate_hepti_2d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 2D-tiled WS on the most square grid: tiles, all-reduces of partial sums within rows/columns."""

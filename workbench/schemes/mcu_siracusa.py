@@ -575,6 +575,7 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
 
 
 @register(SCHEME, PAPER, origin="Bochem et al.: head-wise partitioning on Siracusa MCUs", partition="tp",
+          no_moe="the MCU's L2 tile schedule (the paper's) has no experts",
           streaming=False)  # it times its L2 streaming itself (memory_s)
 @one_device_is_local
 def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

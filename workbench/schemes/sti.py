@@ -254,6 +254,7 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
 
 
 @register("single_device_streamed", PAPER, origin="STI (Guo et al.): the standard layerwise pipeline (StdPL-X)",
+          no_moe="STI's shards and importance profile are a dense BERT's FFN columns",
           partition="one", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Standard layerwise pipeline (StdPL-X): every shard at the workload's weight bits, no preload."""
