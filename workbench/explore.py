@@ -45,13 +45,15 @@ from workbench.errors import (
     require_choice,
     require_int,
 )
+from workbench.fields import declared_fields
 from workbench.formats import RECIPE_DEFAULTS, recipe_bits
 from workbench.hardware import device_names, load_device
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
-from workbench.schemes.base import PHASES, Cluster, load_all
+from workbench.routing import ExpertCache, Routing, check_cache
+from workbench.schemes.base import PHASES, Cluster, Workload, load_all
 from workbench.speculative import (
     DRAFT_SCHEME,
     MAX_GAMMA,
@@ -138,7 +140,7 @@ def device_config(device_id: str) -> UserConfig:
     link = Link.from_mbps(1000.0, 0.05, name="1000 Mbps")
     cluster = Cluster((device,) * DEVICE_PRESET_COUNT, Topology("switch", DEVICE_PRESET_COUNT, link))
     return UserConfig(f"{DEVICE_PRESET_COUNT}x {device.name}", get_model(DEVICE_PRESET_MODEL), cluster,
-                      weight_format="fp16", activation_format="fp16")
+                      Workload(phase="decode", weight_format="fp16"), activation_format="fp16")
 
 
 # ---- the controls: views of a UserConfig's fields ----------------------------------------------------
@@ -189,24 +191,14 @@ MOE_WIDGETS = {"routing": ("choice", "ROUTING_KINDS"), "routing_skew": ("float",
 MOE_LABELS = {"routing": "expert routing", "routing_skew": "routing skew (Zipf)",
               "routing_locality": "routing locality", "cache_experts": "expert cache / layer",
               "cache_policy": "expert cache policy"}
-MOE_OWNERS = {"Routing": "routing", "ExpertCache": "expert_cache"}  # workbench.routing class -> UserConfig field
+MOE_OWNERS = ((Routing, "routing"), (ExpertCache, "expert_cache"))  # workbench.routing class, Workload field
 
 
 def moe_fields() -> dict[str, tuple[type, str, str]]:
-    """Key -> (its `workbench.routing` dataclass, the UserConfig field holding it, the dataclass field) for every
+    """Key -> (its `workbench.routing` dataclass, the Workload field holding it, the dataclass field) for every
     MoE key the explorer has a control for."""
-    from workbench import routing as routing_module
-    from workbench.fields import declared_fields
-
-    found = {}
-    for class_name, owner in MOE_OWNERS.items():
-        cls = getattr(routing_module, class_name, None)
-        if cls is None or owner not in UserConfig.__dataclass_fields__:
-            continue
-        for f, spec in declared_fields(cls):
-            found.update({tk.key: (cls, owner, f.name) for tk in spec.toml
-                          if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS})
-    return found
+    return {tk.key: (cls, owner, f.name) for cls, owner in MOE_OWNERS for f, spec in declared_fields(cls)
+            for tk in spec.toml if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS}
 
 
 MOE_CONTROLS = tuple(moe_fields())
@@ -225,16 +217,14 @@ def moe_values(config: UserConfig) -> dict[str, object]:
 
 def configure_moe(config: UserConfig, changes: dict) -> UserConfig:
     """`config` with moved MoE controls applied to its routing / expert cache (each checked: one line)."""
-    from workbench import routing as routing_module
-
     for key, value in changes.items():
         if key not in moe_fields():
             continue
         cls, owner, name = moe_fields()[key]
-        config = replace(config, **{owner: replace(getattr(config, owner) or cls(), **{name: value})})
+        config = config.with_workload(**{owner: replace(getattr(config, owner) or cls(), **{name: value})})
     cache = config.expert_cache
-    if cache is not None and config.model.is_moe and hasattr(routing_module, "check_cache"):
-        routing_module.check_cache(cache.experts, config.model.n_experts)
+    if cache is not None and config.model.is_moe:
+        check_cache(cache.experts, config.model.n_experts)
     return config
 
 
@@ -308,15 +298,17 @@ def configure(base: UserConfig, **changes) -> UserConfig:
     if "model" in changes and changes["model"] != base.model.name:
         config = replace(config, model=get_model(changes["model"]))
         if config.weight_format in RECIPE_DEFAULTS and "weight_format" not in changes:  # a file type's bits follow the model
-            config = replace(config, weight_bits=recipe_bits(config.model, config.weight_format))
+            config = config.with_workload(weight_bits=recipe_bits(config.model, config.weight_format))
     for kind in ("weight", "activation", "kv"):
         if f"{kind}_format" in changes:
             bits, name = format_bits(f"{kind}_format", changes[f"{kind}_format"], config.model)
-            config = replace(config, **{f"{kind}_bits": bits, f"{kind}_format": name})
+            config = config.with_workload(**{f"{kind}_bits": bits})
+            config = config.with_workload(weight_format=name) if kind == "weight" else \
+                replace(config, **{f"{kind}_format": name})
     if "seq_len" in changes:
-        config = replace(config, seq_len=require_int("sequence length", changes["seq_len"], low=1))
+        config = config.with_workload(seq_len=require_int("sequence length", changes["seq_len"], low=1))
     if "kv_len" in changes:
-        config = replace(config, kv_len=require_int("tokens attended (kv_len)", changes["kv_len"], low=1))
+        config = config.with_workload(kv_len=require_int("tokens attended (kv_len)", changes["kv_len"], low=1))
     cluster = config.cluster
     if "n_devices" in changes:
         cluster = with_device_count(cluster, changes["n_devices"], most=MAX_DEVICE_COUNT)

@@ -113,7 +113,7 @@ def pair_table(configs: dict[str, UserConfig], weight_bits: float, registry: Reg
         for pair in pairs:
             for role, name in (("MoE", pair.moe), ("dense", pair.dense)):
                 model = get_model(name)
-                arena = arena_for_config(replace(config, model=model, weight_bits=weight_bits), registry=registry)
+                arena = arena_for_config(replace(config, model=model).with_workload(weight_bits=weight_bits), registry=registry)
                 rows.append({"cluster": label, "devices": cluster_label(config.cluster), "pair": f"{pair.moe} vs "
                              f"{pair.dense}", "basis": pair.basis, "role": role, "model": name,
                              "stored_gib": model.weight_bytes(weight_bits) / GIB, **best_row(arena)})
