@@ -33,7 +33,6 @@ from workbench.arena import (
 from workbench.arena_charts import (
     SCALES,
     breakdown_spec,
-    format_duration,
     format_gib,
     format_rate,
     memory_spec,
@@ -67,7 +66,7 @@ from workbench.speculative import (
     losing_reason,
     speculative_cost,
 )
-from workbench.units import bytes_per_s_to_mbps
+from workbench.units import bytes_per_s_to_mbps, format_seconds
 from workbench.userconfig import (
     ENTRY_FIELDS,
     MODEL_FIELDS,
@@ -551,16 +550,11 @@ def boards_html(frame: pd.DataFrame, config: UserConfig, phase: str) -> str:
     return f"{head}{table}{tail}"
 
 
-def format_seconds(seconds: float) -> str:
-    """'50 µs', '12.3 ms' or '1.23 s' ('n/a' when not finite)."""
-    return format_duration(seconds)
-
-
 def readouts(config: UserConfig) -> dict[str, str]:
     """The log sliders' values in human units: '1 Gbps', '50 µs', '1.0 MiB'."""
     values = control_values(config)
     return {"bandwidth_mbps": format_rate(values["bandwidth_mbps"]),
-            "latency_ms": format_duration(values["latency_ms"] * 1e-3),
+            "latency_ms": format_seconds(values["latency_ms"] * 1e-3),
             "memory_gib": format_gib(values["memory_gib"])}
 
 

@@ -36,7 +36,7 @@ from workbench.io import REPO_ROOT
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology, point_to_point
 from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload
-from workbench.units import GIB
+from workbench.units import GIB, format_seconds
 
 ACCEPTANCE_CSV = REPO_ROOT / "data" / "speculative" / "acceptance.csv"
 PLACEMENTS = ("root", "own", "ring")
@@ -410,20 +410,15 @@ def losing_reason(cost: SpeculativeCost) -> str:
     if part == "communication":
         text = _communication_reason(cost)
     elif part == "draft":
-        text = (f"draft: {cost.gamma} draft forwards take {_ms(cost.draft_s * tokens)} a step, "
+        text = (f"draft: {cost.gamma} draft forwards take {format_seconds(cost.draft_s * tokens)} a step, "
                 f"{cost.draft_s / cost.per_token_s:.0%} of the time per token")
     elif part == "verify expert misses":
         known = cost.expert_reads_s if cost.experts_note else cost.verify_experts_s
-        text = (f"verify expert misses: {_ms(known * tokens)} a step for the experts its gamma + 1 = "
+        text = (f"verify expert misses: {format_seconds(known * tokens)} a step for the experts its gamma + 1 = "
                 f"{cost.gamma + 1} tokens touch beyond one token's")
     else:
         text = _compute_reason(cost)
     return f"{text}; expert streaming n/a: {cost.experts_note}" if cost.experts_note else text
-
-
-def _ms(seconds: float) -> str:
-    """'12.3 ms' (or '1.23 s')."""
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _ratio(new: float, old: float) -> str:
@@ -436,13 +431,13 @@ def _communication_reason(cost: SpeculativeCost) -> str:
     rows, tokens = cost.gamma + 1, cost.tokens_per_step
     (v_link, v_bytes), (p_link, p_bytes) = cost.extra.get("verify_comm", (0.0, 0.0)), cost.extra.get("plain_comm",
                                                                                                     (0.0, 0.0))
-    text = (f"communication: {_ms(cost.communication_s)} per token against {_ms(p_link + p_bytes)} in plain decode; "
+    text = (f"communication: {format_seconds(cost.communication_s)} per token against {format_seconds(p_link + p_bytes)} in plain decode; "
             f"a verify step's per-message time is {_ratio(v_link, p_link)} a one-token step's")
     if p_link > 0 and abs(v_link / p_link - rows) <= 0.05 * rows:
         text += f" (each sync sent once per batch row: gamma + 1 = {rows} messages per sync)"
     text += f" and its bytes {_ratio(v_bytes, p_bytes)}, for {tokens:.2f} tokens a step"
     handoff = cost.extra.get("handoff_s", 0.0)
-    return text + (f"; the draft's hand-off adds {_ms(handoff)} a step" if handoff > 0 else "")
+    return text + (f"; the draft's hand-off adds {format_seconds(handoff)} a step" if handoff > 0 else "")
 
 
 def _compute_reason(cost: SpeculativeCost) -> str:
@@ -453,7 +448,7 @@ def _compute_reason(cost: SpeculativeCost) -> str:
     if plain_device <= 0:
         return "verify compute"
     return (f"verify compute: a verify step of gamma + 1 = {cost.gamma + 1} tokens takes {step / plain_device:.2f}x a "
-            f"one-token step's device time ({_ms(step)} vs {_ms(plain_device)}) for {cost.tokens_per_step:.2f} tokens")
+            f"one-token step's device time ({format_seconds(step)} vs {format_seconds(plain_device)}) for {cost.tokens_per_step:.2f} tokens")
 
 
 def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
