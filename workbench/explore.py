@@ -54,17 +54,14 @@ from workbench.regimes import with_device_count, with_link, with_memory_budget
 from workbench.routing import ExpertCache, Routing, check_cache
 from workbench.schemes.base import PHASES, Cluster, Workload, load_all
 from workbench.speculative import (
-    DRAFT_SCHEME,
     MAX_GAMMA,
     NGRAM,
     PLACEMENTS,
     Speculation,
     allowed_drafts,
-    best_gamma,
     check_draft,
     expected_tokens,
-    losing_reason,
-    speculative_cost,
+    scheme_table,
 )
 from workbench.units import bytes_per_s_to_mbps, format_seconds
 from workbench.userconfig import (
@@ -406,37 +403,13 @@ def compute(state: State, registry: Registry | None = None, best_gammas: dict | 
 
 def speculation_frame(arena: Arena, config: UserConfig, registry: Registry,
                       best_gammas: dict | None = None) -> pd.DataFrame:
-    """Per scheme whose decode runs within memory: time per token without (`plain_s`) and with the deployment's
-    draft at its gamma (`speculative_s`, speed-up, costliest part and why: `speculative.losing_reason`, with an
-    expert streaming it cannot split out in `experts_note`), and its best gamma in 1..16 (`best_gamma`,
-    `best_gamma_s`), all by `workbench.speculative`; where a scheme cannot verify several tokens, `notes` says
-    why. The plain / speculative columns are `whatif`'s `speculation_rows`. The best gamma does not depend on
-    the gamma chosen: `best_gammas` (scheme -> `best_gamma`'s answer), given for one deployment up to its gamma,
-    keeps them across gamma moves (most of the cost: 16 verify steps per scheme)."""
-    spec, workload, rows = config.speculation, config.workload("decode"), []
-    for entry in arena.entries:
-        if entry.phase != "decode" or entry.status != "ok":
-            continue
-        row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
-        try:
-            if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
-                raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
-            here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
-            best = best_gammas.get(entry.scheme) if best_gammas is not None else None
-            if best is None:
-                best = best_gamma(spec, entry.scheme, registry, config.model, config.cluster, workload,
-                                  plain=entry.result)
-                if best_gammas is not None:
-                    best_gammas[entry.scheme] = best
-        except WorkbenchError as exc:
-            rows.append({**row, "notes": str(exc).splitlines()[0]})
-            continue
-        rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
-                     "why": losing_reason(here), "experts_note": here.experts_note, "best_gamma": best.gamma,
-                     "best_gamma_s": best.per_token_s, "notes": ""})
-    columns = ["scheme", "plain_s", "speculative_s", "speedup", "costliest", "why", "experts_note", "best_gamma",
-               "best_gamma_s", "notes"]
-    return pd.DataFrame(rows).reindex(columns=columns).astype({"best_gamma": "Int64"})
+    """`speculative.scheme_table` of the schemes whose decode runs within memory, with the deployment's draft at
+    its gamma and each scheme's best gamma in 1..16. The best gamma does not depend on the gamma chosen:
+    `best_gammas` (scheme -> `best_gamma`'s answer), given for one deployment up to its gamma, keeps them across
+    gamma moves (most of the cost: 16 verify steps per scheme)."""
+    plains = [(e.scheme, e.result) for e in arena.entries if e.phase == "decode" and e.status == "ok"]
+    return scheme_table(config.speculation, plains, registry, config.model, config.cluster,
+                        config.workload("decode"), best_gammas=best_gammas)
 
 
 def speculation_html(view: View) -> str:

@@ -480,6 +480,51 @@ def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConf
     return min(costs, key=lambda c: (c.per_token_s, c.gamma))
 
 
+# ---- the per-scheme table: whatif, the explorer and the speculative notebook render it ---------------------------
+SCHEME_TABLE_COLUMNS = ("scheme", "plain_s", "oom", "speculative_s", "speedup", "costliest", "why", "experts_note",
+                        "best_gamma", "best_gamma_s", "best_gamma_speedup", "best_gamma_tokens_per_step",
+                        "best_gamma_costliest", "notes")
+BEST_COLUMNS = SCHEME_TABLE_COLUMNS[8:13]  # the best gamma's columns (n/a when the table is asked without them)
+
+
+def scheme_row(spec: Speculation, scheme: str, plain: SchemeResult, registry, target: TransformerConfig,
+               cluster: Cluster, workload: Workload, best: bool = True, gammas=range(1, MAX_GAMMA + 1),
+               best_gammas: dict | None = None) -> dict:
+    """One scheme's row of `scheme_table`: plain decode, `spec` at its gamma, and with `best` its best gamma in
+    `gammas` (memoised in `best_gammas`: scheme -> `best_gamma`'s answer); n/a with the reason in `notes`."""
+    row = {"scheme": scheme, "plain_s": plain.latency_s, "oom": plain.oom}
+    try:
+        if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
+            raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
+        here = speculative_cost(spec, scheme, registry, target, cluster, workload, plain)
+        top = best_gammas.get(scheme) if best and best_gammas is not None else None
+        if best and top is None:
+            top = best_gamma(spec, scheme, registry, target, cluster, workload, gammas, plain=plain)
+            if best_gammas is not None:
+                best_gammas[scheme] = top
+    except WorkbenchError as exc:
+        return {**row, "notes": str(exc).splitlines()[0]}
+    row |= {"speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
+            "why": losing_reason(here), "experts_note": here.experts_note, "notes": ""}
+    if top is None:
+        return row
+    return row | {"best_gamma": top.gamma, "best_gamma_s": top.per_token_s, "best_gamma_speedup": top.speedup,
+                  "best_gamma_tokens_per_step": top.tokens_per_step, "best_gamma_costliest": top.losing_part}
+
+
+def scheme_table(spec: Speculation, plains, registry, target: TransformerConfig, cluster: Cluster,
+                 workload: Workload, best: bool = True, gammas=range(1, MAX_GAMMA + 1),
+                 best_gammas: dict | None = None) -> pd.DataFrame:
+    """Per scheme of `plains` ((name, plain decode result) pairs, in order): time per token without (`plain_s`,
+    `oom`) and with `spec`'s draft at its gamma (`speculative_s`, `speedup`, the costliest part and why, an expert
+    streaming it cannot split out), and with `best` its best gamma in `gammas` (the `best_gamma*` columns, NaN
+    without); where a scheme cannot verify several tokens `notes` says why. The one table whatif, the explorer
+    and the speculative notebook render (SCHEME_TABLE_COLUMNS)."""
+    rows = [scheme_row(spec, name, plain, registry, target, cluster, workload, best, gammas, best_gammas)
+            for name, plain in plains]
+    return pd.DataFrame(rows).reindex(columns=list(SCHEME_TABLE_COLUMNS)).astype({"best_gamma": "Int64"})
+
+
 def best_over_gamma(sweep: pd.DataFrame, by=("alpha",)) -> pd.DataFrame:
     """For each group of `by` in an `alpha_sweep` frame, the row of the gamma with the least time per token."""
     ordered = sweep.sort_values([*by, "per_token_s", "gamma"])

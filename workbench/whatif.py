@@ -473,25 +473,15 @@ def output_folder(args: argparse.Namespace, path: Path) -> Path | None:
 
 
 def speculation_rows(arena: Arena, config) -> pd.DataFrame:
-    """Decode per scheme without and with the [speculative] table's draft at its gamma (`workbench.speculative`):
-    time per token, speed-up and the part that costs most; n/a with the reason where it cannot."""
+    """Decode per scheme without and with the [speculative] table's draft at its gamma: the schemes whose decode
+    runs within memory in `speculative.scheme_table` (time per token, speed-up, the part that costs most; n/a with
+    the reason where it cannot), without the best gamma's columns."""
     from workbench.schemes.base import load_all
-    from workbench.speculative import losing_reason, speculative_cost
+    from workbench.speculative import scheme_table
 
-    spec, registry, workload = config.speculation, load_all(), config.workload("decode")
-    rows = []
-    for entry in arena.entries:
-        if entry.phase != "decode" or entry.status != "ok":
-            continue
-        row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
-        try:
-            here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
-        except WorkbenchError as exc:
-            rows.append({**row, "notes": str(exc).splitlines()[0]})
-            continue
-        rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
-                     "why": losing_reason(here), "experts_note": here.experts_note, "notes": ""})
-    return pd.DataFrame(rows)
+    plains = [(e.scheme, e.result) for e in arena.entries if e.phase == "decode" and e.status == "ok"]
+    return scheme_table(config.speculation, plains, load_all(), config.model, config.cluster,
+                        config.workload("decode"), best=False)
 
 
 def best_gamma_line(arena: Arena, config, rows: pd.DataFrame) -> str:
