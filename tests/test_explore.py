@@ -538,7 +538,7 @@ def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
     line = whatif.best_gamma_line(arena, config, theirs)  # "best with speculation: <scheme> at gamma <g> (...)"
     scheme, gamma = line.split()[3], int(line.split()[6])
     row = ours.set_index("scheme").loc[scheme]
-    assert row.best_gamma == gamma and f"at gamma {gamma} ({whatif._seconds(row.best_gamma_s)}/token" in line
+    assert row.best_gamma == gamma and f"at gamma {gamma} ({format_seconds(row.best_gamma_s)}/token" in line
     assert (ours.dropna(subset=["best_gamma_s"]).eval("best_gamma_s <= speculative_s + 1e-15")).all()
     shown = explorer.speculation.value
     assert "draft Llama 2-3B (root), gamma 4, alpha 0.7" in shown
