@@ -271,9 +271,6 @@ EQUIVALENT: dict[str, str] = {
         "x_stop_notes__mutmut_19", "x_scheme_notes__mutmut_29", "x_scheme_notes__mutmut_31")], _WHY["inert"]),
     **dict.fromkeys([f"workbench.moe_advice.{m}" for m in (
         "x_moe_summary__mutmut_8", "x_moe_summary__mutmut_10")], _WHY["digits"]),
-    # formats: inert (every TransformerConfig has kv_lora_rank: getattr's default is never read)
-    **dict.fromkeys([f"workbench.formats.{m}" for m in (
-        "x_model_tensors__mutmut_3", "x_model_tensors__mutmut_6", "x_model_tensors__mutmut_9")], _WHY["inert"]),
     # scaling: inert (pandas reads to_dict's orient case-blind; a None default becomes 0.0 on the next line as a
     # missing value does)
     **dict.fromkeys([f"workbench.scaling.{m}" for m in (

@@ -34,7 +34,7 @@ from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.io import REPO_ROOT
 from workbench.models import get_model, tiny_config
 from workbench.network import Link, Topology, on_topology
-from workbench.schemes.base import MOE_ONLY, Cluster, SchemeResult, Workload, engine_of, load_all
+from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, spec_of
 from workbench.whatif import add_arguments, format_table, main
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
@@ -177,6 +177,7 @@ def test_with_data_swaps_the_rows_of_a_built_chart():
 
 # ---- the registry contract (real schemes) --------------------------------------------------------
 REAL = load_all()
+MOE_ONLY = set(REAL.filter(dense=False))  # the schemes that cost mixtures of experts only
 
 
 def test_the_registry_holds_every_papers_schemes():
@@ -184,7 +185,7 @@ def test_the_registry_holds_every_papers_schemes():
     papers = {paper for paper, _ in REAL.values()}
     assert {"galaxy", "tpi_llm", "sti", "hepti", "mcu_siracusa"} <= papers, papers
 SMALL_MODEL = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=256, vocab_size=512, max_positions=256)
-# the same with 8 experts of 128 (2 active): what a MoE-only scheme (`schemes.base.MOE_ONLY`) is held to
+# the same with 8 experts of 128 (2 active): what a MoE-only scheme (`SchemeSpec.dense` False) is held to
 SMALL_MOE = tiny_config("llama", n_layers=2, d_model=128, n_heads=8, d_ff=128, vocab_size=512, max_positions=256,
                         n_experts=8, n_active_experts=2)
 
@@ -210,7 +211,7 @@ def test_every_registered_scheme_honours_the_contract(name, phase):
     paper, evaluate = REAL[name]
     cluster = make_cluster(n=2, memory_gib=8.0)
     workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=16)
-    if engine_of(evaluate) == "distributed-llama":  # no f16 weight kernel: its q4_0 (Q40) one
+    if spec_of(name).engine == "distributed-llama":  # no f16 weight kernel: its q4_0 (Q40) one
         workload = Workload(phase, seq_len=32, kv_len=32, weight_bits=4.5, weight_format="q4_0")
     model = SMALL_MOE if name in MOE_ONLY else SMALL_MODEL
     _check_result(name, paper, evaluate(model, cluster, workload), cluster, workload)
@@ -500,7 +501,7 @@ def test_register_refuses_a_second_evaluator_under_a_taken_name():
     from workbench.schemes.base import SCHEMES, register
 
     load_all()
-    held = SCHEMES["tpi_star_tp"]
+    held = SCHEMES.spec("tpi_star_tp")
     with pytest.raises(WorkbenchError, match="already registered"):
-        register("tpi_star_tp", "tpi_llm")(lambda model, cluster, workload: None)
-    assert SCHEMES["tpi_star_tp"] is held  # the refused evaluator replaced nothing
+        register("tpi_star_tp", "tpi_llm", origin="a test", partition="tp")(lambda model, cluster, workload: None)
+    assert SCHEMES.spec("tpi_star_tp") is held  # the refused evaluator replaced nothing

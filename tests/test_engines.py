@@ -237,8 +237,8 @@ def test_registered_and_in_the_arena_on_the_sbc_example():
 
     registry = load_all()
     assert {"dllama_allgather_tp", "dllama_root_tp"} <= set(registry)
-    table = arena_for_config(load_config("examples/sbc_gigabit.toml"), schemes=list(S.ENGINE_SCHEMES)).table()
-    assert set(table.scheme) == set(S.ENGINE_SCHEMES) and (table.status == "ok").all()
+    table = arena_for_config(load_config("examples/sbc_gigabit.toml"), schemes=list(S.VERSIONS)).table()
+    assert set(table.scheme) == set(S.VERSIONS) and (table.status == "ok").all()
 
 
 def test_bad_device_counts_are_one_line_errors():

@@ -13,6 +13,7 @@ from workbench.calibrate import predict_parts, read_measurements
 from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.schemes import engines as S
+from workbench.schemes.base import load_all
 from workbench.schemes.options import apply_options, parse_text
 from workbench.userconfig import config_keys_table, parse_config
 
@@ -40,11 +41,13 @@ def test_each_release_maps_to_its_sync_structure(version, scheme):
 
 
 def test_version_in_the_toml_keeps_only_that_releases_scheme_in_the_arena():
+    engine_schemes = set(load_all().filter(options=S.DllamaOptions))
+    assert engine_schemes == set(S.VERSIONS)  # the catalogue's [schemes.dllama] schemes: every release's one
     every = set(arena_for_config(_config()).table().scheme)
-    assert set(S.ENGINE_SCHEMES) <= every
+    assert engine_schemes <= every
     seven = set(arena_for_config(_config(version="0.7")).table().scheme)
-    assert seven & set(S.ENGINE_SCHEMES) == {"dllama_root6_tp"}
-    assert every - seven == set(S.ENGINE_SCHEMES) - {"dllama_root6_tp"}  # other papers' schemes untouched
+    assert seven & engine_schemes == {"dllama_root6_tp"}
+    assert every - seven == engine_schemes - {"dllama_root6_tp"}  # other papers' schemes untouched
 
 
 def test_syncs_per_layer_reaches_the_root_tp_evaluator():

@@ -19,8 +19,7 @@ def _cluster(device, n: int = 1) -> Cluster:
     return Cluster((device,) * n, Topology("switch" if n > 1 else "direct", n, Link(125e6, 1e-4)))
 
 
-ENGINE_SCHEMES = ("llamacpp_rpc", "pipeline_offload", "dllama_allgather_tp", "dllama_root_tp", "dllama_root6_tp",
-                  "dllama_root8_tp", "dllama_moe_tp", "moe_layer_pipeline")
+ENGINE_SCHEMES = tuple(spec.name for spec in load_all().specs() if spec.engine)  # those running an engine's kernels
 
 
 # ---- the rule ------------------------------------------------------------------------------------------------
@@ -114,7 +113,7 @@ def test_an_engine_scheme_never_costs_a_quantized_matmul_by_its_bits_alone(name,
     """Every engine scheme asks the kernel model for each quantized matmul: with the kernel rate made to fail, the
     scheme fails (it would pass silently if it costed the format by its bits at a peak rate)."""
     registry = load_all()
-    moe = name in ("dllama_moe_tp", "moe_layer_pipeline")
+    moe = not registry.spec(name).dense
     model = get_model("Qwen3-30B-A3B" if moe else "Llama-3.1-8B")
     device = load_device("edge_rpi5_8gb")
     n = 4 if name.startswith("dllama") else 2

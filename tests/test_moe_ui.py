@@ -206,7 +206,8 @@ def test_moe_controls_follow_the_declared_fields():
 
     assert set(MOE_CONTROLS) <= set(WORKLOAD_KEYS) & set(MOE_WIDGETS)
     assert ("routing_skew" in MOE_CONTROLS) == HAS_ROUTING_KEYS  # hidden exactly when the key is absent
-    assert ("cache_experts" in MOE_CONTROLS) <= HAS_CACHE_KEYS
+    assert HAS_CACHE_KEYS and "cache_experts" in MOE_CONTROLS  # the expert cache has its control
+    assert "cache_policy" in MOE_CONTROLS
 
 
 def test_explorer_routing_controls_move_the_workload():

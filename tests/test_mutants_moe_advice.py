@@ -107,13 +107,16 @@ def test_bytes_are_written_in_the_largest_unit_they_reach(n, text):
 @pytest.mark.parametrize(("scheme", "kind"), [
     ("dllama_moe_tp", "tp"), ("moe_layer_pipeline", "pipeline"), ("moe_expert_parallel", "expert"),
     ("layerwise_mp", "pipeline"), ("single_device_resident", "one"), ("disk_offload_blocking", "one"),
-    ("pipeline_offload", "pipeline"),
-    # guessed from the name, in this order: expert before pipeline before layer before tp, case-blind
-    ("my_Expert_pipeline", "expert"), ("my_PIPELINE_tp", "pipeline"), ("Layer_tp", "pipeline"), ("xTPx", "tp"),
-    ("galaxy_hmp", ""), ("local", ""),
+    ("pipeline_offload", "pipeline"), ("llamacpp_rpc", "pipeline"), ("exo_tensor", "tp"),
+    ("galaxy_hmp", "hybrid"), ("local", "one"), ("sp", "sequence"),
 ])
 def test_the_partition_of_a_scheme(scheme, kind):
     assert ma.partition_of(scheme) == kind
+
+
+def test_an_unregistered_name_has_no_partition_guessed_from_its_words():
+    with pytest.raises(WorkbenchError, match="unknown scheme 'my_expert_pipeline'"):
+        ma.partition_of("my_expert_pipeline")
 
 
 def test_a_reason_is_empty_without_a_partition_or_for_a_cause_it_does_not_have():
@@ -154,8 +157,9 @@ def test_scheme_notes_word_each_case():
         "moe_layer_pipeline": (2, None, ""),  # the largest count tried
         "moe_expert_parallel": (2, 4, "OOM"),  # OOM, but the expert partition has no OOM reason
         "single_device_resident": (1, 2, "ok"),  # one device: no note
-        "local": (1, 2, "ok"),  # no partition: no note
-        "moe_layer_pipeline_b": (3, 4, "OOM", 8, "n/a: 8 does not divide 48 layers"),
+        "local": (1, 2, "ok"),  # one device: no note
+        "galaxy_hmp": (2, 4, "ok"),  # a partition without MoE reasons: no note
+        "layerwise_mp": (3, 4, "OOM", 8, "n/a: 8 does not divide 48 layers"),
     })
     assert notes == [
         "dllama_moe_tp (tensor parallel inside every expert): fastest at 1 device, not faster at 2; MoE: each device "
@@ -163,6 +167,6 @@ def test_scheme_notes_word_each_case():
         "largest count); the sync per layer grows (612.0 KiB received per token)",
         "moe_layer_pipeline (whole layers with all their experts): fastest at 2 devices, the largest count tried",
         "moe_expert_parallel (expert parallelism (all-to-all)): fastest at 2 devices, not faster at 4",
-        "moe_layer_pipeline_b (whole layers with all their experts): fastest at 3 devices, not faster at 4; MoE: a "
+        "layerwise_mp (whole layers with all their experts): fastest at 3 devices, not faster at 4; MoE: a "
         "layer with all its 128 experts (334.3 MiB) must fit on one device; cannot split the model at 8: 8 does not "
         "divide 48 layers"]

@@ -24,7 +24,7 @@ from workbench.io import DATA_DIR, REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.schemes import SCHEMES, Cluster, Workload, load_all
-from workbench.schemes.base import engine_of
+from workbench.schemes.base import spec_of
 from workbench.userconfig import load_config
 
 NOT_LOCAL = {
@@ -61,7 +61,7 @@ def latencies(model, cluster: Cluster, workload: Workload) -> dict[str, tuple[fl
     out = {}
     for name, (_, evaluate) in sorted(load_all().items()):
         try:
-            out[name] = (evaluate(model, cluster, workload).latency_s, engine_of(evaluate))
+            out[name] = (evaluate(model, cluster, workload).latency_s, spec_of(name).engine)
         except WorkbenchError:  # does not apply (e.g. an encoder in a decoder-only engine)
             continue
     return out

@@ -12,7 +12,7 @@ from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.models import get_model
 from workbench.schemes import common
-from workbench.schemes.base import SCHEMES, SchemeResult, Workload, engine_of, load_all
+from workbench.schemes.base import SCHEMES, SchemeResult, Workload, load_all, spec_of
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from streaming_cases import cluster  # noqa: E402
@@ -38,8 +38,8 @@ def test_even_tp_schemes_carry_the_busiest_devices_rows(name):
     of that slice on the device whose layer takes longest (not device 0), for every layer of the model."""
     c = cluster("mixed x4")
     w = Workload("decode", 128, 128, 4.5)
-    if engine_of(load_all()[name][1]):  # an engine's scheme costs its rows with its kernels (Q40 for 4.5 bits)
-        w = Workload("decode", 128, 128, 4.5, engine=engine_of(load_all()[name][1]), weight_format="q4_0")
+    if spec_of(name).engine:  # an engine's scheme costs its rows with its kernels (Q40 for 4.5 bits)
+        w = Workload("decode", 128, 128, 4.5, engine=spec_of(name).engine, weight_format="q4_0")
     result = _run(name, "mixed x4", "decode")
     bd = result.operators
     assert isinstance(bd, common.Breakdown)

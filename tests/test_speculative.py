@@ -76,24 +76,26 @@ def test_a_verify_workload_is_a_decode_of_gamma_plus_one_tokens_attending_kv_len
 
 
 def test_every_scheme_either_costs_a_multi_token_verify_or_says_n_a(registry):
-    """A scheme not in SINGLE_TOKEN_DECODE must cost 5 tokens above 1; one in it ignores the count, says n/a."""
+    """A scheme whose spec verifies several tokens must cost 5 tokens above 1; one whose spec says why its decode
+    carries one token (`SchemeSpec.single_token`) ignores the count, says n/a."""
     from workbench.models import get_model
-    from workbench.schemes.base import MOE_ONLY, engine_of
+    from workbench.schemes.base import spec_of
 
     for name, (_, fn) in registry.items():
-        model = get_model("Qwen3-30B-A3B") if name in MOE_ONLY else LAPTOPS.model  # a MoE scheme's own kind
-        decode = DECODE if engine_of(fn) != "distributed-llama" else \
+        spec = spec_of(name)
+        model = LAPTOPS.model if spec.dense else get_model("Qwen3-30B-A3B")  # a MoE-only scheme's own kind
+        decode = DECODE if spec.engine != "distributed-llama" else \
             replace(DECODE, weight_bits=4.5, weight_format="q4_0")  # it has no f16 weight kernel: its Q40
         one = fn(model, LAPTOPS.cluster, decode).latency_s
         five = fn(model, LAPTOPS.cluster, replace(decode, verify_tokens=5)).latency_s
-        if name in sp.SINGLE_TOKEN_DECODE:  # its backbone ignores the count (the head's gamma + 1 logits aside)
+        if not spec.multi_token:  # its backbone ignores the count (the head's gamma + 1 logits aside)
             backbone = [fn(model, LAPTOPS.cluster, replace(decode, output_head=False, verify_tokens=t)).latency_s
                         for t in (1, 5)]
-            assert backbone[1] == backbone[0], f"{name} now costs multi-token decode: take it off SINGLE_TOKEN_DECODE"
+            assert backbone[1] == backbone[0], f"{name} now costs multi-token decode: drop its single_token reason"
             with pytest.raises(WorkbenchError, match="^n/a: "):
                 sp.verify_result(name, fn, model, LAPTOPS.cluster, DECODE, 4)
         else:
-            assert five > one, f"{name} ignores Workload.verify_tokens: list it in SINGLE_TOKEN_DECODE"
+            assert five > one, f"{name} ignores Workload.verify_tokens: register it with single_token=<why>"
 
 
 def test_a_step_is_gamma_draft_forwards_plus_one_verify_over_the_expected_tokens(registry):

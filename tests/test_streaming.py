@@ -28,7 +28,7 @@ from workbench.io import REPO_ROOT
 from workbench.models import get_model
 from workbench.network import Link, Topology
 from workbench.schemes import common
-from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, engine_of, load_all, register
+from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, load_all, register, spec_of
 from workbench.userconfig import config_from_text, load_config
 from workbench.whatif import breakdown_text
 
@@ -65,7 +65,7 @@ def test_every_scheme_keeps_its_latency_and_splits_its_old_compute_exactly():
             assert parts == pytest.approx(r.latency_s, rel=1e-9, abs=1e-15)
             if f"{prefix}|{r.scheme}|{r.phase}" not in BEFORE:  # a scheme registered after the capture (issue 34)
                 continue
-            if engine_of(load_all()[r.scheme][1]):  # runs its engine's kernels since kernel_cost: its time moved
+            if spec_of(r.scheme).engine:  # runs its engine's kernels since kernel_cost: its time moved
                 moved += 1
                 continue
             latency, compute, other = map(float, BEFORE[f"{prefix}|{r.scheme}|{r.phase}"])
@@ -75,7 +75,7 @@ def test_every_scheme_keeps_its_latency_and_splits_its_old_compute_exactly():
             else:
                 assert r.compute_s + r.memory_s == compute and r.other_s == other, (prefix, r.scheme)
             seen += 1
-    dense_kernels = sum(1 for key in BEFORE if not engine_of(load_all()[key.split("|")[-2]][1]))
+    dense_kernels = sum(1 for key in BEFORE if not spec_of(key.split("|")[-2]).engine)
     assert len(BEFORE) == 558 and seen == dense_kernels and moved > 0
 
 
@@ -153,15 +153,16 @@ def test_the_registry_splits_once_and_not_the_schemes_without_a_roofline():
         return SCHEMES["test_streaming_inner"][1](model, cluster, workload)  # a registered one calling another
 
     try:
-        register("test_streaming_inner", "p")(inner)
-        register("test_streaming_outer", "p")(outer)
-        register("test_streaming_plain", "p", streaming=False)(inner)
+        register("test_streaming_inner", "p", origin="a test", partition="one")(inner)
+        register("test_streaming_outer", "p", origin="a test", partition="one")(outer)
+        register("test_streaming_plain", "p", origin="a test", partition="one", streaming=False)(inner)
         once = SCHEMES["test_streaming_outer"][1](model, cluster, w)
         assert once.memory_s == pytest.approx(share, rel=1e-12) and once.compute_s + once.memory_s == 1.0
         assert SCHEMES["test_streaming_plain"][1](model, cluster, w) is plain
     finally:
         for name in ("test_streaming_inner", "test_streaming_outer", "test_streaming_plain"):
-            SCHEMES.pop(name, None)
+            if name in SCHEMES:
+                SCHEMES.remove(name)
     for name in ("sti_pipeline", "single_device_streamed"):  # STI's per-layer profile has no roofline
         assert SCHEMES[name][1](model, cluster, w).memory_s == 0.0
 

@@ -51,7 +51,7 @@ from workbench.io import REPO_ROOT
 from workbench.models import MODELS, get_model
 from workbench.network import Link, Topology
 from workbench.regimes import with_device_count, with_link, with_memory_budget
-from workbench.routing import ExpertCache, Routing, check_cache
+from workbench.routing import CACHE_POLICIES, ROUTING_KINDS, ExpertCache, Routing, check_cache
 from workbench.schemes.base import PHASES, Cluster, Workload, load_all
 from workbench.speculative import (
     MAX_GAMMA,
@@ -178,22 +178,22 @@ def control_values(config: UserConfig) -> dict[str, object]:
 
 
 # ---- mixture-of-experts controls: one per routing / expert-cache key a deployment TOML accepts -------------
-# key -> (widget kind, its range or the `workbench.routing` attribute listing its choices). A key gets a control
-# only where the routing module declares it, the parser accepts it ([workload]) and a UserConfig field carries
-# it to the schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
-MOE_WIDGETS = {"routing": ("choice", "ROUTING_KINDS"), "routing_skew": ("float", (0.0, 3.0, 0.1)),
+# key -> (widget kind, its range or the `workbench.routing` tuple of its choices). A key gets a control where the
+# routing dataclasses declare it, the parser accepts it ([workload]) and a Workload field carries it to the
+# schemes (`MOE_OWNERS`), so a key that would change nothing has no control.
+MOE_WIDGETS = {"routing": ("choice", ROUTING_KINDS), "routing_skew": ("float", (0.0, 3.0, 0.1)),
                "routing_locality": ("float", (0.0, 0.95, 0.05)), "cache_experts": ("int", (0, 256)),
-               "cache_policy": ("choice", "CACHE_POLICIES")}
+               "cache_policy": ("choice", CACHE_POLICIES)}
 MOE_LABELS = {"routing": "expert routing", "routing_skew": "routing skew (Zipf)",
               "routing_locality": "routing locality", "cache_experts": "expert cache / layer",
               "cache_policy": "expert cache policy"}
-MOE_OWNERS = ((Routing, "routing"), (ExpertCache, "expert_cache"))  # workbench.routing class, Workload field
+MOE_OWNERS = {Routing: "routing", ExpertCache: "expert_cache"}  # workbench.routing class -> Workload field
 
 
 def moe_fields() -> dict[str, tuple[type, str, str]]:
     """Key -> (its `workbench.routing` dataclass, the Workload field holding it, the dataclass field) for every
     MoE key the explorer has a control for."""
-    return {tk.key: (cls, owner, f.name) for cls, owner in MOE_OWNERS for f, spec in declared_fields(cls)
+    return {tk.key: (cls, owner, f.name) for cls, owner in MOE_OWNERS.items() for f, spec in declared_fields(cls)
             for tk in spec.toml if tk.key in MOE_WIDGETS and tk.key in WORKLOAD_KEYS}
 
 
@@ -846,14 +846,12 @@ class Explorer:
 
 def moe_controls(w, style: dict, layout) -> dict:
     """One widget per `MOE_CONTROLS` key (a dropdown of the routing module's choices, or a slider)."""
-    from workbench import routing as routing_module
-
     out = {}
     for key in MOE_CONTROLS:
         kind, spec = MOE_WIDGETS[key]
         common = dict(description=MOE_LABELS[key], style=style, layout=layout)
         if kind == "choice":
-            out[key] = w.Dropdown(options=list(getattr(routing_module, spec)), **common)
+            out[key] = w.Dropdown(options=list(spec), **common)
         elif kind == "float":
             out[key] = w.FloatSlider(value=spec[0], min=spec[0], max=spec[1], step=spec[2], continuous_update=False,
                                      **common)

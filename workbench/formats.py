@@ -240,7 +240,7 @@ def _ffn_tensors(model, i: int) -> list[Tensor]:
 
 def model_tensors(model) -> tuple[Tensor, ...]:
     """Every tensor of a `TransformerConfig` as its GGUF file lists them (llama.cpp's names)."""
-    if getattr(model, "kv_lora_rank", 0):  # MLA hook: its attn_kv_a_mqa / attn_k_b / attn_v_b are not listed yet
+    if model.kv_lora_rank:  # MLA hook: its attn_kv_a_mqa / attn_k_b / attn_v_b are not listed yet
         raise WorkbenchError(f"model {model.name!r}: GGUF tensors of multi-head latent attention (kv_lora_rank > 0) "
                              "are not enumerated; allowed: models with kv_lora_rank = 0")
     d = model.d_model

@@ -50,8 +50,9 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.schemes.baselines import SINGLE_DEVICE
 
-SCHEME = "single_device_resident"  # workbench.schemes.baselines: one device, all weights resident
+SCHEME = SINGLE_DEVICE  # workbench.schemes.baselines: one device, all weights resident
 # A chosen tolerance: a GGUF file's size differs from parameters x format bits by a few percent (tensors kept
 # at other precisions, metadata), which is not a different model; a size or count 10 % off is.
 MISMATCH = 0.10

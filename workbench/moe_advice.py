@@ -18,14 +18,12 @@ from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError, require_int, require_positive
 from workbench.models import TransformerConfig
+from workbench.schemes.base import spec_of
 from workbench.schemes.common import ROUTER_BITS
 from workbench.units import GIB, MIB
 
-# How a scheme partitions a MoE layer (issue 33): a registered MoE-capable scheme's name -> its partition.
-# A scheme not named here gets the partition its name suggests (`partition_of`), or none (no MoE line).
-PARTITIONS = {"dllama_moe_tp": "tp", "moe_layer_pipeline": "pipeline", "moe_expert_parallel": "expert",
-              "layerwise_mp": "pipeline", "pipeline_offload": "pipeline", "single_device_resident": "one",
-              "disk_offload_blocking": "one"}
+# How a scheme partitions a MoE layer (issue 33) is its catalogue partition (`SchemeSpec.partition`,
+# `partition_of`); the partitions with MoE reasons (`REASONS`) are described in words here.
 PARTITION_WORDS = {"tp": "tensor parallel inside every expert", "pipeline": "whole layers with all their experts",
                    "expert": "expert parallelism (all-to-all)", "one": "one device"}
 
@@ -137,14 +135,8 @@ def _bytes(n: float) -> str:
 
 
 def partition_of(scheme: str) -> str:
-    """The MoE partition of a scheme: `PARTITIONS`, else guessed from its name (tp / pipeline / expert), else ""."""
-    if scheme in PARTITIONS:
-        return PARTITIONS[scheme]
-    name = scheme.lower()
-    for word, kind in (("expert", "expert"), ("pipeline", "pipeline"), ("layer", "pipeline"), ("tp", "tp")):
-        if word in name:
-            return kind
-    return ""
+    """The partition of a registered scheme, as its catalogue spec gives it (`catalogue.PARTITIONS`)."""
+    return spec_of(scheme).partition
 
 
 def moe_reason(numbers: MoeNumbers, scheme: str, cause: str) -> str:
@@ -188,7 +180,7 @@ def scheme_notes(numbers: MoeNumbers, best: dict[str, tuple]) -> list[str]:
     notes = []
     for scheme, (count, after, status, *unsplit) in best.items():
         kind = partition_of(scheme)
-        if not kind or kind == "one":
+        if kind not in REASONS:  # one device, or a partition without MoE reasons
             continue
         words = f"{scheme} ({PARTITION_WORDS[kind]}): fastest at {count} device" + ("" if count == 1 else "s")
         if after is None:

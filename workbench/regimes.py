@@ -32,6 +32,13 @@ from workbench.models import TransformerConfig, get_model
 from workbench.network import Topology
 from workbench.routing import UNIFORM, Routing
 from workbench.schemes.base import Cluster, load_all
+from workbench.schemes.baselines import LAYERWISE_MP
+from workbench.schemes.galaxy import HMP, HMP_OVERLAP, MEGATRON_TP, SP
+from workbench.schemes.hepti import HEPTI_1D, HEPTI_2D
+from workbench.schemes.mcu_siracusa import SCHEME as MCU_SCHEME
+from workbench.schemes.sti import PIPELINE as STI_PIPELINE
+from workbench.schemes.sti import STREAMED
+from workbench.schemes.tpi_llm import STAR_TP
 from workbench.units import mbps_to_bytes_per_s
 from workbench.userconfig import UserConfig
 
@@ -110,11 +117,10 @@ class Base:
 def moe_capable(registry: Registry | None = None) -> list[str]:
     """The registered schemes that cost a mixture of experts (registered with moe=True; the others refuse a MoE
     model in one line, `schemes.base.dense_only`), in the registry's order: what a MoE regime map compares."""
-    from workbench.schemes.base import dense_only
-
-    registry = load_all() if registry is None else registry
-    refusing = dense_only("probe", lambda *args: None).__code__
-    return [name for name, (_, fn) in registry.items() if getattr(fn, "__code__", None) is not refusing]
+    catalogue = load_all()
+    registry = catalogue if registry is None else registry
+    capable = set(catalogue.filter(moe=True))
+    return [name for name in registry if name in capable]
 
 
 def evaluate_point(base: Base, point: dict, phases: Sequence[str], schemes: list[str] | None,
@@ -412,20 +418,20 @@ def default_claims(quick: bool = False) -> list[Claim]:
         Claim("tpi_llm", "star all-reduce beats ring (same TP, weights resident)", "tpi_star_resident",
               "tpi_ring_resident", "latency_ms", taus, "decode", base="laptops"),
         Claim("tpi_llm", "tensor parallelism (star) beats layer-wise model parallelism", "tpi_star_resident",
-              "layerwise_mp", "latency_ms", taus, "decode", base="laptops"),
-        Claim("tpi_llm", "sliding window fits where all-resident TP is out of memory", "tpi_star_tp",
+              LAYERWISE_MP, "latency_ms", taus, "decode", base="laptops"),
+        Claim("tpi_llm", "sliding window fits where all-resident TP is out of memory", STAR_TP,
               "tpi_star_resident", "memory_gib", mems, "decode", base="laptops", kind="fits"),
-        Claim("galaxy", "tile overlap speeds HMP up by > 5%", "galaxy_hmp_overlap", "galaxy_hmp", "bandwidth_mbps",
+        Claim("galaxy", "tile overlap speeds HMP up by > 5%", HMP_OVERLAP, HMP, "bandwidth_mbps",
               bws, "prefill", threshold=1.05),
-        Claim("galaxy", "HMP (with overlap) beats Megatron TP", "galaxy_hmp_overlap", "megatron_tp",
+        Claim("galaxy", "HMP (with overlap) beats Megatron TP", HMP_OVERLAP, MEGATRON_TP,
               "bandwidth_mbps", bws, "prefill"),
-        Claim("galaxy", "HMP (with overlap) beats SP", "galaxy_hmp_overlap", "sp", "bandwidth_mbps", bws, "prefill"),
-        Claim("mcu_siracusa", "super-linear speedup (speedup / chips > 1)", "mcu_headwise_tp", "", "n_devices",
+        Claim("galaxy", "HMP (with overlap) beats SP", HMP_OVERLAP, SP, "bandwidth_mbps", bws, "prefill"),
+        Claim("mcu_siracusa", "super-linear speedup (speedup / chips > 1)", MCU_SCHEME, "", "n_devices",
               (2, 4, 8), "decode", base="mcu"),
-        Claim("hepti", "2D-tiled WS beats 1D-tiled WS", "hepti_2d", "hepti_1d", "n_devices",
+        Claim("hepti", "2D-tiled WS beats 1D-tiled WS", HEPTI_2D, HEPTI_1D, "n_devices",
               (4, 16, 32) if quick else (2, 4, 8, 16, 32), "prefill"),
-        Claim("sti", "elastic-shard pipeline beats the plain streamed pipeline by > 5%", "sti_pipeline",
-              "single_device_streamed", "seq_len", (16, 128, 512) if quick else (8, 16, 32, 64, 128, 256, 512),
+        Claim("sti", "elastic-shard pipeline beats the plain streamed pipeline by > 5%", STI_PIPELINE,
+              STREAMED, "seq_len", (16, 128, 512) if quick else (8, 16, 32, 64, 128, 256, 512),
               "prefill", base="tv", threshold=1.05),
     ]
 

@@ -35,11 +35,13 @@ from workbench.hardware import DeviceSpec
 from workbench.io import REPO_ROOT
 from workbench.models import TransformerConfig, get_model
 from workbench.network import Link, Topology, point_to_point
-from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload
+from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload, spec_of
+from workbench.schemes.baselines import SINGLE_DEVICE
+from workbench.schemes.catalogue import DRAFT_PLACEMENTS
 from workbench.units import GIB, format_seconds
 
 ACCEPTANCE_CSV = REPO_ROOT / "data" / "speculative" / "acceptance.csv"
-PLACEMENTS = ("root", "own", "ring")
+PLACEMENTS = DRAFT_PLACEMENTS  # where a draft runs (`workbench.schemes.catalogue`)
 NGRAM = "ngram"  # prompt lookup: drafts by matching the prompt's n-grams, no model (~0 cost)
 MAX_GAMMA = 16  # best_gamma's search range, 1..16 (llama.cpp's common_speculative_params n_draft = 16)
 TOKEN_ID_BYTES = 4  # a token id on the wire: llama.cpp's llama_token is int32_t (include/llama.h)
@@ -47,16 +49,8 @@ TOKEN_ID_BYTES = 4  # a token id on the wire: llama.cpp's llama_token is int32_t
 # four int32 arguments each (src/llama.cpp llama_send_kv_cache_seq_*), at most 9 + 16 bytes
 RING_COMMANDS_PER_STEP = 5
 RING_COMMAND_BYTES = 25
-DRAFT_SCHEME = "single_device_resident"  # how a draft forward is costed: the baseline on its one device
+DRAFT_SCHEME = SINGLE_DEVICE  # how a draft forward is costed: the baseline on its one device
 
-# Registered schemes whose decode step cannot carry several new tokens: they say n/a for a verify step
-SINGLE_TOKEN_DECODE = {
-    "tpi_star_tp": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)",
-    "tpi_star_tp_resident": "TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)",
-    "tp_ring_allreduce": "costed on TPI-LLM's simulator, whose decode steps carry one token (schemes/tpi_llm.py build_tasks)",
-    "single_device_streamed": "STI's profile times a decode step of one token (schemes/sti.py:227)",
-    "sti_pipeline": "STI's profile times a decode step of one token (schemes/sti.py:227)",
-}
 
 
 @dataclass(frozen=True)
@@ -193,9 +187,11 @@ def verify_workload(workload: Workload, gamma: int) -> Workload:
 
 def verify_result(scheme: str, evaluator: Evaluator, model: TransformerConfig, cluster: Cluster,
                   workload: Workload, gamma: int) -> SchemeResult:
-    """The registered scheme's cost of one verify step; n/a for a scheme whose decode carries one token."""
-    if scheme in SINGLE_TOKEN_DECODE:
-        raise WorkbenchError(f"n/a: {SINGLE_TOKEN_DECODE[scheme]}")
+    """The registered scheme's cost of one verify step; n/a for a scheme whose decode carries one token
+    (`SchemeSpec.single_token` says why)."""
+    why = spec_of(scheme).single_token
+    if why:
+        raise WorkbenchError(f"n/a: {why}")
     return evaluator(model, cluster, verify_workload(workload, gamma))
 
 
@@ -367,7 +363,7 @@ def verify_step(spec: Speculation, scheme: str, registry, target: TransformerCon
                 workload: Workload, plain: SchemeResult | None = None) -> VerifyStep:
     """One verify step of `scheme` (a name in `registry`) with `spec`'s draft and gamma: the costly part."""
     check_draft(spec, target, cluster, workload)
-    if spec.placement == "ring" and registry[scheme][0] != "prima.cpp":
+    if spec.placement not in spec_of(scheme).draft_placements:
         raise WorkbenchError(f"n/a: placement 'ring' is prima.cpp's piped ring; {scheme} is not a prima.cpp scheme")
     evaluator = registry[scheme][1]
     plain = evaluator(target, cluster, replace(workload, verify_tokens=1)) if plain is None else plain

@@ -26,6 +26,7 @@ from workbench.errors import WorkbenchError
 from workbench.hardware import budget_notices, efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.kernel_cost import undescribed_notices
+from workbench.schemes.galaxy import LOCAL
 from workbench.units import bytes_per_s_to_mbps, format_seconds
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
@@ -95,7 +96,7 @@ def best_schemes(table: pd.DataFrame) -> dict[str, str]:
     for phase, group in table[table["status"] == "ok"].groupby("phase", sort=False):
         fastest = group["latency_s"].min()
         tied = sorted(group.loc[group["latency_s"] <= fastest * (1 + 1e-12), "scheme"])
-        best[phase] = "local" if "local" in tied else tied[0]
+        best[phase] = LOCAL if LOCAL in tied else tied[0]
     return best
 
 

@@ -167,29 +167,24 @@ say("Tensor parallel inside every expert (dllama_moe_tp) runs at {ok} device(s){
 # A device keeps C experts per MoE layer in fast memory; a decode token's k expert reads hit the cache with the
 # routing model's hit rate (`workbench.routing.hit_rate`: uniform, Zipf-skewed, and skewed with temporal locality;
 # "pinned" keeps the most popular experts, "lru" the recently used). The memory is C experts x expert bytes x
-# MoE layers at the notebook's weight precision. Where the routing module has no cache model yet, this section
-# says n/a and draws nothing.
+# MoE layers at the notebook's weight precision.
 
 # %%
-cache = study.cache_table(["Qwen3-30B-A3B", "Mixtral-8x7B", "OLMoE-1B-7B"], weight_bits, quick) \
-    if study.has_cache_model() else pd.DataFrame(columns=["model", "routing", "policy", "cache_experts", "cache_gib",
-                                                          "cache_share", "hit_rate"])
-print("n/a: workbench.routing has no hit_rate (the expert-cache model) in this checkout" if cache.empty
-      else f"{len(cache)} settings")
+cache = study.cache_table(["Qwen3-30B-A3B", "Mixtral-8x7B", "OLMoE-1B-7B"], weight_bits, quick)
+print(f"{len(cache)} settings")
 cache
 
 # %%
-if not cache.empty:
-    rec.chart(alt.Chart(cache).mark_line().encode(
-        x=alt.X("cache_gib:Q", title="cache memory per device (GiB)"),
-        y=alt.Y("hit_rate:Q", title="hit rate of a token's expert reads", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("routing:N"), strokeDash=alt.StrokeDash("policy:N"), column=alt.Column("model:N", title=None),
-        tooltip=["model", "routing", "policy", "cache_experts", alt.Tooltip("hit_rate:Q", format=".3f")],
-    ).resolve_scale(x="independent").properties(width=200, height=180, title="Expert cache: hit rate vs memory"),
-        "cache_hit_rate", data=cache)
-    half = cache[(cache.cache_share == 0.5) & (cache.policy == cache.policy.iloc[0])]
-    say("Holding half of each layer's experts, a {policy} cache serves {hits} of a token's expert reads across the "
-        "models and routing settings.", policy=cache.policy.iloc[0], hits=span(half.hit_rate, ".0%"))
+rec.chart(alt.Chart(cache).mark_line().encode(
+    x=alt.X("cache_gib:Q", title="cache memory per device (GiB)"),
+    y=alt.Y("hit_rate:Q", title="hit rate of a token's expert reads", scale=alt.Scale(domain=[0, 1])),
+    color=alt.Color("routing:N"), strokeDash=alt.StrokeDash("policy:N"), column=alt.Column("model:N", title=None),
+    tooltip=["model", "routing", "policy", "cache_experts", alt.Tooltip("hit_rate:Q", format=".3f")],
+).resolve_scale(x="independent").properties(width=200, height=180, title="Expert cache: hit rate vs memory"),
+    "cache_hit_rate", data=cache)
+half = cache[(cache.cache_share == 0.5) & (cache.policy == cache.policy.iloc[0])]
+say("Holding half of each layer's experts, a {policy} cache serves {hits} of a token's expert reads across the "
+    "models and routing settings.", policy=cache.policy.iloc[0], hits=span(half.hit_rate, ".0%"))
 
 # %% [markdown]
 # ## 5. The regime map of a MoE deployment

@@ -36,7 +36,7 @@ from workbench.display import setup_notebook
 from workbench.io import REPO_ROOT
 from workbench.prose import listing, say, trend
 from workbench.results import Recorder, result_rows
-from workbench.schemes.base import MOE_ONLY, load_all
+from workbench.schemes.base import load_all
 from workbench.studies import speculative as charts
 from workbench.userconfig import config_from_text
 
@@ -79,8 +79,9 @@ say("The Llama 2-70B target with a Llama 2-7B draft accepted {share:.1%} of the 
 # %%
 BEST_AS = {"best_gamma_s": "per_token_s", "best_gamma_speedup": "speedup", "best_gamma": "gamma",
            "best_gamma_tokens_per_step": "tokens_per_step", "best_gamma_costliest": "losing_part"}
+moe_only = registry.filter(dense=False)  # the MoE-only ones: section 7
 plains = [(name, registry[name][1](config.model, config.cluster, workload)) for name in registry
-          if name not in MOE_ONLY]  # the MoE-only ones: section 7
+          if name not in moe_only]
 table = sp.scheme_table(sp.Speculation(draft, placement, 1, alpha_quoted), plains, registry, config.model,
                         config.cluster, workload, gammas=gammas)  # whatif's and the explorer's table
 table = table[["scheme", "plain_s", *BEST_AS, "oom", "notes"]].rename(columns=BEST_AS)  # at each best gamma

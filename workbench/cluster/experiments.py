@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from workbench.errors import WorkbenchError, require_int
+from workbench.schemes.galaxy import HMP
 
 Experiment = Callable[..., list[dict] | None]
 
@@ -299,7 +300,7 @@ def tpi_llm(ctx, model: str = "tiny", prompt_len: int = 8, n_new: int = 4, seed:
                              allreduce=allreduce, repeats=repeats, reference=reference)
 
 
-def galaxy_stack(ctx, scheme: str = "galaxy_hmp", model: str = "BERT-base", n_layers: int = 1, seq_len: int = 128,
+def galaxy_stack(ctx, scheme: str = HMP, model: str = "BERT-base", n_layers: int = 1, seq_len: int = 128,
                  reps: int = 10, seed: int = 0) -> list[dict]:
     """Galaxy's partitioned block stack (one prefill) across the cluster (see `workbench.cluster.layer_runs`)."""
     from workbench.cluster.layer_runs import run_galaxy_stack

@@ -16,7 +16,8 @@ import numpy as np
 
 from workbench.errors import WorkbenchError, require_int
 from workbench.models import TransformerConfig, get_model, tiny_config
-from workbench.schemes.galaxy import PARALLEL_SCHEMES
+from workbench.schemes.galaxy import HMP, PARALLEL_SCHEMES
+from workbench.schemes.mcu_siracusa import SCHEME as MCU_SCHEME
 
 MATCH_ATOL = 2e-3  # float32 stack vs the reference: summation order differs across devices
 
@@ -30,7 +31,7 @@ def layer_model(name: str, n_layers: int) -> TransformerConfig:
 
 
 
-def check_stack_parameters(scheme: str = "galaxy_hmp", model: str = "BERT-base", n_layers: int = 1,
+def check_stack_parameters(scheme: str = HMP, model: str = "BERT-base", n_layers: int = 1,
                            seq_len: int = 16, reps: int = 1, seed: int = 0) -> None:
     """One line naming the parameter when a stack run's parameters are out of range (no JAX needed, so the
     launcher can refuse them before any process starts)."""
@@ -85,7 +86,7 @@ def _gathered(out) -> np.ndarray:
     return np.asarray(multihost_utils.process_allgather(out, tiled=True))
 
 
-def run_galaxy_stack(ctx, mesh, scheme: str = "galaxy_hmp", model: str = "BERT-base", n_layers: int = 1,
+def run_galaxy_stack(ctx, mesh, scheme: str = HMP, model: str = "BERT-base", n_layers: int = 1,
                      seq_len: int = 128, reps: int = 10, seed: int = 0) -> list[dict]:
     """One Galaxy-partitioned prefill of `n_layers` blocks on `seq_len` tokens (uniform partition), timed."""
     import jax
@@ -113,7 +114,7 @@ def run_mcu_stack(ctx, mesh, model: str = "TinyLlama-42M", n_layers: int = 1, se
 
     from workbench.kernels.mcu_siracusa import stack_program
 
-    check_stack_parameters("galaxy_hmp", model, n_layers, seq_len, reps, seed)
+    check_stack_parameters(HMP, model, n_layers, seq_len, reps, seed)
     cfg = layer_model(model, n_layers)
     params, x_se, positions = _stack_inputs(cfg, seq_len, seed)
     fn, blocks = stack_program(cfg, params, ctx.n_devices)
@@ -121,6 +122,6 @@ def run_mcu_stack(ctx, mesh, model: str = "TinyLlama-42M", n_layers: int = 1, se
     times = _timed(lambda: run(x_se, positions, blocks), reps)
     out = _gathered(run(x_se, positions, blocks))
     error = float(np.max(np.abs(out - _reference_stack(cfg, params, x_se, positions))))
-    return [{"kernel": "mcu_siracusa", "scheme": "mcu_headwise_tp", "model": cfg.name, "n_layers": n_layers,
+    return [{"kernel": "mcu_siracusa", "scheme": MCU_SCHEME, "model": cfg.name, "n_layers": n_layers,
              "seq_len": seq_len, "n_devices": ctx.n_devices, "reps": reps, "times_s": times,
              "max_abs_error": error, "matches_reference": error <= MATCH_ATOL}]

@@ -16,8 +16,9 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Link, Topology
 from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, load_all
+from workbench.schemes.tpi_llm import STAR_TP
 
-SCHEME = "tpi_star_tp"
+SCHEME = STAR_TP
 BITS_FP32 = 32
 # The measured program (workbench.cluster.e2e): weights built in memory before the prompt, an even split
 # of heads and FFN columns (the kernel's proportional split on equal devices), TPI-LLM's star.

@@ -23,6 +23,7 @@ from workbench.engines.llamacpp import FTYPES, quantize, time_model
 from workbench.errors import WorkbenchError
 from workbench.io import DATA_DIR
 from workbench.models import TransformerConfig
+from workbench.schemes.baselines import SINGLE_DEVICE
 
 CAMPAIGN_CSV = DATA_DIR / "engines" / "llamacpp_campaign.csv"
 ENGINE_VERSION = "llama-cpp-python 0.3.36"
@@ -164,4 +165,4 @@ def predict(row, device, engine: bool = True) -> float:
                         engine="llama.cpp" if engine else "", weight_format=fmt)
     runs_on = device if device.cores == threads else with_threads(device, threads)
     cluster = Cluster((runs_on,), Topology("direct", 1, Link(1e9, 0.0)))
-    return float(load_all()["single_device_resident"][1](model, cluster, workload).latency_s)
+    return float(load_all()[SINGLE_DEVICE][1](model, cluster, workload).latency_s)

@@ -124,7 +124,7 @@ def _norm(cfg: TransformerConfig, x_se, gamma_e, beta_e=None):
     """The family's norm (RMSNorm for Llama, LayerNorm otherwise) with the reference's epsilon."""
     if cfg.family == "llama":
         return reference.rms_norm(x_se, gamma_e)
-    eps = reference.norm_eps(cfg) if hasattr(reference, "norm_eps") else reference.LN_EPS
+    eps = reference.norm_eps(cfg)
     return reference.layer_norm(x_se, gamma_e, beta_e, eps)
 
 

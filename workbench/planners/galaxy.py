@@ -278,13 +278,14 @@ def _planned(model: TransformerConfig, cluster: Cluster, workload: Workload, sch
 planned_on = with_streaming_split(_planned)
 
 
-@register("galaxy_hmp", PAPER)
+@register("galaxy_hmp", PAPER, origin="Galaxy (Ye et al.): HMP on Algorithm 1's partition", partition="hybrid")
 def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP without overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
     return _planned(model, cluster, workload, "galaxy_hmp")
 
 
-@register("galaxy_hmp_overlap", PAPER)
+@register("galaxy_hmp_overlap", PAPER, origin="Galaxy (Ye et al.): HMP with tile overlap on Algorithm 1's "
+          "partition", partition="hybrid")
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (`evaluate` takes a given one)."""
     return _planned(model, cluster, workload, "galaxy_hmp_overlap")
@@ -295,7 +296,7 @@ PLANNING_EVALUATORS = {"galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
              partition: Partition | None = None) -> SchemeResult:
-    """Any of Galaxy's schemes (`workbench.schemes.galaxy.GALAXY_SCHEMES`); Galaxy's own two plan with Algorithm 1
+    """Any of Galaxy's schemes (`load_all().filter(family="galaxy")`); Galaxy's own two plan with Algorithm 1
     unless given a partition."""
     if scheme in PLANNING_EVALUATORS:
         return planned_on(model, cluster, workload, scheme, partition)

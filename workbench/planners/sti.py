@@ -287,7 +287,8 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
     return ShardPlan(**{**plan.__dict__, "method": method})
 
 
-@register("sti_pipeline", PAPER, streaming=False)
+@register("sti_pipeline", PAPER, origin="STI (Guo et al.) Sec. 5: the two-stage planner's pipeline",
+          partition="pipeline", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """The arena's `sti_pipeline`: STI's planner on the whole model, target = its compute time (bitwidths fill
     the IO the compute hides), costed by `workbench.schemes.sti.evaluate_planned_pipeline`.

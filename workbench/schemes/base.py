@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -9,6 +10,7 @@ from workbench.errors import WorkbenchError
 from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import Topology
+from workbench.schemes.catalogue import PLAIN_PLACEMENTS, Catalogue, SchemeSpec
 from workbench.schemes.common import Breakdown, memory_share
 from workbench.schemes.workload import PHASES, Workload  # noqa: F401 (PHASES: re-exported, the arena's contract)
 
@@ -119,14 +121,17 @@ class SchemeResult:
 
 
 Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]
-SCHEMES: dict[str, tuple[str, Evaluator]] = {}
-MOE_ONLY: set[str] = set()  # schemes that cost mixtures of experts only (registered with dense=False)
+SCHEMES = Catalogue()  # the one catalogue: every registered scheme's SchemeSpec (`load_all` fills it)
 
 
-def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
-             dense: bool = True, engine: str = "") -> Callable[[Evaluator], Evaluator]:
-    """Decorator: add an evaluator to the arena's registry under `name` (from `paper`); a name another
-    evaluator already holds is an error (re-importing the same module is not).
+def register(name: str, paper: str, *, origin: str, partition: str, family: str = "", streaming: bool = True,
+             moe: bool = False, dense: bool = True, engine: str = "", single_token: str = "",
+             draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS,
+             options: type | None = None) -> Callable[[Evaluator], Evaluator]:
+    """Decorator: add an evaluator to the catalogue as a `SchemeSpec` under `name` (from `paper`; `origin`, the
+    paper or engine and version it follows; `family`, the schemes sharing its cost module, default `paper`;
+    `partition`, one of `catalogue.PARTITIONS`); a name another evaluator already holds is an error
+    (re-importing the same module is not).
 
     With `streaming` (the schemes costed on the shared roofline, `schemes.common`) the registered evaluator
     splits its result's compute_s into arithmetic and memory streaming (`with_streaming_split`); a scheme
@@ -136,13 +141,15 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
     With `moe` the scheme costs a mixture of experts' FFN through the operator table's expert rows
     (`common.layer_operators`); without, it costs a dense FFN by its own formulas, and a MoE model is n/a
     for it (one line saying so), never silently costed as a dense model of the expert width. A scheme with
-    `dense` False costs mixtures of experts only (`MOE_ONLY`: the MoE engines' partitions).
+    `dense` False costs mixtures of experts only (the MoE engines' partitions).
 
     With `engine` (llama.cpp, distributed-llama) the scheme is that engine's and its weight matmuls run the engine's
-    quantized kernels (`runs_engine`: `Workload.engine`, `workbench.kernel_cost`), whatever the deployment says."""
+    quantized kernels (`runs_engine`: `Workload.engine`, `workbench.kernel_cost`), whatever the deployment says.
+    `single_token` says why its decode step carries one token (a speculative verify step is then n/a),
+    `draft_placements` where a draft may run beside it, `options` its `[schemes.<section>]` options dataclass."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
-        if known is not None and (known[0], getattr(known[1], "__qualname__", None), known[1].__module__) != \
+        if known is not None and (known[0], known[1].__qualname__, known[1].__module__) != \
                 (paper, fn.__qualname__, fn.__module__):
             raise WorkbenchError(f"scheme {name!r} is already registered by {known[1].__module__}."
                                  f"{known[1].__qualname__}; pick another name")
@@ -151,9 +158,9 @@ def register(name: str, paper: str, streaming: bool = True, moe: bool = False,
             evaluator = runs_engine(engine, evaluator)
         if not moe:
             evaluator = dense_only(name, evaluator)
-        if not dense:
-            MOE_ONLY.add(name)
-        SCHEMES[name] = (paper, evaluator)
+        SCHEMES.add(SchemeSpec(name=name, paper=paper, origin=origin, family=family or paper, partition=partition,
+                               evaluator=evaluator, moe=moe, dense=dense, engine=engine, single_token=single_token,
+                               draft_placements=tuple(draft_placements), options=options))
         return evaluator
     return wrap
 
@@ -191,17 +198,7 @@ def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
 
         fmt = workload.weight_format or format_for_bits(engine, workload.weight_bits)
         return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
-    evaluator.engine = engine  # whose kernels the scheme runs (read by `engine_of`)
     return evaluator
-
-
-def engine_of(evaluator: Evaluator) -> str:
-    """The engine whose kernels a registered evaluator runs ("" for the schemes' own dense kernels)."""
-    while evaluator is not None:
-        if getattr(evaluator, "engine", ""):
-            return evaluator.engine
-        evaluator = getattr(evaluator, "__wrapped__", None)
-    return ""
 
 
 def dense_only(name: str, fn: Evaluator) -> Evaluator:
@@ -244,11 +241,11 @@ PLANNING_EVALUATOR_MODULES = ("workbench.planners.galaxy", "workbench.planners.s
 BASELINE_MODULES = ("workbench.schemes.baselines",)
 
 
-def load_all() -> dict[str, tuple[str, Evaluator]]:
+def load_all() -> Catalogue:
     """Import every scheme module (the baselines last) and the planner modules that register evaluators; return
-    the registry.
+    the catalogue.
 
-    The planners are imported by name when a layer above (arena, regimes, explore) asks for the registry.
+    The planners are imported by name when a layer above (arena, regimes, explore) asks for the catalogue.
     """
     import importlib
     import pkgutil
@@ -256,8 +253,53 @@ def load_all() -> dict[str, tuple[str, Evaluator]]:
     import workbench.schemes as pkg
 
     for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name != "base" and f"workbench.schemes.{info.name}" not in BASELINE_MODULES:
+        if info.name not in ("base", "catalogue") and f"workbench.schemes.{info.name}" not in BASELINE_MODULES:
             importlib.import_module(f"workbench.schemes.{info.name}")
     for module in BASELINE_MODULES + PLANNING_EVALUATOR_MODULES:
         importlib.import_module(module)
+    names = [f"workbench.schemes.{info.name}" for info in pkgutil.iter_modules(pkg.__path__)
+             if f"workbench.schemes.{info.name}" not in BASELINE_MODULES]
+    SCHEMES.reorder(_module_rank(tuple(names) + BASELINE_MODULES + PLANNING_EVALUATOR_MODULES))
     return SCHEMES
+
+
+@functools.lru_cache(maxsize=4)
+def _module_rank(modules: tuple[str, ...]) -> dict[str, int]:
+    """Module name -> its place when `modules` are imported in order into a fresh process (each one's top-level
+    scheme and planner imports first, in source order): the catalogue's order never depends on which module a
+    caller happened to import first."""
+    import ast
+    import importlib.util
+
+    order: list[str] = []
+
+    def imports(name: str) -> list[str]:
+        spec = importlib.util.find_spec(name)
+        tree = ast.parse(open(spec.origin, encoding="utf-8").read()) if spec and spec.origin else ast.Module([], [])
+        found = []
+        for node in tree.body:  # top level only: a function's import runs later
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found += [f"{node.module}.{a.name}" for a in node.names] if node.module in ("workbench.schemes",
+                                                                                          "workbench.planners") \
+                    else [node.module]
+            elif isinstance(node, ast.Import):
+                found += [a.name for a in node.names]
+        return [n for n in found if n.startswith(("workbench.schemes.", "workbench.planners."))]
+
+    def visit(name: str, seen: set[str]) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for dep in imports(name):
+            visit(dep, seen)
+        order.append(name)
+
+    seen: set[str] = set()
+    for name in modules:
+        visit(name, seen)
+    return {name: i for i, name in enumerate(order)}
+
+
+def spec_of(name: str) -> SchemeSpec:
+    """The catalogue's spec of a registered scheme (every scheme module imported first, unless it is held)."""
+    return SCHEMES.spec(name) if name in SCHEMES else load_all().spec(name)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,8 +42,14 @@ from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
-from workbench.schemes.galaxy import first_overflow, head_cost, megatron_tp_on, one_device_is_local
+from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
+from workbench.schemes.galaxy import (
+    MEGATRON_TP,
+    first_overflow,
+    head_cost,
+    megatron_tp_on,
+    one_device_is_local,
+)
 from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,
@@ -144,6 +151,8 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
 class LlamaCppOptions:
     """llama.cpp's options in a deployment ([schemes.llamacpp]): `--tensor-split`."""
 
+    SECTION: ClassVar[str] = "llamacpp"  # its [schemes.llamacpp] table
+
     tensor_split: str = declared(FieldSpec("llama.cpp --tensor-split: one proportion per device in cluster order "
                                            "(\"3,1,1,1\"; '/' or ':' also separate, \"3:1:1:1\" for whatif --set); "
                                            "empty: each device's free memory", kind="text",
@@ -162,7 +171,7 @@ class LlamaCppOptions:
 
     def schemes(self) -> tuple[str, ...]:
         """The schemes these options reach."""
-        return ("llamacpp_rpc",)
+        return load_all().filter(options=LlamaCppOptions)
 
     def evaluator(self, scheme: str):
         """llamacpp_rpc's evaluator on this split (registered form), None without a split."""
@@ -196,7 +205,8 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
-@register("llamacpp_rpc", "llama.cpp", moe=True, engine="llama.cpp")
+@register("llamacpp_rpc", "llama.cpp", origin="llama.cpp --rpc layer split (src/llama-model.cpp load_tensors)",
+          partition="pipeline", moe=True, engine="llama.cpp", options=LlamaCppOptions)
 def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp with RPC servers: layers by free memory (another split: [schemes.llamacpp] tensor_split,
     `LlamaCppOptions.evaluator`), hand-offs through the client."""
@@ -224,7 +234,7 @@ def exo_layers(n_layers: int, memory) -> tuple[int, ...]:
     return tuple(int(v) for v in out)
 
 
-@register("exo_pipeline", "exo", moe=True)
+@register("exo_pipeline", "exo", origin="exo's pipeline mode", partition="pipeline", moe=True)
 def evaluate_exo_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's pipeline mode: layers by available memory (largest remainder), the pipeline's ring of hand-offs."""
     budgets = [float(d.memory_bytes) for d in cluster.devices]
@@ -250,14 +260,14 @@ def check_exo_tensor(model: TransformerConfig, n: int) -> None:
                                  f"sharding; got {n}")
 
 
-@register("exo_tensor", "exo")
+@register("exo_tensor", "exo", origin="exo's tensor mode", partition="tp")
 @one_device_is_local
 def evaluate_exo_tensor(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's tensor mode: Megatron TP (an all_sum after each attention and MLP block), the head whole on
     every node."""
     check_exo_tensor(model, cluster.n)
     base = megatron_tp_on(model, cluster, workload)
-    split_head, head_link, head_data = head_cost("megatron_tp", model, cluster, workload)
+    split_head, head_link, head_data = head_cost(MEGATRON_TP, model, cluster, workload)
     whole = max(common.lm_head_time(model, d, workload) for d in cluster.devices) \
         if workload.output_head and model.is_decoder else 0.0
     outside = float(common.weight_bytes(model.embedding_params() + model.head_params(), workload.weight_bits))

@@ -72,6 +72,7 @@ every slice at the wire width.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -80,15 +81,23 @@ from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register, with_streaming_split
+from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
 from workbench.schemes.galaxy import one_device_is_local
 
 PAPER = "distributed_llama"
-ENGINE_SCHEMES = ("dllama_allgather_tp", "dllama_root_tp", "dllama_root6_tp", "dllama_root8_tp")
-ROOT_SCHEMES = ("dllama_root_tp", "dllama_root6_tp", "dllama_root8_tp")  # star through the root, one token a forward
+ALLGATHER = "dllama_allgather_tp"  # v0.11-v0.16's sync structure
 # the engine's tags each structure covers (quoted: b4rtaz/distributed-llama tags, src/llama2-tasks.cpp at each)
 VERSIONS = {"dllama_root8_tp": ("0.1", "0.4"), "dllama_root6_tp": ("0.5", "0.7"), "dllama_root_tp": ("0.8", "0.10"),
             "dllama_allgather_tp": ("0.11", "0.16")}
+FIRST_ALLGATHER_MINOR = 11  # v0.11 replaced the star through the root by the mesh all-gather
+# the releases before it: star through the root, one token a forward (derived from VERSIONS)
+ROOT_SCHEMES = tuple(s for s, (first, _) in VERSIONS.items() if int(first.split(".")[1]) < FIRST_ALLGATHER_MINOR)
+
+
+def origin(scheme: str) -> str:
+    """The catalogue's origin of one of the engine's sync structures: the releases it covers (`VERSIONS`)."""
+    first, last = VERSIONS[scheme]
+    return f"distributed-llama v{first}-v{last} (src/llama2-tasks.cpp at each tag)"
 # Q80 = BlockQ80 / NnBlockQ80: an fp16 scale + 32 int8 codes per 32 values = 34 B / 32 values
 # (quoted: distributed-llama src/quants.hpp, v0.16.4 src/nn/nn-quants.hpp).
 Q80_BYTES_PER_VALUE = 34 / 32
@@ -124,6 +133,8 @@ class DllamaOptions:
     """distributed-llama's options in a deployment ([schemes.dllama]): the release it runs (the arena then
     shows that release's one sync structure) and v0.8-v0.10's root syncs per layer."""
 
+    SECTION: ClassVar[str] = "dllama"  # its [schemes.dllama] table
+
     version: str = declared(FieldSpec("distributed-llama release the cluster runs (0.1 ... 0.16; the arena shows "
                                       "only its sync structure); empty: all four", kind="text",
                                       toml=(TomlKey("version"),)), default="")
@@ -136,9 +147,13 @@ class DllamaOptions:
         if self.version:
             scheme_for_version(self.version)
 
+    def check(self, n_devices: int) -> None:
+        """Nothing to check against a cluster: every release splits the devices the model divides (`check_split`,
+        per scheme)."""
+
     def schemes(self) -> tuple[str, ...]:
         """The engine's schemes the arena shows: the version's one, or all four."""
-        return (scheme_for_version(self.version),) if self.version else ENGINE_SCHEMES
+        return (scheme_for_version(self.version),) if self.version else load_all().filter(options=DllamaOptions)
 
     def evaluator(self, scheme: str):
         """`scheme`'s evaluator with these options (registered form: streaming split, one device = local), None
@@ -191,7 +206,7 @@ def check_split(model: TransformerConfig, n: int, scheme: str = "distributed-lla
 def forward_syncs(scheme: str, model: TransformerConfig, n: int, rows: int, activation_bits: float,
                   output_head: bool = True, syncs_per_layer: int = ROOT_SYNCS_V08) -> tuple[Sync, ...]:
     """Every collective of one forward of `rows` new tokens over n nodes (the kernels send exactly these)."""
-    require_choice("scheme", scheme, ENGINE_SCHEMES)
+    require_choice("scheme", scheme, tuple(VERSIONS))
     require_int("rows", rows, low=1)
     require_int("syncs_per_layer", syncs_per_layer, low=1)
     if n == 1:
@@ -505,14 +520,16 @@ def evaluate_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workl
                    f"v{first}-v{last}: star through the root, {what}, one token per forward")
 
 
-@register("dllama_allgather_tp", PAPER, engine="distributed-llama")
+@register("dllama_allgather_tp", PAPER, origin=origin("dllama_allgather_tp"), family="distributed-llama", partition="tp",
+          engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_allgather_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.12-v0.16: TP, each node sends its full-d partial to every peer twice a layer."""
     return evaluate_allgather_tp(model, cluster, workload)
 
 
-@register("dllama_root_tp", PAPER, engine="distributed-llama")
+@register("dllama_root_tp", PAPER, origin=origin("dllama_root_tp"), family="distributed-llama", partition="tp",
+          engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.8-v0.10: TP through the root, 2 reduce-to-root + broadcast syncs a layer (another
@@ -520,14 +537,16 @@ def evaluate_dllama_root_tp(model: TransformerConfig, cluster: Cluster, workload
     return evaluate_root_tp(model, cluster, workload, ROOT_SYNCS_V08)
 
 
-@register("dllama_root6_tp", PAPER, engine="distributed-llama")
+@register("dllama_root6_tp", PAPER, origin=origin("dllama_root6_tp"), family="distributed-llama", partition="tp",
+          engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root6_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.5-v0.7: TP through the root, six transfers a layer (the FFN's hidden re-sent)."""
     return evaluate_root_tp(model, cluster, workload, scheme="dllama_root6_tp")
 
 
-@register("dllama_root8_tp", PAPER, engine="distributed-llama")
+@register("dllama_root8_tp", PAPER, origin=origin("dllama_root8_tp"), family="distributed-llama", partition="tp",
+          engine="distributed-llama", options=DllamaOptions)
 @one_device_is_local
 def evaluate_dllama_root8_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.1-v0.4: TP through the root, eight transfers a layer, every head's attention on the root."""

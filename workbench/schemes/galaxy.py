@@ -77,8 +77,11 @@ from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner 
 from workbench.simulate import Task, Timeline, schedule
 
 PAPER = "galaxy"
-GALAXY_SCHEMES = ("local", "megatron_tp", "sp", "galaxy_hmp", "galaxy_hmp_overlap")
-PARALLEL_SCHEMES = GALAXY_SCHEMES[1:]  # the ones split over devices (each has a shard_map kernel)
+# Galaxy's schemes split over devices (each has a shard_map kernel, `workbench.kernels.galaxy`); the catalogue
+# lists all of Galaxy's (`load_all().filter(family="galaxy")`, `local` first)
+LOCAL, MEGATRON_TP, SP = "local", "megatron_tp", "sp"  # the schemes this module registers
+HMP, HMP_OVERLAP = "galaxy_hmp", "galaxy_hmp_overlap"  # registered by workbench.planners.galaxy (they plan)
+PARALLEL_SCHEMES = (MEGATRON_TP, SP, HMP, HMP_OVERLAP)
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
 
@@ -260,7 +263,7 @@ def layer_collectives(scheme: str, model: TransformerConfig, workload: Workload)
         return [("reduce_scatter", act), ("all_gather", act), ("reduce_scatter", act), ("all_gather", act)]
     if scheme == "local":
         return []
-    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
+    raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(EVALUATORS)}")
 
 
 def _stack(cluster: Cluster) -> np.ndarray:
@@ -387,7 +390,8 @@ def _result(scheme, workload, compute, link, data, memory, cluster, notes="", fi
     return result.carve(min(float(fixed), compute - serial), serial)
 
 
-@register("local", PAPER)
+@register("local", PAPER, origin="Galaxy (Ye et al.) Sec. III-B: the Local baseline, one device",
+          partition="one")
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of
     `common.step_time` (the LM head when the workload includes it). Fixed: 7 launches + the layer overhead
@@ -417,7 +421,8 @@ def _head_fixed(model: TransformerConfig, cluster: Cluster, workload: Workload) 
     return max(float(d.launch_time(1)) for d, _ in common.distinct_devices(cluster.devices))
 
 
-@register("megatron_tp", PAPER)
+@register("megatron_tp", PAPER, origin="Megatron-LM TP as Galaxy (Ye et al.) Sec. III-B costs it",
+          partition="tp")
 def evaluate_megatron_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Megatron-LM TP on equal shards (the arena's signature; `megatron_tp_on` takes a partition)."""
     return megatron_tp_on(model, cluster, workload)
@@ -443,7 +448,8 @@ def megatron_tp_on(model: TransformerConfig, cluster: Cluster, workload: Workloa
                                                       full.seq, L))
 
 
-@register("sp", PAPER)
+@register("sp", PAPER, origin="sequence parallelism as Galaxy (Ye et al.) Sec. III-B costs it",
+          partition="sequence")
 def evaluate_sp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Sequence parallelism on equal token shards (the arena's signature; `sp_on` takes a partition)."""
     return sp_on(model, cluster, workload)
@@ -786,7 +792,8 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
                    hidden_comm_s=max(L * (link_all + data_all) - exposed, 0.0), fused_latency_s=total)
 
 
-# The schemes on a given partition (Megatron-LM's and SP's split their compute_s as the registry's do).
+# Galaxy's schemes costed on a given partition (Megatron-LM's and SP's split their compute_s as the registered ones
+# do): the cost bodies the planners call with their own plan, not a registry (the catalogue holds the registered ones)
 EVALUATORS = {"local": evaluate_local, "megatron_tp": with_streaming_split(megatron_tp_on), "sp": with_streaming_split(sp_on),
               "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
 PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.planners.galaxy)
@@ -794,10 +801,10 @@ PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
              partition: Partition | None = None) -> SchemeResult:
-    """Evaluate one of `GALAXY_SCHEMES` (a partition applies to the parallel schemes; Galaxy's two need one:
+    """Evaluate one of Galaxy's schemes (`EVALUATORS`; a partition applies to the parallel schemes; Galaxy's two need one:
     `workbench.planners.galaxy.evaluate` plans it)."""
     if scheme not in EVALUATORS:
-        raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(GALAXY_SCHEMES)}")
+        raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(EVALUATORS)}")
     if scheme == "local":
         return evaluate_local(model, cluster, workload)
     return EVALUATORS[scheme](model, cluster, workload, partition)

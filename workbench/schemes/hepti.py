@@ -48,6 +48,8 @@ MODES = ("ws", "1d", "2d")
 COMM_MODELS = ("shared", "ring")
 MODE_LABELS = {"serial": "serial", "ws": "WS", "1d": "1D-tiled WS", "2d": "2D-tiled WS"}
 
+HEPTI_WS, HEPTI_1D, HEPTI_2D = "hepti_ws", "hepti_1d", "hepti_2d"  # the schemes this module registers
+
 
 # ---- partitions -------------------------------------------------------------------------------
 def _check_split(name: str, sizes: tuple[int, ...], total: int) -> None:
@@ -641,21 +643,21 @@ def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, worklo
                          extra={"partition": part}).carve(fixed, head)
 
 
-@register("hepti_ws", "hepti")
+@register("hepti_ws", "hepti", origin="Hepti Sec. 4.2: the WS mode (heads, then rows)", partition="hybrid")
 @one_device_is_local
 def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti WS: heads for Q/K/V, rows for Wo + MLP with replicated weights, two all-gathers per block."""
     return _evaluate_mode("ws", model, cluster, workload)
 
 
-@register("hepti_1d", "hepti")
+@register("hepti_1d", "hepti", origin="Hepti Sec. 4.2: the 1D-tiled mode", partition="tp")
 @one_device_is_local
 def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 1D-tiled WS: every weight split once, two reduce-scatter + all-gather pairs per block."""
     return _evaluate_mode("1d", model, cluster, workload)
 
 
-@register("hepti_2d", "hepti")
+@register("hepti_2d", "hepti", origin="Hepti Sec. 4.2: the 2D-tiled mode", partition="tp")
 @one_device_is_local
 def evaluate_hepti_2d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 2D-tiled WS on the most square grid: tiles, all-reduces of partial sums within rows/columns."""

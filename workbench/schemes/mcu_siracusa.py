@@ -574,7 +574,8 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
                     preloaded=preloaded, io_resource="L3->L2 DMA", compute_resource="cluster + links")
 
 
-@register(SCHEME, PAPER, streaming=False)  # it times its L2 streaming itself (memory_s)
+@register(SCHEME, PAPER, origin="Bochem et al.: head-wise partitioning on Siracusa MCUs", partition="tp",
+          streaming=False)  # it times its L2 streaming itself (memory_s)
 @one_device_is_local
 def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Head-wise TP, no replication, hierarchical reduce in groups of four, double-buffered L3 prefetch.

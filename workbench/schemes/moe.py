@@ -182,7 +182,7 @@ def dllama_traffic(model: TransformerConfig, n: int, rows: int, activation_bits:
     (`engines.forward_syncs`, the same in a MoE graph) read per role (star: root <-> each worker; mesh: every
     node to and from the N-1 others)."""
     out = dict.fromkeys(("root_sent", "root_received", "worker_sent", "worker_received"), 0.0)
-    for s in engines.forward_syncs("dllama_allgather_tp", model, n, rows, activation_bits, output_head):
+    for s in engines.forward_syncs(engines.ALLGATHER, model, n, rows, activation_bits, output_head):
         m = s.message_bytes * s.repeats * (model.n_layers if s.per_layer else 1)
         if (s.algorithm, s.collective) == ("star", "broadcast"):
             out["root_sent"] += (n - 1) * m
@@ -237,7 +237,7 @@ def dllama_forward(model: TransformerConfig, cluster: Cluster, workload: Workloa
     fixed = L * max(common.fixed_layer_time(d, common.kernels_per_layer(model)) for d in cluster.devices)
     if head_on:
         fixed += max(float(d.launch_time(1)) for d in cluster.devices)
-    syncs = engines.forward_syncs("dllama_allgather_tp", model, n, s, workload.activation_bits, head_on)
+    syncs = engines.forward_syncs(engines.ALLGATHER, model, n, s, workload.activation_bits, head_on)
     link, data = engines.comm_time(cluster, syncs, L)
     slow = int(np.argmax(np.array(att) + np.array(ffn)))
     split = moe_breakdown(L * parts[slow]["attention_s"], L * parts[slow]["router_s"], L * parts[slow]["experts_s"],
@@ -303,7 +303,8 @@ def _layerwise_mp():
 one_device_is_whole = one_device_takes(_layerwise_mp, "one device: nothing to split, the whole model's time")
 
 
-@register(DLLAMA_SCHEME, PAPER_DLLAMA, moe=True, dense=False, engine="distributed-llama")
+@register(DLLAMA_SCHEME, PAPER_DLLAMA, origin="distributed-llama v0.16: TP inside every expert", family="moe",
+          partition="tp", moe=True, dense=False, engine="distributed-llama")
 @one_device_is_whole
 def evaluate_dllama_moe_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16: every node streams its slices of attention and of the active experts, the F32 router."""
@@ -455,7 +456,9 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(PIPELINE_SCHEME, PAPER_PIPELINE, moe=True, dense=False, engine="llama.cpp")
+@register(PIPELINE_SCHEME, PAPER_PIPELINE, origin="llama.cpp RPC / prima.cpp: whole MoE layers per device",
+          family="moe", partition="pipeline", moe=True, dense=False, engine="llama.cpp",
+          draft_placements=("root", "own", "ring"))
 def evaluate_moe_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp RPC / prima.cpp: whole layers per device, an expert cache in free memory (or the workload's
     `expert_cache`: experts per layer, policy, reads), misses read from storage."""
@@ -648,7 +651,8 @@ def check_frequencies(frequencies, model: TransformerConfig) -> np.ndarray:
     return pi
 
 
-@register(EP_SCHEME, PAPER_EP, moe=True, dense=False)
+@register(EP_SCHEME, PAPER_EP, origin="expert parallelism, a what-if no edge engine runs", family="moe",
+          partition="expert", moe=True, dense=False)
 @one_device_is_whole
 def evaluate_moe_expert_parallel(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """What-if: experts split over the devices, all-to-all per MoE layer, attention replicated on the token's owner."""

@@ -2,10 +2,12 @@
 `calibrate`'s CSV ("version=0.7; syncs_per_layer=2"), each key declared once in its scheme's options dataclass
 (`workbench.fields.declared`), from which the parser, the range checks and docs/keys.md's rows derive.
 
-Sections: `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
+Sections are the catalogue's (`sections()`: each registered scheme's `SchemeSpec.options` dataclass, named by its
+`SECTION`): `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
 (`workbench.schemes.edge_engines.LlamaCppOptions`: tensor_split). An options object says
-which of its schemes the arena shows (`schemes()`) and gives the evaluator its options change (`evaluator`; the
-registered ones keep the arena's (model, cluster, workload) signature).
+which of its schemes the arena shows (`schemes()`), checks itself against a cluster (`check(n_devices)`) and gives
+the evaluator its options change (`evaluator`; the registered ones keep the arena's (model, cluster, workload)
+signature).
 """
 
 from __future__ import annotations
@@ -14,22 +16,24 @@ from collections.abc import Mapping
 
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, declared_fields
-from workbench.schemes.edge_engines import LlamaCppOptions
-from workbench.schemes.engines import DllamaOptions
+from workbench.schemes.base import load_all
 
-SECTIONS: dict[str, type] = {"dllama": DllamaOptions, "llamacpp": LlamaCppOptions}
+
+def sections() -> dict[str, type]:
+    """Section name -> options dataclass, of every registered scheme that takes options (sorted by name)."""
+    return load_all().sections()
 
 
 def _keys(section: str) -> dict[str, tuple[str, FieldSpec]]:
     """TOML key -> (field name, spec) of a section's declared options."""
-    return {tk.key: (f.name, spec) for f, spec in declared_fields(SECTIONS[section]) for tk in spec.toml}
+    return {tk.key: (f.name, spec) for f, spec in declared_fields(sections()[section]) for tk in spec.toml}
 
 
 def parse_section(where: str, section: str, table) -> object:
     """One `[schemes.<section>]` table -> its options object (one-line errors naming the key and its range)."""
-    if section not in SECTIONS:
+    if section not in sections():
         raise WorkbenchError(f"{where}: schemes.{section} is not a scheme options section; allowed: "
-                             f"{', '.join(SECTIONS)}")
+                             f"{', '.join(sections())}")
     if not isinstance(table, Mapping):
         raise WorkbenchError(f"{where}: schemes.{section} must be a table, got {table!r}")
     keys = _keys(section)
@@ -45,7 +49,7 @@ def parse_section(where: str, section: str, table) -> object:
         else:
             values[name] = spec.check(f"{where}: schemes.{section}.{key}", value, from_file=True)
     try:
-        return SECTIONS[section](**values)
+        return sections()[section](**values)
     except WorkbenchError as exc:
         text = str(exc)
         named = text.split(" ", 1)[0] in keys  # "tensor_split must be ...": name it schemes.<section>.<key>
@@ -60,12 +64,10 @@ def parse_schemes(where: str, table) -> tuple:
 
 
 def check_cluster(where: str, options: tuple, n_devices: int) -> tuple:
-    """`options` checked against a cluster of `n_devices` (an options object with a `check(n_devices)`: a
+    """`options` checked against a cluster of `n_devices` (each options object's `check(n_devices)`: a
     tensor_split with one number per device), each error one line naming schemes.<section>.<key>."""
     for opts in options:
-        if not hasattr(opts, "check"):
-            continue
-        section = next(name for name, cls in SECTIONS.items() if isinstance(opts, cls))
+        section = type(opts).SECTION
         try:
             opts.check(n_devices)
         except WorkbenchError as exc:
@@ -80,7 +82,7 @@ def parse_text(where: str, scheme: str, text: str) -> tuple:
         return ()
     section = section_of(scheme)
     if section is None:
-        raise WorkbenchError(f"{where}: scheme {scheme!r} takes no options; sections: {', '.join(SECTIONS)}")
+        raise WorkbenchError(f"{where}: scheme {scheme!r} takes no options; sections: {', '.join(sections())}")
     table = {}
     for part in text.split(";"):
         key, sep, value = part.partition("=")
@@ -93,11 +95,10 @@ def parse_text(where: str, scheme: str, text: str) -> tuple:
 
 
 def section_of(scheme: str) -> str | None:
-    """The options section whose schemes include `scheme` (None: the scheme takes no options)."""
-    for name, cls in SECTIONS.items():
-        if scheme in cls().schemes():
-            return name
-    return None
+    """The options section of `scheme` (its `SchemeSpec.options`; None: an unregistered one or one taking none)."""
+    catalogue = load_all()
+    options = catalogue.spec(scheme).options if scheme in catalogue else None
+    return None if options is None else options.SECTION
 
 
 def apply_options(registry: Mapping, options: tuple) -> dict:
@@ -105,7 +106,7 @@ def apply_options(registry: Mapping, options: tuple) -> dict:
     evaluators replaced by the options' own (a registry without options is returned as a copy)."""
     out = dict(registry)
     for opts in options:
-        section_schemes = set(type(opts)().schemes())
+        section_schemes = set(load_all().filter(options=type(opts)))
         keep = set(opts.schemes())
         for scheme in section_schemes & set(out):
             if scheme not in keep:
@@ -119,4 +120,4 @@ def apply_options(registry: Mapping, options: tuple) -> dict:
 
 def key_rows() -> list[tuple[str, FieldSpec]]:
     """(table, spec) of every declared option, for docs/keys.md."""
-    return [(f"[schemes.{section}]", spec) for section, cls in SECTIONS.items() for _, spec in declared_fields(cls)]
+    return [(f"[schemes.{section}]", spec) for section, cls in sections().items() for _, spec in declared_fields(cls)]

@@ -40,6 +40,8 @@ from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.shards import n_shards, shard_record_bytes
 
 PAPER = "sti"
+STREAMED = "single_device_streamed"  # the scheme this module registers
+PIPELINE = "sti_pipeline"  # registered by workbench.planners.sti (it plans)
 
 
 def sti_constants() -> Mapping[str, Any]:
@@ -251,7 +253,8 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
     return result.carve(min(fixed, compute))
 
 
-@register("single_device_streamed", PAPER, streaming=False)
+@register("single_device_streamed", PAPER, origin="STI (Guo et al.): the standard layerwise pipeline (StdPL-X)",
+          partition="one", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Standard layerwise pipeline (StdPL-X): every shard at the workload's weight bits, no preload."""
     device, note = _arena_device(cluster)

@@ -42,6 +42,8 @@ from workbench.simulate import Task, Timeline, schedule
 from workbench.units import GIB
 
 PAPER = "tpi_llm"
+# the schemes this module registers
+STAR_TP, STAR_TP_RESIDENT, RING_TP = "tpi_star_tp", "tpi_star_tp_resident", "tp_ring_allreduce"
 SPLITS = ("capability", "equal")
 
 
@@ -657,13 +659,15 @@ def _operators(model: TransformerConfig, cluster: Cluster, workload: Workload,
                                     (workload.new_tokens,) * n, model.n_layers)
 
 
-@register("tpi_star_tp", PAPER)
+@register("tpi_star_tp", PAPER, origin="TPI-LLM (Li et al.): star all-reduce, sliding-window scheduler",
+          partition="tp", single_token="TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)")
 def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM: capability-proportional heads, star all-reduce, sliding-window scheduler (w = 2)."""
     return evaluate_tpi(model, cluster, workload, default_options())
 
 
-@register("tpi_star_tp_resident", PAPER)
+@register("tpi_star_tp_resident", PAPER, origin="TPI-LLM (Li et al.) with its memory scheduler off (Table 1)",
+          partition="tp", single_token="TPI-LLM's simulated decode steps carry one token each (schemes/tpi_llm.py build_tasks)")
 @one_device_is_local
 def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM with its memory scheduler off (Table 1's scheduler=off): every weight resident before the prompt,
@@ -672,7 +676,9 @@ def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workl
     return evaluate_tpi(model, cluster, workload, options, scheme="tpi_star_tp_resident")
 
 
-@register("tp_ring_allreduce", "baseline")
+@register("tp_ring_allreduce", "baseline", origin="Galaxy-style ring TP, TPI-LLM's Galaxy baseline", family=PAPER,
+          partition="tp", single_token="costed on TPI-LLM's simulator, whose decode steps carry one token "
+          "(schemes/tpi_llm.py build_tasks)")
 @one_device_is_local
 def evaluate_tp_ring(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy-style tensor parallelism (TPI-LLM's Galaxy baseline): ring collectives, all weights resident

@@ -17,18 +17,16 @@ from workbench.arena import GIB, Arena, Registry, arena_for_config, cluster_labe
 from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.models import MODELS, TransformerConfig, get_model
+from workbench.moe_advice import PARTITION_WORDS, REASONS
 from workbench.regimes import moe_capable, with_device_count
 from workbench.results import RESULT_COLUMNS
+from workbench.schemes.base import spec_of
 from workbench.schemes.common import ROUTER_BITS
+from workbench.schemes.moe import DLLAMA_SCHEME, PIPELINE_SCHEME
 from workbench.userconfig import UserConfig, load_config
 from workbench.whatif import best_schemes
 
 MIB = 2**20
-# The three MoE partitions the engines use, by the scheme that models each (absent until registered: the notebook
-# says so).
-PARTITION_SCHEMES = {"dllama_moe_tp": "TP inside every expert (distributed-llama v0.16, exo tensor mode)",
-                     "moe_layer_pipeline": "whole layers, experts read sparsely (llama.cpp RPC, prima.cpp)",
-                     "moe_expert_parallel": "expert parallelism, all-to-all (a what-if)"}
 
 
 @dataclass(frozen=True)
@@ -131,12 +129,14 @@ def partition_table(config: UserConfig, registry: Registry) -> pd.DataFrame:
 
 
 def missing_partitions(registry: Registry) -> list[str]:
-    """The partitions of `PARTITION_SCHEMES` whose scheme is not registered (the notebook notes each)."""
-    return [f"{name} ({what})" for name, what in PARTITION_SCHEMES.items() if name not in registry]
+    """The MoE partitions with reasons (`moe_advice.REASONS`: tp, pipeline, expert) no MoE-capable scheme of
+    `registry` runs (`SchemeSpec.partition`; the notebook notes each)."""
+    covered = {spec_of(name).partition for name in moe_capable(registry)}
+    return [f"{kind} ({PARTITION_WORDS[kind]})" for kind in REASONS if kind not in covered]
 
 
 def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[int],
-                       schemes: Sequence[str] = ("dllama_moe_tp", "moe_layer_pipeline")) -> pd.DataFrame:
+                       schemes: Sequence[str] = (DLLAMA_SCHEME, PIPELINE_SCHEME)) -> pd.DataFrame:
     """Each registered one of `schemes` decoding on `config`'s boards at each device count: status, time per token,
     the experts per MoE layer the fullest board caches (NaN for a scheme without an expert cache), why n/a."""
     names = [name for name in schemes if name in registry]
@@ -153,7 +153,7 @@ def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[
     return pd.DataFrame(rows)
 
 
-def resident_from(counts: pd.DataFrame, scheme: str = "moe_layer_pipeline") -> int | None:
+def resident_from(counts: pd.DataFrame, scheme: str = PIPELINE_SCHEME) -> int | None:
     """The fewest devices at which `scheme` fits and every board caches every expert of its layers (None: no
     count of `counts`, a `device_count_table`)."""
     rows = counts[(counts.scheme == scheme) & (counts.status == "ok") & (counts.cached_experts >= counts.experts)]
@@ -161,18 +161,12 @@ def resident_from(counts: pd.DataFrame, scheme: str = "moe_layer_pipeline") -> i
 
 
 # ---- the expert cache --------------------------------------------------------------------------------------
-def has_cache_model() -> bool:
-    """True when `workbench.routing` has the expert cache's hit rate (`hit_rate`)."""
-    return hasattr(routing_module, "hit_rate")
-
-
 def cache_settings(quick: bool = False) -> dict[str, object]:
     """Routing settings the hit-rate curves compare: uniform, Zipf-skewed, and skewed with temporal locality."""
-    settings = {"uniform": routing_module.Routing()}
-    if "skewed" in routing_module.ROUTING_KINDS:
-        settings["skewed (Zipf 1.0)"] = routing_module.Routing(kind="skewed", skew=1.0)
-        if not quick:
-            settings["skewed + locality 0.3"] = routing_module.Routing(kind="skewed", skew=1.0, locality=0.3)
+    settings = {"uniform": routing_module.Routing(),
+                "skewed (Zipf 1.0)": routing_module.Routing(kind="skewed", skew=1.0)}
+    if not quick:
+        settings["skewed + locality 0.3"] = routing_module.Routing(kind="skewed", skew=1.0, locality=0.3)
     return settings
 
 
@@ -180,7 +174,7 @@ def cache_table(models: list[str], weight_bits: float, quick: bool = False) -> p
     """Hit rate of a decode token's expert reads against the memory the cache takes on one device holding every
     MoE layer (cache experts per layer x expert bytes x MoE layers), per routing setting and policy."""
     rows = []
-    policies = getattr(routing_module, "CACHE_POLICIES", ("pinned",))
+    policies = routing_module.CACHE_POLICIES
     for name in models:
         m = get_model(name)
         per_expert = m.expert_params() * weight_bits / 8 * m.moe_layers

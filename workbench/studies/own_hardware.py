@@ -41,10 +41,11 @@ from workbench.hardware import DeviceSpec
 from workbench.io import DATA_DIR
 from workbench.profile.network import resolved_bandwidth_mbps
 from workbench.results import RESULT_COLUMNS
+from workbench.schemes.tpi_llm import STAR_TP_RESIDENT
 from workbench.studies import cluster as stored
 
 PAPER = "own_hardware"
-SCHEME = "tpi_star_tp_resident"
+SCHEME = STAR_TP_RESIDENT
 PRESET = DATA_DIR / "devices" / "this_machine_cpu.toml"
 
 
