@@ -176,9 +176,10 @@ def _notebook_code() -> list[str]:
 
 
 def test_notebook_shows_the_best_line_once_live_only_in_the_widget(tmp_path, capsys, monkeypatch):
-    import workbench.explore as explore
+    import importlib
 
-    monkeypatch.setattr(explore, "load_all", lambda: REGISTRY)  # small registry: the notebook's own flow
+    for module in ("workbench.explore.compute", "workbench.explore.view"):  # small registry: the notebook's own flow
+        monkeypatch.setattr(importlib.import_module(module), "load_all", lambda: REGISTRY)
     shown: list = []
     scope = {"display": shown.append}
     code = _notebook_code()
