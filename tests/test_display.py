@@ -11,11 +11,11 @@ from table_units import unit_problems
 
 from workbench.display import (
     MISSING,
+    SECONDS,
     column_quantity,
     display_table,
     format_bytes,
     format_number,
-    format_seconds,
     human_tables,
     png_width,
     setup_notebook,
@@ -31,7 +31,8 @@ def test_plain_numbers_have_three_significant_digits_and_no_exponent_or_prefix(v
 
 
 def test_seconds_and_bytes_in_their_units():
-    assert [format_seconds(v) for v in (0.01234, 1.5, 2e-6, 0.0, 120.0)] == ["12.3 ms", "1.50 s", "2 µs", "0 s", "120 s"]
+    # a seconds column's cells (aligned: 3 significant digits, trailing zeros kept); text uses units.format_seconds
+    assert [SECONDS.format(v) for v in (0.01234, 1.5, 2e-6, 0.0, 120.0)] == ["12.3 ms", "1.50 s", "2 µs", "0 s", "120 s"]
     assert [format_bytes(v) for v in (3 * 2**30, 1000, 5e6, 0)] == ["3 GiB", "1000 B", "4.77 MiB", "0 B"]
 
 

@@ -176,9 +176,10 @@ def _notebook_code() -> list[str]:
 
 
 def test_notebook_shows_the_best_line_once_live_only_in_the_widget(tmp_path, capsys, monkeypatch):
-    import workbench.explore as explore
+    import importlib
 
-    monkeypatch.setattr(explore, "load_all", lambda: REGISTRY)  # small registry: the notebook's own flow
+    for module in ("workbench.explore.compute", "workbench.explore.view"):  # small registry: the notebook's own flow
+        monkeypatch.setattr(importlib.import_module(module), "load_all", lambda: REGISTRY)
     shown: list = []
     scope = {"display": shown.append}
     code = _notebook_code()
@@ -521,6 +522,7 @@ def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
 
     from workbench import whatif
     from workbench.arena import arena_for_config
+    from workbench.speculative import BEST_COLUMNS
     from workbench.userconfig import load_config
 
     path = _speculative_toml(tmp_path)
@@ -530,12 +532,14 @@ def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
     config = load_config(path)
     arena = arena_for_config(config)
     theirs = whatif.speculation_rows(arena, config)
-    pd.testing.assert_frame_equal(ours[theirs.columns].fillna({"notes": ""}), theirs.fillna({"notes": ""}))
+    same = [c for c in theirs.columns if c not in BEST_COLUMNS]  # whatif's table leaves the best gamma out
+    assert theirs[list(BEST_COLUMNS)].isna().all().all()
+    pd.testing.assert_frame_equal(ours[same].fillna({"notes": ""}), theirs[same].fillna({"notes": ""}))
     assert ours["speculative_s"].notna().sum() >= 5 and ours["notes"].str.startswith("n/a: ").sum() >= 1
     line = whatif.best_gamma_line(arena, config, theirs)  # "best with speculation: <scheme> at gamma <g> (...)"
     scheme, gamma = line.split()[3], int(line.split()[6])
     row = ours.set_index("scheme").loc[scheme]
-    assert row.best_gamma == gamma and f"at gamma {gamma} ({whatif._seconds(row.best_gamma_s)}/token" in line
+    assert row.best_gamma == gamma and f"at gamma {gamma} ({format_seconds(row.best_gamma_s)}/token" in line
     assert (ours.dropna(subset=["best_gamma_s"]).eval("best_gamma_s <= speculative_s + 1e-15")).all()
     shown = explorer.speculation.value
     assert "draft Llama 2-3B (root), gamma 4, alpha 0.7" in shown
@@ -664,11 +668,11 @@ def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tm
 def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_gives(tmp_path, monkeypatch):
     import pandas as pd
 
-    from workbench import explore
+    from workbench import speculative
 
     explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode"))
     calls = []
-    monkeypatch.setattr(explore, "best_gamma", lambda *a, **k: calls.append(a[1]) or pytest.fail("recomputed"))
+    monkeypatch.setattr(speculative, "best_gamma", lambda *a, **k: calls.append(a[1]) or pytest.fail("recomputed"))
     explorer.controls["gamma"].value = 7  # the best gamma does not depend on the gamma chosen: memo
     assert explorer.message.value == "" and calls == []
     monkeypatch.undo()

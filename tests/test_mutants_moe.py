@@ -771,7 +771,7 @@ def test_the_expert_cache_names_its_keys_and_refuses_a_cache_larger_than_the_mod
     cache = routing.ExpertCache(16, "lru", "prefetch")
     assert cache.check(16) is cache and cache.check(128) is cache
     with pytest.raises(WorkbenchError, match=r"^cache_experts must be an integer in 0\.\.8 \(the model's experts per "
-                                             r"layer\), got 16 \(a cache larger than the model\)$"):
+                                             r"layer; a cache larger than the model\), got 16$"):
         cache.check(8)
     with pytest.raises(WorkbenchError, match=r"^unknown expert_reads 'mmap'; allowed: routed, prefetch$"):
         routing.ExpertCache(4, "pinned", "mmap")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -199,16 +199,21 @@ def run_arena(model: TransformerConfig, cluster: Cluster, seq_len: int = 128, kv
     `routing` is which experts a mixture of experts' tokens touch, `expert_cache` a device's cache of them;
     `weight_format` names the format the bits are (an engine's kernels cost by it), `engine` whose kernels the
     generic schemes run ("" = their own)."""
+    workload = Workload(phase="decode", seq_len=seq_len, kv_len=seq_len if kv_len is None else kv_len,
+                        weight_bits=weight_bits, activation_bits=activation_bits, output_head=output_head,
+                        kv_bits=kv_bits, routing=routing, expert_cache=expert_cache, weight_format=weight_format,
+                        engine=engine)
+    return run_workload(model, cluster, workload, phases, schemes, registry)
+
+
+def run_workload(model: TransformerConfig, cluster: Cluster, workload: Workload, phases: tuple[str, ...] = PHASES,
+                 schemes: list[str] | None = None, registry: Registry | None = None) -> Arena:
+    """Evaluate every registered scheme (or `schemes`) on `model` and `cluster` for `workload` in each phase."""
     registry = load_all() if registry is None else registry
     names = sorted(registry) if schemes is None else list(schemes)
     for name in names:
         require_choice("scheme", name, sorted(registry))
-    workloads = tuple(Workload(phase=require_choice("phase", p, PHASES), seq_len=seq_len,
-                               kv_len=seq_len if kv_len is None else kv_len, weight_bits=weight_bits,
-                               activation_bits=activation_bits, output_head=output_head, kv_bits=kv_bits,
-                               routing=routing, expert_cache=expert_cache, weight_format=weight_format,
-                               engine=engine)
-                      for p in phases)
+    workloads = tuple(replace(workload, phase=require_choice("phase", p, PHASES)) for p in phases)
     entries = tuple(evaluate(n, registry[n][0], registry[n][1], model, cluster, w) for w in workloads for n in names)
     return Arena(model, cluster, workloads, entries)
 
@@ -221,10 +226,7 @@ def arena_for_config(config, phases: tuple[str, ...] = PHASES, schemes: list[str
         from workbench.schemes.options import apply_options
 
         registry = apply_options(load_all() if registry is None else registry, config.scheme_options)
-    return run_arena(config.model, config.cluster, config.seq_len, config.kv_len, config.weight_bits,
-                     config.activation_bits, phases, schemes, registry, kv_bits=config.kv_bits,
-                     routing=config.routing, expert_cache=config.expert_cache,
-                     weight_format=config.weight_format, engine=config.engine)
+    return run_workload(config.model, config.cluster, config.base_workload, phases, schemes, registry)
 
 
 # ---- chart frames (the charts themselves are Vega-Lite specs in workbench.arena_charts) -----------

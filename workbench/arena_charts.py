@@ -25,7 +25,7 @@ from workbench.arena import (
 )
 from workbench.errors import WorkbenchError, require_choice
 from workbench.io import write_atomic, write_csv_atomic, write_text_atomic
-from workbench.units import bytes_per_s_to_mbps
+from workbench.units import bytes_per_s_to_mbps, format_seconds, short_number
 
 VEGA_LITE_VERSION = "6.4"  # the Vega-Lite minor version altair 6 writes; a test keeps the two in step
 SCHEMA_URL = f"https://vega.github.io/schema/vega-lite/v{VEGA_LITE_VERSION}.json"
@@ -37,28 +37,13 @@ SCALES = ("log", "linear")
 
 
 # ---- human units (Python, for titles and readouts) -----------------------------------------------
-def _short(value: float) -> str:
-    """3 significant digits, no exponent: 1 -> '1', 2.5 -> '2.5', 250 -> '250', 1500 -> '1500'."""
-    return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
-
-
 def format_rate(mbps: float) -> str:
     """A link rate in Mbps as '1 Gbps', '250 Mbps', '64 kbps' or '12 bps'."""
     bps = mbps * 1e6
     for unit, size in (("Tbps", 1e12), ("Gbps", 1e9), ("Mbps", 1e6), ("kbps", 1e3)):
         if bps >= size * 0.9995:
-            return f"{_short(bps / size)} {unit}"
-    return f"{_short(bps)} bps"
-
-
-def format_duration(seconds: float) -> str:
-    """'50 µs', '1.2 ms', '3.4 s' ('n/a' when not finite)."""
-    if not math.isfinite(seconds):
-        return "n/a"
-    for unit, size in (("s", 1.0), ("ms", 1e-3)):
-        if seconds >= size * 0.9995:
-            return f"{_short(seconds / size)} {unit}"
-    return f"{_short(seconds * 1e6)} µs"
+            return f"{short_number(bps / size)} {unit}"
+    return f"{short_number(bps)} bps"
 
 
 def format_gib(gib: float) -> str:
@@ -86,7 +71,7 @@ def setting_title(arena: Arena, extra: str = "") -> dict:
     w = arena.workloads[0]
     phases = " + ".join(w.phase for w in arena.workloads)
     sub = (f"{arena.cluster.topology.kind}, {format_rate(bytes_per_s_to_mbps(link.bandwidth_bytes_per_s))}, "
-           f"{format_duration(link.latency_s)}/hop · S={w.seq_len} · {w.weight_bits:g}-bit · {phases}")
+           f"{format_seconds(link.latency_s)}/hop · S={w.seq_len} · {w.weight_bits:g}-bit · {phases}")
     return {"text": f"{arena.model.name} on {device_summary(arena.cluster)}", "subtitle": sub + extra}
 
 

@@ -171,11 +171,6 @@ def unit_quantity(unit: str) -> Quantity:
     return UNIT_QUANTITIES.get(unit) or Quantity(unit, prefixed(unit, attach=False))
 
 
-def format_seconds(value: float) -> str:
-    """Seconds as ns/µs/ms/s with 3 significant digits: 0.01234 -> '12.3 ms'."""
-    return SECONDS.format(value)
-
-
 def format_bytes(value: float) -> str:
     """Bytes in binary units with 3 significant digits: 3 * 2**30 -> '3 GiB'."""
     return BYTES.format(value)

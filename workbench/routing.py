@@ -136,9 +136,7 @@ class ExpertCache:
 
     def check(self, n_experts: int) -> ExpertCache:
         """This cache if it holds at most the layer's `n_experts`, else one line (a cache larger than the model)."""
-        if self.experts > n_experts:
-            raise WorkbenchError(f"cache_experts must be an integer in 0..{n_experts} (the model's experts per layer), "
-                                 f"got {self.experts} (a cache larger than the model)")
+        check_cache(self.experts, n_experts)
         return self
 
 
@@ -150,7 +148,8 @@ def check_experts(n_experts: int, k: int) -> None:
 
 
 def check_cache(cache_experts: int, n_experts: int) -> None:
-    """One line unless 0 <= cache_experts <= n_experts (a cache larger than the model holds nothing more)."""
+    """One line unless 0 <= cache_experts <= n_experts (a cache larger than the model holds nothing more): the one
+    check of a cache's size against a model, which the deployment file, the explorer and the schemes call."""
     if not isinstance(cache_experts, int) or isinstance(cache_experts, bool) or not 0 <= cache_experts <= n_experts:
         raise WorkbenchError(f"cache_experts must be an integer in 0..{n_experts} (the model's experts per layer; "
                              f"a cache larger than the model), got {cache_experts!r}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.units import format_seconds
 
 # latency components a device count can grow, with the words a user reads (the arena's COMPONENTS keys)
 CAUSES = {"comm_link_latency_s": "per-message time at the busiest endpoint",
@@ -68,14 +69,14 @@ class StopHelping:
         if self.best is None:
             text = f"{self.scheme}: fits within memory at no device count tried"
         elif self.still_falling:
-            text = f"{self.scheme}: still falling at {_count(self.best)} ({_ms(self.best_latency_s)}/token)"
+            text = f"{self.scheme}: still falling at {_count(self.best)} ({format_seconds(self.best_latency_s)}/token)"
         elif self.cause == FLAT_CAUSE:
-            text = f"{self.scheme}: more devices do not help ({_ms(self.best_latency_s)}/token at every count that runs)"
+            text = f"{self.scheme}: more devices do not help ({format_seconds(self.best_latency_s)}/token at every count that runs)"
         else:
-            text = (f"{self.scheme}: stops helping at {_count(self.best)} ({_ms(self.best_latency_s)}/token); "
+            text = (f"{self.scheme}: stops helping at {_count(self.best)} ({format_seconds(self.best_latency_s)}/token); "
                     f"at {self.next} {CAUSE_WORDS[self.cause]} grows")
             if self.cause != OOM_CAUSE:
-                text += f" (+{_ms(self.growth_s)})"
+                text += f" (+{format_seconds(self.growth_s)})"
         if self.unsplittable:
             counts = ", ".join(str(n) for n, _ in self.unsplittable)
             text += f"; cannot split the model at {counts}: {self.unsplittable[0][1]}"
@@ -84,10 +85,6 @@ class StopHelping:
 
 def _count(n: int) -> str:
     return f"{n} device" + ("" if n == 1 else "s")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _records(rows) -> list[dict]:

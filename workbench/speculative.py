@@ -38,7 +38,7 @@ from workbench.network import Link, Topology, point_to_point
 from workbench.schemes.base import Cluster, Evaluator, SchemeResult, Workload, spec_of
 from workbench.schemes.baselines import SINGLE_DEVICE
 from workbench.schemes.catalogue import DRAFT_PLACEMENTS
-from workbench.units import GIB
+from workbench.units import GIB, format_seconds
 
 ACCEPTANCE_CSV = REPO_ROOT / "data" / "speculative" / "acceptance.csv"
 PLACEMENTS = DRAFT_PLACEMENTS  # where a draft runs (`workbench.schemes.catalogue`)
@@ -406,20 +406,15 @@ def losing_reason(cost: SpeculativeCost) -> str:
     if part == "communication":
         text = _communication_reason(cost)
     elif part == "draft":
-        text = (f"draft: {cost.gamma} draft forwards take {_ms(cost.draft_s * tokens)} a step, "
+        text = (f"draft: {cost.gamma} draft forwards take {format_seconds(cost.draft_s * tokens)} a step, "
                 f"{cost.draft_s / cost.per_token_s:.0%} of the time per token")
     elif part == "verify expert misses":
         known = cost.expert_reads_s if cost.experts_note else cost.verify_experts_s
-        text = (f"verify expert misses: {_ms(known * tokens)} a step for the experts its gamma + 1 = "
+        text = (f"verify expert misses: {format_seconds(known * tokens)} a step for the experts its gamma + 1 = "
                 f"{cost.gamma + 1} tokens touch beyond one token's")
     else:
         text = _compute_reason(cost)
     return f"{text}; expert streaming n/a: {cost.experts_note}" if cost.experts_note else text
-
-
-def _ms(seconds: float) -> str:
-    """'12.3 ms' (or '1.23 s')."""
-    return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def _ratio(new: float, old: float) -> str:
@@ -432,13 +427,13 @@ def _communication_reason(cost: SpeculativeCost) -> str:
     rows, tokens = cost.gamma + 1, cost.tokens_per_step
     (v_link, v_bytes), (p_link, p_bytes) = cost.extra.get("verify_comm", (0.0, 0.0)), cost.extra.get("plain_comm",
                                                                                                     (0.0, 0.0))
-    text = (f"communication: {_ms(cost.communication_s)} per token against {_ms(p_link + p_bytes)} in plain decode; "
+    text = (f"communication: {format_seconds(cost.communication_s)} per token against {format_seconds(p_link + p_bytes)} in plain decode; "
             f"a verify step's per-message time is {_ratio(v_link, p_link)} a one-token step's")
     if p_link > 0 and abs(v_link / p_link - rows) <= 0.05 * rows:
         text += f" (each sync sent once per batch row: gamma + 1 = {rows} messages per sync)"
     text += f" and its bytes {_ratio(v_bytes, p_bytes)}, for {tokens:.2f} tokens a step"
     handoff = cost.extra.get("handoff_s", 0.0)
-    return text + (f"; the draft's hand-off adds {_ms(handoff)} a step" if handoff > 0 else "")
+    return text + (f"; the draft's hand-off adds {format_seconds(handoff)} a step" if handoff > 0 else "")
 
 
 def _compute_reason(cost: SpeculativeCost) -> str:
@@ -449,7 +444,7 @@ def _compute_reason(cost: SpeculativeCost) -> str:
     if plain_device <= 0:
         return "verify compute"
     return (f"verify compute: a verify step of gamma + 1 = {cost.gamma + 1} tokens takes {step / plain_device:.2f}x a "
-            f"one-token step's device time ({_ms(step)} vs {_ms(plain_device)}) for {cost.tokens_per_step:.2f} tokens")
+            f"one-token step's device time ({format_seconds(step)} vs {format_seconds(plain_device)}) for {cost.tokens_per_step:.2f} tokens")
 
 
 def speculative_cost(spec: Speculation, scheme: str, registry, target: TransformerConfig, cluster: Cluster,
@@ -479,6 +474,51 @@ def best_gamma(spec: Speculation, scheme: str, registry, target: TransformerConf
     costs = [speculative_cost(replace(spec, gamma=g), scheme, registry, target, cluster, workload, plain)
              for g in gammas]
     return min(costs, key=lambda c: (c.per_token_s, c.gamma))
+
+
+# ---- the per-scheme table: whatif, the explorer and the speculative notebook render it ---------------------------
+SCHEME_TABLE_COLUMNS = ("scheme", "plain_s", "oom", "speculative_s", "speedup", "costliest", "why", "experts_note",
+                        "best_gamma", "best_gamma_s", "best_gamma_speedup", "best_gamma_tokens_per_step",
+                        "best_gamma_costliest", "notes")
+BEST_COLUMNS = SCHEME_TABLE_COLUMNS[8:13]  # the best gamma's columns (n/a when the table is asked without them)
+
+
+def scheme_row(spec: Speculation, scheme: str, plain: SchemeResult, registry, target: TransformerConfig,
+               cluster: Cluster, workload: Workload, best: bool = True, gammas=range(1, MAX_GAMMA + 1),
+               best_gammas: dict | None = None) -> dict:
+    """One scheme's row of `scheme_table`: plain decode, `spec` at its gamma, and with `best` its best gamma in
+    `gammas` (memoised in `best_gammas`: scheme -> `best_gamma`'s answer); n/a with the reason in `notes`."""
+    row = {"scheme": scheme, "plain_s": plain.latency_s, "oom": plain.oom}
+    try:
+        if DRAFT_SCHEME not in registry:  # a registry of stand-ins (tests) cannot cost a draft
+            raise WorkbenchError(f"n/a: no {DRAFT_SCHEME} scheme registered to cost the draft on")
+        here = speculative_cost(spec, scheme, registry, target, cluster, workload, plain)
+        top = best_gammas.get(scheme) if best and best_gammas is not None else None
+        if best and top is None:
+            top = best_gamma(spec, scheme, registry, target, cluster, workload, gammas, plain=plain)
+            if best_gammas is not None:
+                best_gammas[scheme] = top
+    except WorkbenchError as exc:
+        return {**row, "notes": str(exc).splitlines()[0]}
+    row |= {"speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
+            "why": losing_reason(here), "experts_note": here.experts_note, "notes": ""}
+    if top is None:
+        return row
+    return row | {"best_gamma": top.gamma, "best_gamma_s": top.per_token_s, "best_gamma_speedup": top.speedup,
+                  "best_gamma_tokens_per_step": top.tokens_per_step, "best_gamma_costliest": top.losing_part}
+
+
+def scheme_table(spec: Speculation, plains, registry, target: TransformerConfig, cluster: Cluster,
+                 workload: Workload, best: bool = True, gammas=range(1, MAX_GAMMA + 1),
+                 best_gammas: dict | None = None) -> pd.DataFrame:
+    """Per scheme of `plains` ((name, plain decode result) pairs, in order): time per token without (`plain_s`,
+    `oom`) and with `spec`'s draft at its gamma (`speculative_s`, `speedup`, the costliest part and why, an expert
+    streaming it cannot split out), and with `best` its best gamma in `gammas` (the `best_gamma*` columns, NaN
+    without); where a scheme cannot verify several tokens `notes` says why. The one table whatif, the explorer
+    and the speculative notebook render (SCHEME_TABLE_COLUMNS)."""
+    rows = [scheme_row(spec, name, plain, registry, target, cluster, workload, best, gammas, best_gammas)
+            for name, plain in plains]
+    return pd.DataFrame(rows).reindex(columns=list(SCHEME_TABLE_COLUMNS)).astype({"best_gamma": "Int64"})
 
 
 def best_over_gamma(sweep: pd.DataFrame, by=("alpha",)) -> pd.DataFrame:

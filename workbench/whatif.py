@@ -27,7 +27,7 @@ from workbench.hardware import budget_notices, efficiency_notices
 from workbench.io import FIGURES_DIR, writable_folder
 from workbench.kernel_cost import undescribed_notices
 from workbench.schemes.galaxy import LOCAL
-from workbench.units import bytes_per_s_to_mbps
+from workbench.units import bytes_per_s_to_mbps, format_seconds
 from workbench.userconfig import check_key, parse_model, parse_values, read_document, set_key
 
 SHORT = {"memory_s": "memory", "compute_s": "compute", "fixed_s": "fixed", "serial_s": "serial", "comm_link_latency_s": "msg",
@@ -53,7 +53,7 @@ def format_table(arena: Arena) -> str:
     def cell(seconds, status):
         if status == "n/a" or math.isnan(seconds):
             return "n/a"
-        return f"{_seconds(seconds)} OOM" if status == "OOM" else _seconds(seconds)
+        return f"{format_seconds(seconds)} OOM" if status == "OOM" else format_seconds(seconds)
 
     rows = [{"scheme": r.scheme, "paper": r.paper,
              "TTFT": cell(getattr(r, "ttft_s", math.nan), getattr(r, "prefill_status", "n/a")),
@@ -107,7 +107,8 @@ def best_line(arena: Arena) -> str:
     parts = []
     for phase, scheme in best_schemes(table).items():
         t = latency[(phase, scheme)]
-        what = f"TTFT {_seconds(t)}" if phase == "prefill" else f"{_seconds(t)}/token, {tokens_per_s(t):.3g} tokens/s"
+        what = f"TTFT {format_seconds(t)}" if phase == "prefill" else \
+            f"{format_seconds(t)}/token, {tokens_per_s(t):.3g} tokens/s"
         parts.append(f"{phase} {scheme} ({what})")
     return "best: " + (", ".join(parts) if parts else "none runs within memory")
 
@@ -294,7 +295,7 @@ def best_per_point(frame: pd.DataFrame) -> pd.DataFrame:
         for phase, column, shown in (("prefill", "ttft_s", "TTFT"), ("decode", "time_per_token_s", "time/token")):
             scheme = best.get(phase)
             seconds = group.set_index("scheme")[column].get(scheme, math.nan) if scheme else math.nan
-            row[f"best {phase}"] = f"{scheme} ({shown} {_seconds(seconds)})" if scheme else "none fits"
+            row[f"best {phase}"] = f"{scheme} ({shown} {format_seconds(seconds)})" if scheme else "none fits"
         decode = best.get("decode")
         row["tokens/s"] = f"{tokens_per_s(group.set_index('scheme')['time_per_token_s'][decode]):.3g}" \
             if decode else "n/a"
@@ -333,13 +334,13 @@ def sweep_text(frame: pd.DataFrame, keys: list[str]) -> str:
     """The sweep rows of the schemes that run in some phase (OOM marked) as text, with the speculation columns
     when the deployment has a [speculative] table; rows n/a in both phases are left to `na_lines`."""
     ran = frame[(frame.prefill_status != "n/a") | (frame.decode_status != "n/a")]
-    shown = ran.assign(ttft=ran.ttft_s.map(_seconds), per_token=ran.time_per_token_s.map(_seconds),
+    shown = ran.assign(ttft=ran.ttft_s.map(format_seconds), per_token=ran.time_per_token_s.map(format_seconds),
                        tokens_s=[_rate(t, s) for t, s in zip(ran.time_per_token_s, ran.decode_status)])
     columns = {"ttft": "ttft", "per_token": "time/token", "tokens_s": "tokens/s", "decode_status": "decode_status"}
     if "with_draft_s" in ran:
-        shown = shown.assign(with_draft=ran.with_draft_s.map(_seconds),
+        shown = shown.assign(with_draft=ran.with_draft_s.map(format_seconds),
                              spec_speedup=[f"{v:.2f}x" if v == v else "n/a" for v in ran.speedup],
-                             best=[f"{g:.0f} ({_seconds(t)})" if g == g else "n/a"
+                             best=[f"{g:.0f} ({format_seconds(t)})" if g == g else "n/a"
                                    for g, t in zip(ran.best_gamma, ran.best_gamma_s)])
         columns.update({"with_draft": "with draft", "spec_speedup": "speed-up", "best": "best gamma",
                         "costliest_part": "costliest part"})
@@ -452,13 +453,6 @@ def stop_helping_lines(tables: pd.DataFrame, keys: list[str], phase: str = "deco
     return lines
 
 
-def _seconds(value: float) -> str:
-    """'85.0 ms' or '1.23 s' ('n/a' for NaN)."""
-    if math.isnan(value):
-        return "n/a"
-    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
-
-
 def _writable_dir(out: Path) -> Path:
     """`out` as a folder to write into (`workbench.io.writable_folder`, errors naming --out)."""
     return writable_folder(out, f"--out {str(out)!r}")
@@ -474,25 +468,15 @@ def output_folder(args: argparse.Namespace, path: Path) -> Path | None:
 
 
 def speculation_rows(arena: Arena, config) -> pd.DataFrame:
-    """Decode per scheme without and with the [speculative] table's draft at its gamma (`workbench.speculative`):
-    time per token, speed-up and the part that costs most; n/a with the reason where it cannot."""
+    """Decode per scheme without and with the [speculative] table's draft at its gamma: the schemes whose decode
+    runs within memory in `speculative.scheme_table` (time per token, speed-up, the part that costs most; n/a with
+    the reason where it cannot), without the best gamma's columns."""
     from workbench.schemes.base import load_all
-    from workbench.speculative import losing_reason, speculative_cost
+    from workbench.speculative import scheme_table
 
-    spec, registry, workload = config.speculation, load_all(), config.workload("decode")
-    rows = []
-    for entry in arena.entries:
-        if entry.phase != "decode" or entry.status != "ok":
-            continue
-        row = {"scheme": entry.scheme, "plain_s": entry.result.latency_s}
-        try:
-            here = speculative_cost(spec, entry.scheme, registry, config.model, config.cluster, workload, entry.result)
-        except WorkbenchError as exc:
-            rows.append({**row, "notes": str(exc).splitlines()[0]})
-            continue
-        rows.append({**row, "speculative_s": here.per_token_s, "speedup": here.speedup, "costliest": here.losing_part,
-                     "why": losing_reason(here), "experts_note": here.experts_note, "notes": ""})
-    return pd.DataFrame(rows)
+    plains = [(e.scheme, e.result) for e in arena.entries if e.phase == "decode" and e.status == "ok"]
+    return scheme_table(config.speculation, plains, load_all(), config.model, config.cluster,
+                        config.workload("decode"), best=False)
 
 
 def best_gamma_line(arena: Arena, config, rows: pd.DataFrame) -> str:
@@ -509,9 +493,9 @@ def best_gamma_line(arena: Arena, config, rows: pd.DataFrame) -> str:
     best = best_gamma(config.speculation, scheme, load_all(), config.model, config.cluster,
                       config.workload("decode"), plain=plain)
     fastest_plain = float(rows.plain_s.min())
-    return (f"best with speculation: {scheme} at gamma {best.gamma} ({_seconds(best.per_token_s)}/token, "
+    return (f"best with speculation: {scheme} at gamma {best.gamma} ({format_seconds(best.per_token_s)}/token, "
             f"{best.tokens_per_step:.2f} tokens per verify step), {fastest_plain / best.per_token_s:.2f}x the fastest "
-            f"plain decode ({_seconds(fastest_plain)}/token)")
+            f"plain decode ({format_seconds(fastest_plain)}/token)")
 
 
 def speculation_text(arena: Arena, config) -> str:
@@ -526,10 +510,11 @@ def speculation_text(arena: Arena, config) -> str:
 
     def line(r) -> dict:
         if r.notes:
-            return {"scheme": r.scheme, "time/token": _seconds(r.plain_s), "with draft": "n/a", "speed-up": "",
+            return {"scheme": r.scheme, "time/token": format_seconds(r.plain_s), "with draft": "n/a", "speed-up": "",
                     "costliest part": r.notes}
-        return {"scheme": r.scheme, "time/token": _seconds(r.plain_s), "with draft": _seconds(r.speculative_s),
-                "speed-up": f"{r.speedup:.2f}x", "costliest part": r.costliest}
+        return {"scheme": r.scheme, "time/token": format_seconds(r.plain_s),
+                "with draft": format_seconds(r.speculative_s), "speed-up": f"{r.speedup:.2f}x",
+                "costliest part": r.costliest}
     frame = frame.fillna({"notes": "", "why": "", "experts_note": ""})
     table = pd.DataFrame([line(r) for r in frame.itertuples()]).to_string(index=False)
     return f"{head}\n{table}\n{best_gamma_line(arena, config, frame)}" + "".join(f"\n{line}" for line in why_lines(frame))

@@ -33,7 +33,6 @@ import pandas as pd
 
 from workbench import speculative as sp
 from workbench.display import setup_notebook
-from workbench.errors import WorkbenchError
 from workbench.io import REPO_ROOT
 from workbench.prose import listing, say, trend
 from workbench.results import Recorder, result_rows
@@ -78,19 +77,14 @@ say("The Llama 2-70B target with a Llama 2-7B draft accepted {share:.1%} of the 
 # fit the laptops' memory (only the pipeline streams what does not fit, as prima.cpp does).
 
 # %%
-def scheme_row(name: str) -> dict:
-    """One scheme: plain and speculative time per token at the quoted alpha and the best gamma."""
-    plain = registry[name][1](config.model, config.cluster, workload)
-    try:
-        best = sp.best_gamma(sp.Speculation(draft, placement, 1, alpha_quoted), name, registry, config.model,
-                             config.cluster, workload, gammas, plain=plain)
-    except WorkbenchError as exc:  # the scheme cannot verify several tokens: its n/a reason
-        return {"scheme": name, "plain_s": plain.latency_s, "oom": plain.oom, "notes": str(exc)}
-    return {**best.row(), "oom": plain.oom, "notes": ""}
-
-
+BEST_AS = {"best_gamma_s": "per_token_s", "best_gamma_speedup": "speedup", "best_gamma": "gamma",
+           "best_gamma_tokens_per_step": "tokens_per_step", "best_gamma_costliest": "losing_part"}
 moe_only = registry.filter(dense=False)  # the MoE-only ones: section 7
-table = pd.DataFrame([scheme_row(name) for name in registry if name not in moe_only])
+plains = [(name, registry[name][1](config.model, config.cluster, workload)) for name in registry
+          if name not in moe_only]
+table = sp.scheme_table(sp.Speculation(draft, placement, 1, alpha_quoted), plains, registry, config.model,
+                        config.cluster, workload, gammas=gammas)  # whatif's and the explorer's table
+table = table[["scheme", "plain_s", *BEST_AS, "oom", "notes"]].rename(columns=BEST_AS)  # at each best gamma
 table[["scheme", "plain_s", "per_token_s", "speedup", "gamma", "tokens_per_step", "losing_part", "oom", "notes"]]
 
 # %%

@@ -97,6 +97,7 @@ from workbench.network import on_topology
 from workbench.routing import (
     CACHE_POLICIES,
     EXPERT_READS,
+    check_cache,
     expected_misses,
     hit_rate,
     popularity,
@@ -353,15 +354,6 @@ def pipeline_split(model: TransformerConfig, cluster: Cluster, workload: Workloa
     return apportion_capped(model.n_layers, [max(r, 0.0) for r in room], caps)
 
 
-def check_cache(model: TransformerConfig, cache_experts: int | None) -> int | None:
-    """`cache_experts` if None or an integer in 0..E (the model's experts per layer), else one line."""
-    if cache_experts is not None and (not isinstance(cache_experts, int) or isinstance(cache_experts, bool)
-                                      or not 0 <= cache_experts <= model.n_experts):
-        raise WorkbenchError(f"cache_experts must be an integer in 0..{model.n_experts} (the experts per layer of "
-                             f"{model.name}), got {cache_experts!r}")
-    return cache_experts
-
-
 def default_cache(model: TransformerConfig, device: DeviceSpec, workload: Workload, layers: int, moe_layers: int,
                   fixed_bytes: float) -> int:
     """Experts per MoE layer a device's free memory caches (at most E; 0 when nothing is free)."""
@@ -442,7 +434,8 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
                             policy: str = "pinned") -> SchemeResult:
     """One pass round the ring: every device's layers and expert misses, the hand-offs, the master's head."""
     require_moe(model, PIPELINE_SCHEME)
-    check_cache(model, cache_experts)
+    if cache_experts is not None:
+        check_cache(cache_experts, model.n_experts)
     stages = pipeline_stages(model, cluster, workload, cache_experts, reads, policy)
     hops = sum(1 for i, s in enumerate(stages) if i == 0 or s["layers"] > 0)
     hops = hops if hops > 1 else 0

@@ -84,8 +84,8 @@ def clusters(quick: bool = False) -> dict[str, UserConfig]:
     out = {"4x Pi 5, 1 GbE": pi}
     if not quick:
         out["8x Pi 5, 1 GbE"] = replace(pi, cluster=with_device_count(pi.cluster, 8))
-    out["4 laptops, Wi-Fi"] = replace(load_config(REPO_ROOT / "examples" / "laptops_wifi.toml"),
-                                      activation_bits=pi.activation_bits)
+    out["4 laptops, Wi-Fi"] = load_config(REPO_ROOT / "examples" / "laptops_wifi.toml").with_workload(
+        activation_bits=pi.activation_bits)
     return out
 
 
@@ -111,7 +111,8 @@ def pair_table(configs: dict[str, UserConfig], weight_bits: float, registry: Reg
         for pair in pairs:
             for role, name in (("MoE", pair.moe), ("dense", pair.dense)):
                 model = get_model(name)
-                arena = arena_for_config(replace(config, model=model, weight_bits=weight_bits), registry=registry)
+                changed = replace(config, model=model).with_workload(weight_bits=weight_bits)
+                arena = arena_for_config(changed, registry=registry)
                 rows.append({"cluster": label, "devices": cluster_label(config.cluster), "pair": f"{pair.moe} vs "
                              f"{pair.dense}", "basis": pair.basis, "role": role, "model": name,
                              "stored_gib": model.weight_bytes(weight_bits) / GIB, **best_row(arena)})

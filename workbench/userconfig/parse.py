@@ -1,4 +1,4 @@
-"""Your own hardware: devices, network and model from a TOML file (stdlib tomllib), validated on load.
+"""TOML -> `UserConfig`: devices, network and model from a deployment file (stdlib tomllib), validated on load.
 
 A file describes one deployment (see examples/*.toml)::
 
@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import MISSING, dataclass, replace
+from dataclasses import MISSING, replace
 from pathlib import Path
 
 from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, declared_fields, is_number
-from workbench.formats import RECIPE_DEFAULTS, recipe_bits, weight_formats
+from workbench.fields import declared_fields, is_number
+from workbench.formats import RECIPE_DEFAULTS, recipe_bits
 from workbench.hardware import (
     DTYPES,
     DeviceSpec,
@@ -56,162 +56,38 @@ from workbench.routing import (
     EXPERT_READS,
     ROUTING_KINDS,
     TRACE_DIR,
-    UNIFORM,
     ExpertCache,
     Routing,
+    check_cache,
     trace_path,
 )
 from workbench.schemes.base import Cluster, Workload
 from workbench.schemes.workload import ENGINE_NAMES
 from workbench.speculative import Speculation, check_draft, check_lengths
 from workbench.units import GIB, MIB
-
-# Bits per weight of every named format, one table (`workbench.formats`, quoted from ggml's block layouts:
-# q4_0 = 18 B per 32 weights = 4.5 bit, q4_k = 144 B per 256 = 4.5, q6_k = 6.5625, mxfp4 = 4.25, plus the
-# plain fp32/fp16/int8/int4). A weight_format may instead name a llama.cpp file type (Q4_K_M, ...): the bits
-# are then that model's file's average (`formats.recipe_bits`).
-WEIGHT_FORMATS = weight_formats()
-
-TOP_KEYS = ("meta", "model", "workload", "network", "devices", "cluster", "speculative", "schemes")
-# A [[devices]] entry's own keys beside the DeviceSpec fields' (declared once, here).
-ENTRY_FIELDS = {
-    "count": FieldSpec("identical devices of this kind", "devices", 1, 1024, kind="integer", toml=(TomlKey("count"),)),
-    "preset": FieldSpec("a data/devices id or a path to a device TOML (relative to this file) in place of the "
-                        "device's own keys", kind="text", toml=(TomlKey("preset"),)),
-    "ram_gib": FieldSpec("with preset: the board's RAM, one of the sizes the preset lists it sold in (ram_variants)",
-                         "B", 0.0, math.inf, low_open=True, file_high=2.0**40, toml=(TomlKey("ram_gib", GIB, "GiB"),)),
-    "os_reserve_gib": FieldSpec("with preset: RAM the operating system keeps; the model's memory is board RAM less "
-                                "this (default: the preset's os_reserve, else 0)", "B", 0.0, math.inf,
-                                file_high=2.0**40, toml=(TomlKey("os_reserve_gib", GIB, "GiB"),)),
-}
-BOARD_KEYS = ("ram_gib", "os_reserve_gib", "memory")  # a preset entry's board keys (`preset_board`)
-
-
-@dataclass(frozen=True)
-class TomlField:
-    """One deployment-TOML key of a declared field: the field's `FieldSpec` and the key (name, scale to SI,
-    unit); its range and checks are in the key's own units, what a file writes."""
-
-    spec: FieldSpec
-    key: TomlKey
-
-    @property
-    def kind(self) -> str:
-        """number | integer | text (the spec's)."""
-        return self.spec.kind
-
-    @property
-    def help(self) -> str:
-        """What the key means (the spec's)."""
-        return self.spec.help
-
-    @property
-    def high(self) -> float:
-        """The largest value a file may give, in the key's units."""
-        return self.spec.bounds(from_file=True)[1] / (1.0 if self.kind == "integer" else self.key.scale)
-
-    def range_text(self, from_file: bool = True) -> str:
-        """The allowed range in one phrase, in the key's units."""
-        return self.spec.range_text(self.key.scale, from_file)
-
-    def check(self, name: str, value):
-        """`value` (in the key's units) in SI if a file may give it, else a one-line error naming `name`."""
-        return self.spec.check(name, value, self.key.scale, from_file=True)
-
-
-def section_fields(*classes, only: tuple[str, ...] | None = None) -> dict[str, TomlField]:
-    """TOML key -> `TomlField` of the declared fields of `classes` (those named in `only`, in that order, when
-    given): a section's keys, declared once on the dataclasses that hold them."""
-    found = {tk.key: TomlField(spec, tk) for cls in classes for _, spec in declared_fields(cls) for tk in spec.toml}
-    return found if only is None else {key: found[key] for key in only}
-
-
-NETWORK_FIELDS = section_fields(Topology, Link, only=("topology", "bandwidth_mbps", "latency_ms", "group_size",
-                                                      "message_overhead_us"))
-WORKLOAD_FIELDS = section_fields(Workload, only=("seq_len", "kv_len"))
-MODEL_FIELDS = {**section_fields(Workload, only=("weight_bits", "activation_bits", "kv_bits")),
-                **section_fields(TransformerConfig)}
-SPECULATIVE_FIELDS = section_fields(Speculation)
-# [speculative]'s keys beside the Speculation fields' (declared once, here)
-SPECULATIVE_EXTRA = {
-    "accepted_lengths": "in place of alpha: P(k drafted tokens accepted), k = 0, 1, ..., the last entry P(at least "
-                        "that many); probabilities that sum to 1",
-    "draft_device": "placement = \"own\": the draft's device, a preset id or a device-TOML path (reached over the "
-                    "[network] link)",
-    "draft_file": "in place of draft: the draft model as its GGUF file or Hugging Face config.json (a path relative "
-                  "to this file), read like [model] file",
-}
-SPECULATIVE_KEYS = (*SPECULATIVE_FIELDS, *SPECULATIVE_EXTRA, "sources")
-# Every [model] / [network] / [workload] number and a [[devices]] entry's count, by key (the check of each).
-KEY_FIELDS = {**MODEL_FIELDS, **NETWORK_FIELDS, **WORKLOAD_FIELDS,
-              "count": TomlField(ENTRY_FIELDS["count"], ENTRY_FIELDS["count"].toml[0])}
-
-MODEL_DIMS = ("family", "n_layers", "d_model", "n_heads", "n_kv_heads", "d_head", "d_ff", "vocab_size",
-              "max_positions", "tie_embeddings", "n_experts", "n_active_experts", "n_shared_experts",
-              "n_dense_layers", "d_dense_ff", "router", "kv_lora_rank", "qk_rope_dim", "v_head_dim")
-MODEL_KEYS = ("name", "file", "weight_bits", "weight_format", "activation_bits", "activation_format", "kv_bits", "kv_format",
-              "sources") + MODEL_DIMS
-
-
-def toml_keys(cls) -> tuple[str, ...]:
-    """The deployment-TOML keys of a dataclass's declared fields, in declaration order."""
-    return tuple(tk.key for _, spec in declared_fields(cls) for tk in spec.toml)
-
-
-def tunable_keys() -> dict[str, tuple[str, float]]:
-    """TOML key -> (DeviceSpec field, scale to SI) for every number a [[devices]] entry may set beside
-    `preset` (a shared board file, tuned per deployment or by `python -m workbench calibrate`)."""
-    return {tk.key: (f.name, tk.scale) for f, spec in declared_fields(DeviceSpec) if spec.kind == "number"
-            for tk in spec.toml}
-
-
-DEVICE_KEYS = (*toml_keys(DeviceSpec), *ENTRY_FIELDS, "sources")
-MEMORY_KEYS = (*toml_keys(MemoryLevel), "sources")
-NETWORK_KEYS = (*NETWORK_FIELDS, "link_class", "sources")
-ROUTING_FIELDS = section_fields(Routing)  # [workload] routing, routing_skew, routing_locality, routing_trace
-CACHE_FIELDS = section_fields(ExpertCache)  # [workload] cache_experts, cache_policy, expert_reads
-WORKLOAD_KEYS = (*WORKLOAD_FIELDS, *ROUTING_FIELDS, *CACHE_FIELDS, "engine", "sources")
-ENGINE_KEY_HELP = ("the engine whose quantized kernels run the generic schemes' weight matmuls (one of "
-                   f"{', '.join(ENGINE_NAMES)}; default: the schemes' own dense kernels; needs model.weight_format). "
-                   "The engines' own schemes always run their engine's kernels")
-META_KEYS = ("name", "description", "sources")
-# [cluster] shared_machine: the devices are co-located processes of this machine (a preset id or a device-TOML
-# path); work one device does while the others wait for it runs on all of it (`Cluster.shared_machine`)
-CLUSTER_KEYS = ("shared_machine", "sources")
-CAPACITY_UNITS = {tk.key: tk.scale for tk in MemoryLevel.__dataclass_fields__["capacity_bytes"].metadata["spec"].toml}
-PRESET_OVERRIDES = tunable_keys()
-
-
-@dataclass(frozen=True)
-class UserConfig:
-    """One deployment: a model at a weight format, a cluster of devices on one network, a prompt length."""
-
-    name: str
-    model: TransformerConfig
-    cluster: Cluster
-    weight_bits: float = 16.0
-    activation_bits: float = 16.0
-    seq_len: int = 128
-    kv_len: int = 128
-    path: str = ""
-    kv_bits: float | None = None
-    # the format names the file gave (model.weight_format = "q4_0" ...), "" where it gave bits: what the
-    # explorer's format controls show; the cost model reads the bits only
-    weight_format: str = ""
-    activation_format: str = ""
-    kv_format: str = ""
-    routing: Routing = UNIFORM  # which experts a MoE model's tokens touch ([workload] routing keys)
-    expert_cache: ExpertCache | None = None  # a MoE model's expert cache ([workload] cache_experts ...)
-    speculation: Speculation | None = None  # a [speculative] table: decode with a draft (`workbench.speculative`)
-    engine: str = ""  # [workload] engine: whose kernels the generic schemes run ("" = their own dense kernels)
-    # [schemes.<section>] options (workbench.schemes.options: DllamaOptions ...), applied by the arena
-    scheme_options: tuple = ()
-
-    def workload(self, phase: str) -> Workload:
-        """The prefill (time to first token) or decode (time per token) workload of this deployment."""
-        return Workload(phase=phase, seq_len=self.seq_len, kv_len=self.kv_len, weight_bits=self.weight_bits,
-                        activation_bits=self.activation_bits, kv_bits=self.kv_bits, routing=self.routing,
-                        expert_cache=self.expert_cache, engine=self.engine, weight_format=self.weight_format)
+from workbench.userconfig.schema import (
+    BOARD_KEYS,
+    CACHE_FIELDS,
+    CAPACITY_UNITS,
+    CLUSTER_KEYS,
+    DEVICE_KEYS,
+    ENTRY_FIELDS,
+    KEY_FIELDS,
+    MEMORY_KEYS,
+    META_KEYS,
+    MODEL_DIMS,
+    MODEL_FIELDS,
+    MODEL_KEYS,
+    NETWORK_KEYS,
+    PRESET_OVERRIDES,
+    ROUTING_FIELDS,
+    SPECULATIVE_FIELDS,
+    SPECULATIVE_KEYS,
+    TOP_KEYS,
+    WEIGHT_FORMATS,
+    WORKLOAD_KEYS,
+    UserConfig,
+)
 
 
 # ---- one-line checks naming the key ------------------------------------------------------------
@@ -527,64 +403,6 @@ def parse_peaks(where: str, key: str, table: dict) -> dict[str, float]:
     return {d: spec.check(f"{where}: {key}.{toml_key}.{d}", v, scale, True) for d, v in peaks.items()}
 
 
-# ---- the key table in docs/keys.md, generated from the declarations ------------------------------------------
-def _allowed(spec: FieldSpec, scale: float) -> str:
-    """A key's allowed values for the docs table (a file's range, in the key's units)."""
-    if spec.kind in ("text", "levels", "list"):
-        return {"text": "text", "levels": "list of tables", "list": "list of text"}[spec.kind]
-    return spec.range_text(scale, from_file=True).removeprefix("a ").removeprefix("an ").removeprefix("finite ")
-
-
-def _key_rows(section: str, declarations, tunable: set[str] = frozenset()) -> list[str]:
-    """Markdown rows of (table, key, unit, allowed, with preset, meaning) for FieldSpec declarations."""
-    rows = []
-    for spec in declarations:
-        for tk in spec.toml:
-            key = tk.key + (".<dtype>" if spec.kind == "per_dtype" else "")
-            rows.append(f"| `{section}` | `{key}` | {tk.unit} | {_allowed(spec, tk.scale)} | "
-                        f"{'yes' if tk.key in tunable else ''} | {spec.help} |")
-    return rows
-
-
-def config_keys_table() -> str:
-    """The [[devices]], [[devices.memory]], [network], [workload] and [model] keys as a Markdown table, derived from
-    the field declarations (docs/keys.md carries a copy; tests/test_fields.py checks they agree)."""
-    tunable = {"name", "count", "preset", "isa", *BOARD_KEYS, *PRESET_OVERRIDES}
-    rows = ["| table | key | unit | allowed | with `preset` | meaning |", "|---|---|---|---|---|---|"]
-    rows += _key_rows("[[devices]]", [spec for _, spec in declared_fields(DeviceSpec)], tunable)
-    rows += _key_rows("[[devices]]", ENTRY_FIELDS.values(), tunable)
-    rows += _key_rows("[[devices.memory]]", [spec for _, spec in declared_fields(MemoryLevel)])
-    rows += _key_rows("[network]", [f.spec for f in NETWORK_FIELDS.values()])
-    rows.append(f"| `[network]` | `link_class` |  | text |  | a link class whose cited bandwidth, latency and per-message "
-                f"time are the defaults (data/constants/links.toml): one of {', '.join(LINK_CLASSES)} |")
-    rows += _key_rows("[workload]", [f.spec for f in WORKLOAD_FIELDS.values()])
-    rows += _key_rows("[workload]", [f.spec for f in ROUTING_FIELDS.values()])
-    rows += _key_rows("[workload]", [f.spec for f in CACHE_FIELDS.values()])
-    rows.append(f"| `[workload]` | `engine` |  | text |  | {ENGINE_KEY_HELP} |")
-    rows.append("| `[model]` | `file` |  | a path |  | the model as its GGUF file or Hugging Face config.json (relative "
-                "to this file; a folder: its config.json): architecture and dimensions, and a GGUF's weight format or "
-                "exact bits; keys given beside it win (docs/whatif.md) |")
-    rows += _key_rows("[model]", [f.spec for f in MODEL_FIELDS.values()])
-    rows.append(f"| `[model]` | `router` |  | text |  | how the router weighs its top-k experts: one of {', '.join(ROUTERS)} |")
-    rows += _key_rows("[speculative]", [f.spec for f in SPECULATIVE_FIELDS.values()])
-    rows += [f"| `[speculative]` | `{key}` |  | {'list of numbers' if key == 'accepted_lengths' else 'text'} |  | "
-             f"{meaning} |" for key, meaning in SPECULATIVE_EXTRA.items()]
-    rows += scheme_option_rows()
-    rows.append("| `[cluster]` | `shared_machine` |  | a preset id or a device-TOML path |  | the devices are "
-                "co-located processes of this machine: work one device does while the others wait for it (a "
-                "master's embedding, head and host work) runs on all of it |")
-    return "\n".join(rows) + "\n"
-
-
-# ---- scheme options: [schemes.<section>] (declared beside each scheme, workbench.schemes.options) ----------
-def scheme_option_rows() -> list[str]:
-    """docs/keys.md rows of the [schemes.<section>] options."""
-    from workbench.schemes.options import key_rows
-
-    rows = []
-    for section, spec in key_rows():
-        rows += _key_rows(section, [spec])
-    return rows
 
 
 def parse_scheme_options(where: str, table, n_devices: int | None = None) -> tuple:
@@ -716,22 +534,24 @@ def parse_config(table: dict, where: str = "config", base_dir: Path | None = Non
         shared = load_preset(where, "cluster", _text(where, "cluster.shared_machine", cluster_table["shared_machine"]),
                              base_dir, "shared_machine")
     cluster = Cluster(tuple(devices), topology, shared)
-    workload = _table(where, "workload", table.get("workload", {}), WORKLOAD_KEYS)
-    seq_len = _integer(where, "workload.seq_len", workload.get("seq_len", 128))
-    kv_len = _integer(where, "workload.kv_len", workload.get("kv_len", seq_len))
+    work_table = _table(where, "workload", table.get("workload", {}), WORKLOAD_KEYS)
+    seq_len = _integer(where, "workload.seq_len", work_table.get("seq_len", 128))
+    kv_len = _integer(where, "workload.kv_len", work_table.get("kv_len", seq_len))
     for key, value in (("seq_len", seq_len), ("kv_len", kv_len)):
         if value > model.max_positions:
             raise WorkbenchError(f"{where}: workload.{key} must be <= the model's max_positions "
                                  f"({model.max_positions}), got {value}")
-    routing = parse_routing(where, workload, base_dir, model)
-    expert_cache = parse_expert_cache(where, workload, model)
-    engine = parse_engine(where, workload, table["model"].get("weight_format", ""))
+    routing = parse_routing(where, work_table, base_dir, model)
+    expert_cache = parse_expert_cache(where, work_table, model)
+    engine = parse_engine(where, work_table, table["model"].get("weight_format", ""))
     check_fits(model, cluster, weight_bits, where)
-    name = meta.get("name", Path(where).stem)
+    name = _text(where, "meta.name", meta.get("name", Path(where).stem))
     kv_bits = _bits(where, model_table, "kv", None)
-    formats = {f"{kind}_format": model_table.get(f"{kind}_format", "") for kind in ("weight", "activation", "kv")}
-    config = UserConfig(_text(where, "meta.name", name), model, cluster, weight_bits, activation_bits, seq_len,
-                        kv_len, where, kv_bits, **formats, routing=routing, expert_cache=expert_cache, engine=engine,
+    workload = Workload(phase="decode", seq_len=seq_len, kv_len=kv_len, weight_bits=weight_bits,
+                        activation_bits=activation_bits, kv_bits=kv_bits, routing=routing, expert_cache=expert_cache,
+                        engine=engine, weight_format=model_table.get("weight_format", ""))
+    config = UserConfig(name, model, cluster, workload, where, model_table.get("activation_format", ""),
+                        model_table.get("kv_format", ""),
                         scheme_options=parse_scheme_options(where, table.get("schemes", {}), cluster.n))
     if "speculative" not in table:
         return config
@@ -763,9 +583,10 @@ def parse_expert_cache(where: str, workload: dict, model: TransformerConfig) -> 
         raise WorkbenchError(f"{where}: workload.cache_experts, cache_policy and expert_reads apply to a mixture of "
                              f"experts; {model.name} is dense (n_experts = 0)")
     experts = workload.get("cache_experts", model.n_experts)
-    if not isinstance(experts, int) or isinstance(experts, bool) or not 0 <= experts <= model.n_experts:
-        raise WorkbenchError(f"{where}: workload.cache_experts must be an integer in 0..{model.n_experts} (the "
-                             f"model's experts per layer), got {experts!r}")
+    try:
+        check_cache(experts, model.n_experts)
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"{where}: workload.{exc}") from None
     policy = _choice(where, "workload.cache_policy", workload.get("cache_policy", "pinned"), CACHE_POLICIES)
     reads = _choice(where, "workload.expert_reads", workload.get("expert_reads", "routed"), EXPERT_READS)
     return ExpertCache(experts, policy, reads)
@@ -842,77 +663,6 @@ def config_from_text(text: str, where: str = "config") -> UserConfig:
     return parse_config(table, where)
 
 
-# ---- editing a parsed document (whatif --set, calibrate) ------------------------------------------
-_KEY_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?$")
-
-
-def split_values(text: str) -> list[str]:
-    """'100,1000' -> ['100', '1000']: split on the commas outside quotes ("2,1,1" or '2,1,1') and [brackets]
-    ([0.5,1.0]), so one swept value may itself hold commas."""
-    items, current, quote, depth = [], [], "", 0
-    for char in text:
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "\"'":
-            quote = char
-        elif char in "[]":
-            depth += 1 if char == "[" else -1
-        elif char == "," and depth == 0:
-            items.append("".join(current))
-            current = []
-            continue
-        current.append(char)
-    return items + ["".join(current)]
-
-
-def parse_values(option: str, text: str) -> list:
-    """'100,1000' -> [100, 1000]: each value as TOML reads it (a bare word is a string; a quoted value or a
-    [list] may hold commas: '"2,1,1"' is one value)."""
-    values = []
-    for item in split_values(text):
-        item = item.strip()
-        if not item:
-            raise WorkbenchError(f"{option}: empty value in {text!r}; give comma-separated values (a value with commas "
-                                 "in quotes: '\"2,1,1\"')")
-        try:
-            values.append(tomllib.loads(f"v = {item}")["v"])
-        except tomllib.TOMLDecodeError:
-            values.append(item)
-    return values
-
-
-def check_key(option: str, key: str) -> str:
-    """A dotted key of name or name[index] parts ('devices[0].count'), else a one-line error."""
-    for part in key.split("."):
-        if not _KEY_PART.match(part):
-            raise WorkbenchError(f"{option} key {key!r}: each part must be a name or name[index], got {part!r}")
-    return key
-
-
-def set_key(table: dict, key: str, value, option: str = "--set") -> None:
-    """Set a dotted key ('devices[0].count') in a parsed TOML document, creating tables as needed."""
-    node = table
-    parts = check_key(option, key).split(".")
-    for i, part in enumerate(parts):
-        name, index = _KEY_PART.match(part).groups()
-        last = i == len(parts) - 1
-        if index is None:
-            if last:
-                node[name] = value
-                return
-            node = node.setdefault(name, {})
-            if not isinstance(node, dict):
-                raise WorkbenchError(f"{option} {key}: {name} is not a table")
-            continue
-        items = node.get(name)
-        if not isinstance(items, list) or int(index) >= len(items):
-            raise WorkbenchError(f"{option} {key}: {name}[{index}] does not exist (the file has "
-                                 f"{len(items) if isinstance(items, list) else 0} entries)")
-        if last:
-            items[int(index)] = value
-            return
-        node = items[int(index)]
-
 
 def read_document(path: str | Path) -> dict:
     """A deployment TOML file as a parsed document (not yet validated)."""
@@ -926,6 +676,7 @@ def read_document(path: str | Path) -> dict:
         raise WorkbenchError(f"{path.name}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         raise WorkbenchError(f"{path.name}: not valid UTF-8 text: {exc}") from None
+
 
 
 def missing_sources(table: dict, prefix: str = "") -> list[str]:
