@@ -80,3 +80,37 @@ def test_most_schemes_cost_a_mixture_of_experts_and_the_rest_say_why():
     spec = spec_of("hepti_ws")
     with pytest.raises(WorkbenchError, match="not a mixture of experts .*: each device streams the experts"):
         spec.evaluator(get_model("Qwen3-30B-A3B"), None, Workload("decode", 64, 64))
+
+
+def test_every_result_carries_its_operator_rows_or_says_why():
+    """Issue 41: a result's rows (`operators`) or its declared reason (`no_operators`), never silently neither."""
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    for example in ("examples/laptops_wifi.toml", "examples/qwen3_moe_pi5.toml"):
+        arena = arena_for_config(load_config(example))
+        results = [e.result for e in arena.entries if e.result is not None]
+        assert results and all((r.operators is None) != (not r.no_operators) for r in results)
+        assert any(r.operators is not None for r in results) and any(r.no_operators for r in results)
+
+
+def test_a_scheme_whose_result_has_no_rows_must_say_why():
+    from workbench.schemes.base import SchemeResult, says_why_no_rows
+
+    def bare(model, cluster, workload):
+        return SchemeResult("toy", "p", "decode", 1.0, compute_s=1.0)
+
+    with pytest.raises(WorkbenchError, match="toy: its result carries no operator rows"):
+        says_why_no_rows("toy", "", bare)(None, None, None)
+    assert says_why_no_rows("toy", "a reason", bare)(None, None, None).no_operators == "a reason"
+    with pytest.raises(WorkbenchError, match="needs no no_operators reason"):
+        SchemeResult("toy", "p", "decode", 1.0, operators=load_all_breakdown(), no_operators="x")
+
+
+def load_all_breakdown():
+    """One real operator breakdown (a megatron_tp result's) to build an inconsistent result from."""
+    from workbench.arena import arena_for_config
+    from workbench.userconfig import load_config
+
+    arena = arena_for_config(load_config("examples/laptops_wifi.toml"), phases=("decode",), schemes=["megatron_tp"])
+    return next(e.result.operators for e in arena.entries if e.result is not None)

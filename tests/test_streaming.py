@@ -153,12 +153,13 @@ def test_the_registry_splits_once_and_not_the_schemes_without_a_roofline():
         return SCHEMES["test_streaming_inner"][1](model, cluster, workload)  # a registered one calling another
 
     try:
-        register("test_streaming_inner", "p", origin="a test", partition="one", no_moe="a test")(inner)
-        register("test_streaming_outer", "p", origin="a test", partition="one", no_moe="a test")(outer)
-        register("test_streaming_plain", "p", origin="a test", partition="one", no_moe="a test", streaming=False)(inner)
+        register("test_streaming_inner", "p", origin="a test", partition="one", no_moe="a test", no_operators="a test")(inner)
+        register("test_streaming_outer", "p", origin="a test", partition="one", no_moe="a test", no_operators="a test")(outer)
+        register("test_streaming_plain", "p", origin="a test", partition="one", no_moe="a test", no_operators="a test", streaming=False)(inner)
         once = SCHEMES["test_streaming_outer"][1](model, cluster, w)
         assert once.memory_s == pytest.approx(share, rel=1e-12) and once.compute_s + once.memory_s == 1.0
-        assert SCHEMES["test_streaming_plain"][1](model, cluster, w) is plain
+        unsplit = SCHEMES["test_streaming_plain"][1](model, cluster, w)  # plain, saying why it has no rows
+        assert (unsplit.memory_s, unsplit.compute_s, unsplit.no_operators) == (0.0, 1.0, "a test")
     finally:
         for name in ("test_streaming_inner", "test_streaming_outer", "test_streaming_plain"):
             if name in SCHEMES:

@@ -22,6 +22,7 @@ from typing import ClassVar
 from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
+from workbench.schemes import common
 from workbench.schemes.base import (
     Cluster,
     SchemeResult,
@@ -101,7 +102,7 @@ class ToyOptions:
 
 # ---- registration: the scheme's catalogue entry ------------------------------------------------------------
 @register(SCHEME, FAMILY, origin="a toy: llama.cpp's RPC layer split with a fixed master share (no real engine)",
-          partition="pipeline", moe=True, engine=ENGINE, options=ToyOptions)
+          partition="pipeline", moe=True, no_operators=common.PIPELINE_ROWS, engine=ENGINE, options=ToyOptions)
 def evaluate_toyring_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """The toy ring with an even split."""
     return evaluate_toy(model, cluster, workload)

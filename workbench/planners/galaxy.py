@@ -284,7 +284,8 @@ def evaluate_galaxy_hmp(model: TransformerConfig, cluster: Cluster, workload: Wo
     return _planned(model, cluster, workload, "galaxy_hmp")
 
 
-@register("galaxy_hmp_overlap", PAPER, moe=True, origin="Galaxy (Ye et al.): HMP with tile overlap on Algorithm 1's "
+@register("galaxy_hmp_overlap", PAPER, no_operators=common.TIMELINE_ROWS,
+          moe=True, origin="Galaxy (Ye et al.): HMP with tile overlap on Algorithm 1's "
           "partition", partition="hybrid")
 def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Galaxy's HMP with the tile-based overlap on Algorithm 1's partition (`evaluate` takes a given one)."""

@@ -43,6 +43,7 @@ from workbench.errors import (
 )
 from workbench.models import TransformerConfig
 from workbench.quantize import FULL_BITS
+from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.sti import (
     PAPER,
@@ -287,7 +288,8 @@ def plan_sti(profile: LatencyProfile, target_s: float, preload_bytes: float, imp
     return ShardPlan(**{**plan.__dict__, "method": method})
 
 
-@register("sti_pipeline", PAPER, origin="STI (Guo et al.) Sec. 5: the two-stage planner's pipeline",
+@register("sti_pipeline", PAPER, no_operators=common.STI_ROWS,
+          origin="STI (Guo et al.) Sec. 5: the two-stage planner's pipeline",
           no_moe="STI's shards and importance profile are a dense BERT's FFN columns",
           partition="pipeline", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_sti_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

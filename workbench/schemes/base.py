@@ -65,8 +65,12 @@ class SchemeResult:
     extra: dict = field(default_factory=dict, compare=False)  # scheme-specific objects (plans, timelines), no costs
     # the busiest device's operator rows for one layer (`common.busiest_breakdown`); None: not costed that way
     operators: Breakdown | None = field(default=None, compare=False)
+    no_operators: str = field(default="", compare=False)  # why `operators` is None (one line); "" when it is not
 
     def __post_init__(self) -> None:
+        if self.operators is not None and self.no_operators:
+            raise WorkbenchError(f"{self.scheme}: a result with operator rows needs no no_operators reason, got "
+                                 f"{self.no_operators!r}")
         if self.operators is not None and not isinstance(self.operators, Breakdown):
             raise WorkbenchError(f"{self.scheme}: operators must be a common.Breakdown, got {self.operators!r}")
 
@@ -125,7 +129,7 @@ SCHEMES = Catalogue()  # the one catalogue: every registered scheme's SchemeSpec
 
 
 def register(name: str, paper: str, *, origin: str, partition: str, family: str = "", streaming: bool = True,
-             moe: bool = False, dense: bool = True, no_moe: str = "", engine: str = "", single_token: str = "",
+             moe: bool = False, dense: bool = True, no_moe: str = "", no_operators: str = "", engine: str = "", single_token: str = "",
              draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS,
              options: type | None = None) -> Callable[[Evaluator], Evaluator]:
     """Decorator: add an evaluator to the catalogue as a `SchemeSpec` under `name` (from `paper`; `origin`, the
@@ -147,7 +151,11 @@ def register(name: str, paper: str, *, origin: str, partition: str, family: str 
     With `engine` (llama.cpp, distributed-llama) the scheme is that engine's and its weight matmuls run the engine's
     quantized kernels (`runs_engine`: `Workload.engine`, `workbench.kernel_cost`), whatever the deployment says.
     `single_token` says why its decode step carries one token (a speculative verify step is then n/a),
-    `draft_placements` where a draft may run beside it, `options` its `[schemes.<section>]` options dataclass."""
+    `draft_placements` where a draft may run beside it, `options` its `[schemes.<section>]` options dataclass.
+
+    A result carries its busiest device's operator rows (`SchemeResult.operators`) or says why not
+    (`SchemeResult.no_operators`): a scheme whose results carry none registers `no_operators`, the reason, and a result
+    of a scheme without one that carries no rows is an error."""
     def wrap(fn: Evaluator) -> Evaluator:
         known = SCHEMES.get(name)
         if known is not None and (known[0], known[1].__qualname__, known[1].__module__) != \
@@ -159,8 +167,10 @@ def register(name: str, paper: str, *, origin: str, partition: str, family: str 
             evaluator = runs_engine(engine, evaluator)
         if not moe:
             evaluator = dense_only(name, no_moe, evaluator)
+        evaluator = says_why_no_rows(name, no_operators, evaluator)
         SCHEMES.add(SchemeSpec(name=name, paper=paper, origin=origin, family=family or paper, partition=partition,
-                               evaluator=evaluator, moe=moe, dense=dense, no_moe=no_moe, engine=engine, single_token=single_token,
+                               evaluator=evaluator, moe=moe, dense=dense, no_moe=no_moe, no_operators=no_operators,
+                               engine=engine, single_token=single_token,
                                draft_placements=tuple(draft_placements), options=options))
         return evaluator
     return wrap
@@ -199,6 +209,24 @@ def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
 
         fmt = workload.weight_format or format_for_bits(engine, workload.weight_bits)
         return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
+    return evaluator
+
+
+def says_why_no_rows(name: str, reason: str, fn: Evaluator) -> Evaluator:
+    """`fn` whose results without operator rows say why (`reason`, the scheme's), or a one-line error if the scheme
+    gave none: unknown is never silently absent."""
+    import functools
+    from dataclasses import replace
+
+    @functools.wraps(fn)
+    def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
+        result = fn(model, cluster, workload, *args, **kwargs)
+        if result.operators is not None or result.no_operators:
+            return result
+        if not reason:
+            raise WorkbenchError(f"{name}: its result carries no operator rows and the scheme registers no "
+                                 f"no_operators reason")
+        return replace(result, no_operators=reason)
     return evaluator
 
 

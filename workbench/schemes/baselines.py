@@ -35,7 +35,8 @@ from workbench.schemes.tpi_llm import (
 SINGLE_DEVICE, DISK_OFFLOAD, LAYERWISE_MP = "single_device_resident", "disk_offload_blocking", "layerwise_mp"
 
 
-@register("single_device_resident", "baseline", origin="TPI-LLM Sec. 4.3's Standalone / Transformers baseline",
+@register("single_device_resident", "baseline", no_operators=common.WHOLE_STEP_ROWS,
+          origin="TPI-LLM Sec. 4.3's Standalone / Transformers baseline",
           partition="one", moe=True)
 def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Standalone / Transformers on device 0: all weights resident, swapped when they exceed DRAM.
@@ -70,7 +71,8 @@ def untouched_expert_bytes(model: TransformerConfig, workload: Workload) -> floa
                                                                                  workload.weight_bits)
 
 
-@register("disk_offload_blocking", "baseline", origin="TPI-LLM Sec. 4.3's Accelerate disk-offload baseline",
+@register("disk_offload_blocking", "baseline", no_operators=common.WHOLE_STEP_ROWS,
+          origin="TPI-LLM Sec. 4.3's Accelerate disk-offload baseline",
           partition="one", moe=True)
 def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Accelerate-style disk offload on device 0: every block is read (blocking) before it is computed.
@@ -97,7 +99,8 @@ def mp_layer_ranges(n_layers: int, n_devices: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
-@register("layerwise_mp", "baseline", origin="TPI-LLM Sec. 4.3's layer-sequential model parallelism (MP)",
+@register("layerwise_mp", "baseline", no_operators=common.PIPELINE_ROWS,
+          origin="TPI-LLM Sec. 4.3's layer-sequential model parallelism (MP)",
           partition="pipeline", moe=True)
 def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Model parallelism (pipeline degraded to one request): devices run their layers one after another."""

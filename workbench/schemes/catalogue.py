@@ -41,6 +41,7 @@ class SchemeSpec:
     moe: bool = False  # costs a mixture of experts through the operator table's expert rows
     dense: bool = True  # costs a dense model (False: MoE only, the MoE engines' partitions)
     no_moe: str = ""  # why it cannot cost a mixture of experts (one line; required when moe is False)
+    no_operators: str = ""  # why its results carry no operator rows (one line); "": they carry them
     engine: str = ""  # whose quantized kernels its weight matmuls run (`workbench.kernel_cost`); "": its own
     single_token: str = ""  # why its decode step carries one token (a verify step is n/a); "": it verifies several
     draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS  # where a speculative draft may run beside it

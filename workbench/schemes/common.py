@@ -726,3 +726,16 @@ def streaming_share(memory: float, arithmetic: float) -> float:
     """The fraction of busy seconds that memory streaming binds, memory / (memory + arithmetic) (0 with no busy
     time): a scheme that sums its own slices' table rows on each device passes it to `split_streaming` (exact)."""
     return memory / (memory + arithmetic) if memory + arithmetic > 0 else 0.0
+
+
+# Why a scheme's results carry no operator rows (`SchemeResult.no_operators`), one line per way of costing a layer that
+# keeps no rows: every such scheme registers one of these (`base.register(no_operators=...)`).
+WHOLE_STEP_ROWS = ("whole layers on one device summed by `common.step_time`; its rows are not kept (keeping them "
+                   "would move the dense rows' streaming split)")
+PIPELINE_ROWS = ("a layer pipeline: each stage is whole layers summed by `common.step_time` on its device, not one "
+                 "busiest layer's rows")
+TIMELINE_ROWS = "a simulated tile timeline (`simulate.schedule`) overlaps the rows; their sum is not its time"
+HEPTI_ROWS = "Hepti's per-mode closed form (Sec. 4.2) costs FLOPs and traffic per block, not operator rows"
+MCU_ROWS = "the MCU's L2 tile schedule times its transfers and kernels itself (no roofline rows)"
+STI_ROWS = "STI's per-layer profile of shards at their bitwidths has no roofline rows"
+ROUTED_ROWS = ("each device's routed experts differ by layer under routing, so no one busiest layer's rows are kept")

@@ -200,7 +200,8 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
-@register("llamacpp_rpc", "llama.cpp", origin="llama.cpp --rpc layer split (src/llama-model.cpp load_tensors)",
+@register("llamacpp_rpc", "llama.cpp", no_operators=common.PIPELINE_ROWS,
+          origin="llama.cpp --rpc layer split (src/llama-model.cpp load_tensors)",
           partition="pipeline", moe=True, engine="llama.cpp", options=LlamaCppOptions)
 def evaluate_llamacpp_rpc(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp with RPC servers: layers by free memory (another split: [schemes.llamacpp] tensor_split,
@@ -229,7 +230,8 @@ def exo_layers(n_layers: int, memory) -> tuple[int, ...]:
     return tuple(int(v) for v in out)
 
 
-@register("exo_pipeline", "exo", origin="exo's pipeline mode", partition="pipeline", moe=True)
+@register("exo_pipeline", "exo", no_operators=common.PIPELINE_ROWS,
+          origin="exo's pipeline mode", partition="pipeline", moe=True)
 def evaluate_exo_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """exo's pipeline mode: layers by available memory (largest remainder), the pipeline's ring of hand-offs."""
     budgets = [float(d.memory_bytes) for d in cluster.devices]

@@ -476,12 +476,16 @@ def _result(scheme: str, model: TransformerConfig, cluster: Cluster, workload: W
             notes: str) -> SchemeResult:
     need = node_memory_bytes(scheme, model, cluster, workload)
     message = _overflow(need, cluster)
+    rows = _operators(scheme, model, cluster, workload)
     res = SchemeResult(scheme, PAPER, workload.phase, f.compute + f.link + f.data, compute_s=f.compute,
                        comm_link_latency_s=f.link, comm_bytes_s=f.data, peak_memory_bytes=tuple(map(float, need)),
                        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
                        oom=bool(message), notes="; ".join(x for x in (notes, message) if x),
-                       operators=_operators(scheme, model, cluster, workload))
+                       operators=rows, no_operators="" if rows is not None else ROOT_PREFILL_ROWS)
     return res.carve(f.fixed, f.serial)
+
+
+ROOT_PREFILL_ROWS = "the root engine's prefill is S one-token forwards at growing positions: no one layer table"
 
 
 def _operators(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload) -> common.Breakdown | None:

@@ -663,7 +663,8 @@ def _evaluate_mode(mode: str, model: TransformerConfig, cluster: Cluster, worklo
                          extra={"partition": part}).carve(fixed, head)
 
 
-@register("hepti_ws", "hepti", origin="Hepti Sec. 4.2: the WS mode (heads, then rows)", partition="hybrid",
+@register("hepti_ws", "hepti", no_operators=common.HEPTI_ROWS,
+          origin="Hepti Sec. 4.2: the WS mode (heads, then rows)", partition="hybrid",
           no_moe="each device streams the experts its own rows pick, not linear in the rows as Hepti's model needs")
 @one_device_is_local
 def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
@@ -671,7 +672,8 @@ def evaluate_hepti_ws(model: TransformerConfig, cluster: Cluster, workload: Work
     return _evaluate_mode("ws", model, cluster, workload)
 
 
-@register("hepti_1d", "hepti", moe=True, origin="Hepti Sec. 4.2: the 1D-tiled mode", partition="tp")
+@register("hepti_1d", "hepti", no_operators=common.HEPTI_ROWS,
+          moe=True, origin="Hepti Sec. 4.2: the 1D-tiled mode", partition="tp")
 @one_device_is_local
 def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Hepti 1D-tiled WS: every weight split once, two reduce-scatter + all-gather pairs per block (a mixture of
@@ -679,7 +681,8 @@ def evaluate_hepti_1d(model: TransformerConfig, cluster: Cluster, workload: Work
     return _evaluate_mode("1d", model, cluster, workload)
 
 
-@register("hepti_2d", "hepti", origin="Hepti Sec. 4.2: the 2D-tiled mode", partition="tp",
+@register("hepti_2d", "hepti", no_operators=common.HEPTI_ROWS,
+          origin="Hepti Sec. 4.2: the 2D-tiled mode", partition="tp",
           no_moe="the router needs the whole hidden dimension the 2D tiles split, and the paper places no router")
 @one_device_is_local
 def evaluate_hepti_2d(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

@@ -574,7 +574,8 @@ def model_timeline(block: BlockCost, n_layers: int) -> Timeline:
                     preloaded=preloaded, io_resource="L3->L2 DMA", compute_resource="cluster + links")
 
 
-@register(SCHEME, PAPER, origin="Bochem et al.: head-wise partitioning on Siracusa MCUs", partition="tp",
+@register(SCHEME, PAPER, no_operators=common.MCU_ROWS,
+          origin="Bochem et al.: head-wise partitioning on Siracusa MCUs", partition="tp",
           no_moe="the MCU's L2 tile schedule (the paper's) has no experts",
           streaming=False)  # it times its L2 streaming itself (memory_s)
 @one_device_is_local

@@ -465,7 +465,8 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(PIPELINE_SCHEME, PAPER_PIPELINE, origin="llama.cpp RPC / prima.cpp: whole MoE layers per device",
+@register(PIPELINE_SCHEME, PAPER_PIPELINE, no_operators=common.PIPELINE_ROWS,
+          origin="llama.cpp RPC / prima.cpp: whole MoE layers per device",
           family="moe", partition="pipeline", moe=True, dense=False, engine="llama.cpp",
           draft_placements=("root", "own", "ring"))
 def evaluate_moe_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
@@ -660,7 +661,8 @@ def check_frequencies(frequencies, model: TransformerConfig) -> np.ndarray:
     return pi
 
 
-@register(EP_SCHEME, PAPER_EP, origin="expert parallelism, a what-if no edge engine runs", family="moe",
+@register(EP_SCHEME, PAPER_EP, no_operators=common.ROUTED_ROWS,
+          origin="expert parallelism, a what-if no edge engine runs", family="moe",
           partition="expert", moe=True, dense=False)
 @one_device_is_whole
 def evaluate_moe_expert_parallel(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:

@@ -332,7 +332,8 @@ def partition_result(scheme, workload, compute, link, data, memory, cluster, not
     return result.carve(min(float(fixed), compute - serial), serial)
 
 
-@register("local", PAPER, moe=True, origin="Galaxy (Ye et al.) Sec. III-B: the Local baseline, one device",
+@register("local", PAPER, no_operators=common.WHOLE_STEP_ROWS,
+          moe=True, origin="Galaxy (Ye et al.) Sec. III-B: the Local baseline, one device",
           partition="one")
 def evaluate_local(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """Local inference on the cluster's first device (Galaxy's single-device baseline): every layer of

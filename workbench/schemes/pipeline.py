@@ -369,7 +369,8 @@ def evaluate_pipeline(model: TransformerConfig, cluster: Cluster, workload: Work
         common.streaming_share(busy["memory"], busy["compute"]))
 
 
-@register(SCHEME, PAPER, origin="prima.cpp (Li et al. 2025): the piped ring on llama.cpp's RPC layer split",
+@register(SCHEME, PAPER, no_operators=common.PIPELINE_ROWS,
+          origin="prima.cpp (Li et al. 2025): the piped ring on llama.cpp's RPC layer split",
           partition="pipeline", moe=True, engine="llama.cpp", draft_placements=("root", "own", "ring"))
 def evaluate_pipeline_offload(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """llama.cpp RPC / prima.cpp pipeline: layers split by memory, what does not fit offloaded to storage."""

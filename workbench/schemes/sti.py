@@ -253,7 +253,8 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
     return result.carve(min(fixed, compute))
 
 
-@register("single_device_streamed", PAPER, origin="STI (Guo et al.): the standard layerwise pipeline (StdPL-X)",
+@register("single_device_streamed", PAPER, no_operators=common.STI_ROWS,
+          origin="STI (Guo et al.): the standard layerwise pipeline (StdPL-X)",
           no_moe="STI's shards and importance profile are a dense BERT's FFN columns",
           partition="one", streaming=False, single_token="STI's profile times a decode step of one token (schemes/sti.py:227)")
 def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
