@@ -42,8 +42,16 @@ from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
-from workbench.schemes.base import (Cluster, SchemeResult, Workload, costed, load_all, over_budget_note, register,
-                                    with_streaming_split)
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    load_all,
+    over_budget_note,
+    register,
+    with_streaming_split,
+)
 from workbench.schemes.galaxy import MEGATRON_TP
 from workbench.schemes.partitions import head_cost, megatron_tp_on, one_device_is_local
 from workbench.schemes.pipeline import (

@@ -81,7 +81,15 @@ from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, load_all, register, with_streaming_split
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    load_all,
+    register,
+    with_streaming_split,
+)
 from workbench.schemes.partitions import one_device_is_local
 
 PAPER = "distributed_llama"

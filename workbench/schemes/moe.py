@@ -102,7 +102,15 @@ from workbench.routing import (
     popularity,
 )
 from workbench.schemes import common, engines, moe_traffic
-from workbench.schemes.base import Cluster, MoEParts, SchemeResult, Workload, costed, one_device_takes, register
+from workbench.schemes.base import (
+    Cluster,
+    MoEParts,
+    SchemeResult,
+    Workload,
+    costed,
+    one_device_takes,
+    register,
+)
 from workbench.schemes.pipeline import handoff_time
 
 DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_allgather_tp", "moe_layer_pipeline", "moe_expert_parallel"

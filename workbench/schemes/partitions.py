@@ -33,7 +33,15 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import collective_latency
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, one_device_takes, over_budget_note, register
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    one_device_takes,
+    over_budget_note,
+    register,
+)
 from workbench.schemes.common import layer_overhead
 
 PAPER = "galaxy"  # the paper whose baselines these are (their rows' paper column)
