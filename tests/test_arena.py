@@ -55,7 +55,7 @@ def standin_tp(model, cluster, workload):
     peak = model.weight_bytes(workload.weight_bits) / n
     budget = tuple(d.memory_bytes for d in cluster.devices)
     return SchemeResult("standin_tp", "paper_a", workload.phase, compute + link + data, compute, link, data,
-                        peak_memory_bytes=(peak,) * n, memory_budget_bytes=budget, oom=any(peak > b for b in budget))
+                        peak_memory_bytes=(peak,) * n, memory_budget_bytes=budget)
 
 
 def standin_single(model, cluster, workload):
@@ -64,7 +64,7 @@ def standin_single(model, cluster, workload):
     compute = float(device.compute_time(model.model_flops(workload.new_tokens, workload.attended), "fp16"))
     peak = model.weight_bytes(workload.weight_bits)
     return SchemeResult("standin_single", "paper_b", workload.phase, compute, compute, peak_memory_bytes=(peak,),
-                        oom=peak > device.memory_bytes)
+                        memory_budget_bytes=(device.memory_bytes,))
 
 
 REGISTRY = {"standin_tp": ("paper_a", standin_tp), "standin_single": ("paper_b", standin_single)}

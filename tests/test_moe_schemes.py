@@ -68,10 +68,10 @@ def test_dllama_scheme_costs_its_syncs_and_breakdown(pi5):
     m, cl = get_model(QWEN), cluster_of([pi5] * 4)
     r = load_all()["dllama_allgather_tp"][1](m, cl, step("decode"))
     assert r.parts_s == pytest.approx(r.latency_s)
-    assert r.extra["traffic"] == moe.dllama_traffic(m, 4, 1, Q80)
-    parts = r.extra["moe_breakdown"]
-    assert parts["comm_s"] == pytest.approx(r.comm_link_latency_s + r.comm_bytes_s)
-    assert parts["router_s"] > 0 and parts["experts_s"] > 0 and parts["misses_s"] == 0 and not r.oom
+    assert r.detail.traffic == moe.dllama_traffic(m, 4, 1, Q80)
+    parts = r.detail
+    assert parts.comm_s == pytest.approx(r.comm_link_latency_s + r.comm_bytes_s)
+    assert parts.router_s > 0 and parts.experts_s > 0 and parts.misses_s == 0 and not r.oom
 
 
 @pytest.mark.parametrize("n", [3, 8])
@@ -94,7 +94,7 @@ def test_full_cache_hits_every_expert_and_never_stalls(pi5, phase, reads):
     m = get_model(QWEN)
     assert moe.hit_rate(step(phase).routing, m.n_experts, m.n_active_experts, m.n_experts) == 1.0
     r = moe.evaluate_layer_pipeline(m, cluster_of([pi5] * 4), step(phase), cache_experts=m.n_experts, reads=reads)
-    assert r.io_stall_s == 0 and r.extra["misses_per_step"] == 0 and r.extra["moe_breakdown"]["misses_s"] == 0
+    assert r.io_stall_s == 0 and r.detail.misses_per_step == 0 and r.detail.misses_s == 0
 
 
 @pytest.mark.parametrize("phase", ["decode", "prefill"])
@@ -109,20 +109,20 @@ def test_misses_grow_as_the_cache_shrinks(pi5, phase, reads):
 def test_prefill_streams_more_expert_bytes_and_misses_more_than_decode(pi5):
     m, cl = get_model(QWEN), cluster_of([pi5] * 4)
     decode, prefill = (moe.evaluate_layer_pipeline(m, cl, step(p), cache_experts=32) for p in ("decode", "prefill"))
-    assert prefill.extra["expert_bytes_per_step"] > 4 * decode.extra["expert_bytes_per_step"]
-    assert prefill.extra["misses_per_step"] > decode.extra["misses_per_step"]
+    assert prefill.detail.expert_bytes_per_step > 4 * decode.detail.expert_bytes_per_step
+    assert prefill.detail.misses_per_step > decode.detail.misses_per_step
     per_token = m.moe_layers * m.n_active_experts * (1 - 32 / 128)  # uniform routing: k (1 - C/E) per MoE layer
-    assert decode.extra["misses_per_step"] == pytest.approx(per_token)
+    assert decode.detail.misses_per_step == pytest.approx(per_token)
 
 
 def test_default_cache_is_what_free_memory_holds(pi5):
     m = get_model(QWEN)
     one = moe.evaluate_layer_pipeline(m, cluster_of([pi5]), step("decode"))
-    cache = one.extra["stages"][0]["cache"]
+    cache = one.detail.stages[0]["cache"]
     assert 0 < cache < m.n_experts and not one.oom and one.io_stall_s > 0
     over = moe.evaluate_layer_pipeline(m, cluster_of([pi5]), step("decode"), cache_experts=cache + 1)
-    assert over.oom and over.notes.count("infeasible: memory of device 0") == 1
-    assert one.extra["moe_breakdown"]["misses_s"] == one.io_stall_s
+    assert over.oom and over.notes.count("infeasible: device 0 (") == 1 and over.notes.endswith("B do not fit)")
+    assert one.detail.misses_s == one.io_stall_s
 
 
 def test_cache_larger_than_the_models_experts_is_one_line(pi5):
@@ -142,7 +142,7 @@ def test_pipeline_without_storage_rate_says_so(pi5):
 @pytest.mark.parametrize("phase", ["decode", "prefill"])
 def test_ep_slowest_load_is_at_least_the_mean(pi5, n, phase):
     r = moe.evaluate_expert_parallel(get_model(QWEN), cluster_of([pi5] * n), step(phase))
-    assert r.extra["slowest_pairs"] >= r.extra["mean_pairs"] > 0
+    assert r.detail.slowest_pairs >= r.detail.mean_pairs > 0
     assert r.parts_s == pytest.approx(r.latency_s)
 
 
@@ -165,7 +165,7 @@ def test_ep_skewed_frequencies_load_the_hot_device(pi5):
     hot = hot / hot.sum() * m.n_active_experts
     uniform = moe.evaluate_expert_parallel(m, cl, step("decode"))
     skewed = moe.evaluate_expert_parallel(m, cl, step("decode"), frequencies=hot)
-    assert skewed.extra["slowest_pairs"] > uniform.extra["slowest_pairs"]
+    assert skewed.detail.slowest_pairs > uniform.detail.slowest_pairs
     with pytest.raises(WorkbenchError, match="summing to n_active_experts"):
         moe.evaluate_expert_parallel(m, cl, step("decode"), frequencies=hot / 2)
     with pytest.raises(WorkbenchError, match="n_devices must be at most n_experts"):
@@ -188,8 +188,8 @@ def test_distributed_llama_v016_is_one_scheme_dense_or_moe(pi5):
     evaluate, cl = registry[moe.DLLAMA_SCHEME][1], cluster_of([pi5] * 2)
     dense = evaluate(get_model("Llama 2-7B"), cl, step("decode"))
     sparse = evaluate(get_model(QWEN), cl, step("decode"))
-    assert "mesh all-gather of partials" in dense.notes and "moe_breakdown" not in dense.extra
-    assert "TP inside every expert" in sparse.notes and sparse.extra["moe_breakdown"]["router_s"] > 0
+    assert "mesh all-gather of partials" in dense.notes and dense.detail is None
+    assert "TP inside every expert" in sparse.notes and sparse.detail.router_s > 0
     assert dense.scheme == sparse.scheme == moe.DLLAMA_SCHEME
 
 
@@ -264,7 +264,7 @@ def test_each_scheme_honours_the_arena_contract_on_a_tiny_moe(pi5, name, phase):
     assert (r.scheme, r.paper, r.phase) == (name, paper, phase) and r.latency_s > 0
     assert all(np.isfinite(parts)) and min(parts) >= 0 and sum(parts) == pytest.approx(r.latency_s, rel=1e-9)
     assert len(r.peak_memory_bytes) == cl.n and not r.oom and r.memory_s > 0
-    assert set(r.extra["moe_breakdown"]) == {"attention_s", "router_s", "experts_s", "misses_s", "comm_s"}
+    assert set(r.detail.seconds()) == {"attention_s", "router_s", "experts_s", "misses_s", "comm_s"}
 
 
 def test_planner_counts_shared_experts_and_dense_layers_as_always_on(pi5):

@@ -288,7 +288,7 @@ def test_per_token_divides_each_part_of_a_hand_made_step():
 def test_a_verify_step_takes_the_plain_result_it_is_given(registry):
     """pipeline_offload fits the laptops (no OOM): a given plain result's OOM alone marks the step."""
     spec = sp.Speculation(alpha=0.5)
-    given = fake(7.0, oom=True)
+    given = fake(7.0, peak_memory_bytes=(2.0,), memory_budget_bytes=(1.0,))  # over its budget: OOM
     assert not registry["pipeline_offload"][1](LAPTOPS.model, LAPTOPS.cluster, sp.verify_workload(DECODE, 4)).oom
     step = sp.verify_step(spec, "pipeline_offload", registry, LAPTOPS.model, LAPTOPS.cluster, DECODE, given)
     assert step.plain_s == pytest.approx(7.0, rel=1e-12) and step.oom

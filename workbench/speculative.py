@@ -294,6 +294,24 @@ def handoff_time(spec: Speculation, cluster: Cluster, accepted: float) -> float:
 
 # ---- the whole estimate ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class VerifyTraffic:
+    """A verify step's communication against a one-token step's ((per-message, bytes) seconds each) and the
+    draft's hand-off seconds a step: what `losing_reason` compares."""
+
+    verify_comm: tuple[float, float] = (0.0, 0.0)
+    plain_comm: tuple[float, float] = (0.0, 0.0)
+    handoff_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("verify_comm", "plain_comm"):
+            pair = getattr(self, name)
+            if len(pair) != 2 or not all(x >= 0 for x in pair):
+                raise WorkbenchError(f"{name} must be two seconds >= 0 (per-message, bytes), got {pair!r}")
+        if not self.handoff_s >= 0:
+            raise WorkbenchError(f"handoff_s must be >= 0 s, got {self.handoff_s!r}")
+
+
+@dataclass(frozen=True)
 class SpeculativeCost:
     """Expected time per token with speculation and its parts (each per token: step seconds / tokens per step)."""
 
@@ -308,6 +326,7 @@ class SpeculativeCost:
     extra: dict = field(default_factory=dict, compare=False)
     expert_reads_s: float = 0.0  # of verify_experts_s its storage reads (known even where the streaming is not)
     experts_note: str = ""  # why verify_experts_s is NaN ("" when known)
+    traffic: VerifyTraffic = field(default_factory=VerifyTraffic, compare=False)  # the step's traffic (zeros: none)
 
     @property
     def per_token_s(self) -> float:
@@ -392,9 +411,9 @@ def per_token(step: VerifyStep, spec: Speculation, cluster: Cluster, tokens: flo
     comm = step.collectives_s + handoff
     return SpeculativeCost(step.scheme, step.gamma, tokens, step.plain_s, step.draft_s / tokens,
                            (step.verify_s - step.collectives_s) / tokens, step.experts_s / tokens, comm / tokens,
-                           extra={"verify_s": step.verify_s, "oom": step.oom, "handoff_s": handoff,
-                                  "verify_comm": step.verify_comm, "plain_comm": step.plain_comm},
-                           expert_reads_s=step.expert_reads_s / tokens, experts_note=step.experts_note)
+                           extra={"verify_s": step.verify_s, "oom": step.oom},
+                           expert_reads_s=step.expert_reads_s / tokens, experts_note=step.experts_note,
+                           traffic=VerifyTraffic(step.verify_comm, step.plain_comm, handoff))
 
 
 def losing_reason(cost: SpeculativeCost) -> str:
@@ -425,20 +444,19 @@ def _ratio(new: float, old: float) -> str:
 def _communication_reason(cost: SpeculativeCost) -> str:
     """Why communication costs most: the verify step's per-message and byte time against a one-token step's."""
     rows, tokens = cost.gamma + 1, cost.tokens_per_step
-    (v_link, v_bytes), (p_link, p_bytes) = cost.extra.get("verify_comm", (0.0, 0.0)), cost.extra.get("plain_comm",
-                                                                                                    (0.0, 0.0))
+    (v_link, v_bytes), (p_link, p_bytes) = cost.traffic.verify_comm, cost.traffic.plain_comm
     text = (f"communication: {format_seconds(cost.communication_s)} per token against {format_seconds(p_link + p_bytes)} in plain decode; "
             f"a verify step's per-message time is {_ratio(v_link, p_link)} a one-token step's")
     if p_link > 0 and abs(v_link / p_link - rows) <= 0.05 * rows:
         text += f" (each sync sent once per batch row: gamma + 1 = {rows} messages per sync)"
     text += f" and its bytes {_ratio(v_bytes, p_bytes)}, for {tokens:.2f} tokens a step"
-    handoff = cost.extra.get("handoff_s", 0.0)
+    handoff = cost.traffic.handoff_s
     return text + (f"; the draft's hand-off adds {format_seconds(handoff)} a step" if handoff > 0 else "")
 
 
 def _compute_reason(cost: SpeculativeCost) -> str:
     """Why the verify's device time costs most: the step against a one-token step's, for the tokens it yields."""
-    plain_link, plain_bytes = cost.extra.get("plain_comm", (0.0, 0.0))
+    plain_link, plain_bytes = cost.traffic.plain_comm
     plain_device = cost.plain_s - plain_link - plain_bytes
     step = cost.verify_compute_s * cost.tokens_per_step
     if plain_device <= 0:

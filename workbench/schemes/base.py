@@ -42,6 +42,45 @@ class Cluster:
         return self.shared_machine if self.shared_machine is not None else device
 
 
+def over_budget_note(peak: tuple[float, ...], budget: tuple[float, ...], names: tuple[str, ...]) -> str:
+    """'' if every device's peak fits its budget, else the one 'infeasible: ...' wording naming the device with
+    the most bytes over (the first of equals), its peak, budget and overflow: every scheme's over-budget note."""
+    over = [float(p) - float(b) for p, b in zip(peak, budget)]
+    if not any(o > 0 for o in over):
+        return ""
+    d = max(range(len(over)), key=over.__getitem__)
+    return (f"infeasible: device {d} ({names[d]}) needs {float(peak[d]):.4g} B but its budget is "
+            f"{float(budget[d]):.4g} B ({over[d]:.4g} B do not fit)")
+
+
+@dataclass(frozen=True)
+class MoEParts:
+    """A MoE step's seconds by part (attention with its connective blocks, router, expert compute, expert misses
+    from storage, communication): what the MoE schemes add to their result (`SchemeResult.detail`)."""
+
+    attention_s: float
+    router_s: float
+    experts_s: float
+    misses_s: float
+    comm_s: float
+    traffic: object | None = None  # distributed-llama's per-step sync traffic (`moe.dllama_traffic`); None: not its
+    stages: tuple[dict, ...] = ()  # the layer pipeline's per-device stages (layers, cache, memory...); (): none
+    misses_per_step: float | None = None  # expert misses a step (the layer pipeline's); None: no expert cache
+    expert_bytes_per_step: float | None = None  # expert bytes read a step (the layer pipeline's); None: as above
+    slowest_pairs: float | None = None  # EP: the slowest device's expert-token pairs per layer; None: not EP
+    mean_pairs: float | None = None  # EP: the mean over devices; None: not EP
+
+    def __post_init__(self) -> None:
+        for name in ("attention_s", "router_s", "experts_s", "misses_s", "comm_s"):
+            if not getattr(self, name) >= 0:
+                raise WorkbenchError(f"MoE part {name} must be >= 0 s, got {getattr(self, name)!r}")
+
+    def seconds(self) -> dict[str, float]:
+        """The five parts by name (seconds)."""
+        return {"attention_s": self.attention_s, "router_s": self.router_s, "experts_s": self.experts_s,
+                "misses_s": self.misses_s, "comm_s": self.comm_s}
+
+
 @dataclass(frozen=True)
 class SchemeResult:
     """One scheme's cost on one model/cluster/workload, with the latency broken down."""
@@ -60,9 +99,9 @@ class SchemeResult:
     memory_s: float = 0.0  # kernels' time where streaming their bytes binds (the roofline's memory side)
     peak_memory_bytes: tuple[float, ...] = ()
     memory_budget_bytes: tuple[float, ...] = ()
-    oom: bool = False
     notes: str = ""
     extra: dict = field(default_factory=dict, compare=False)  # scheme-specific objects (plans, timelines), no costs
+    detail: MoEParts | None = None  # the family's typed cost detail (a MoE step's parts); None: the family has none
     # the busiest device's operator rows for one layer (`common.busiest_breakdown`); None: not costed that way
     operators: Breakdown | None = field(default=None, compare=False)
     no_operators: str = field(default="", compare=False)  # why `operators` is None (one line); "" when it is not
@@ -73,6 +112,17 @@ class SchemeResult:
                                  f"{self.no_operators!r}")
         if self.operators is not None and not isinstance(self.operators, Breakdown):
             raise WorkbenchError(f"{self.scheme}: operators must be a common.Breakdown, got {self.operators!r}")
+        if self.peak_memory_bytes and self.memory_budget_bytes \
+                and len(self.peak_memory_bytes) != len(self.memory_budget_bytes):
+            raise WorkbenchError(f"{self.scheme}: {len(self.peak_memory_bytes)} peaks but "
+                                 f"{len(self.memory_budget_bytes)} budgets; one per device")
+        if self.detail is not None and not isinstance(self.detail, MoEParts):
+            raise WorkbenchError(f"{self.scheme}: detail must be a MoEParts or None, got {self.detail!r}")
+
+    @property
+    def oom(self) -> bool:
+        """Whether some device's peak exceeds its budget (derived: never set apart from the bytes)."""
+        return any(p > b for p, b in zip(self.peak_memory_bytes, self.memory_budget_bytes))
 
     @property
     def parts_s(self) -> float:
@@ -122,6 +172,14 @@ class SchemeResult:
             "bound": self.bound, "peak_memory_bytes": max(self.peak_memory_bytes, default=0.0), "oom": self.oom,
             "notes": self.notes,
         }
+
+
+def costed(scheme: str, paper: str, phase: str, latency_s: float, names: tuple[str, ...], notes: str = "",
+           **fields) -> SchemeResult:
+    """The one builder of a memory-checked result: a SchemeResult whose notes are the scheme's own `notes`
+    then the over-budget note of its peaks and budgets (`over_budget_note`, `names` the devices)."""
+    note = over_budget_note(fields.get("peak_memory_bytes", ()), fields.get("memory_budget_bytes", ()), names)
+    return SchemeResult(scheme, paper, phase, latency_s, notes="; ".join(x for x in (notes, note) if x), **fields)
 
 
 Evaluator = Callable[[TransformerConfig, Cluster, Workload], SchemeResult]

@@ -57,7 +57,7 @@ def evaluate_single_device(model: TransformerConfig, cluster: Cluster, workload:
     touched = weights - untouched_expert_bytes(model, workload)
     swap = passes * touched / storage_rate(dev, "swap", "swapping its weights") if swapping else 0.0
     return scheme_result("single_device_resident", "baseline", workload, compute + swap,
-                   {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),), peak > memory_limit(dev),
+                   {"compute_s": compute, "wait_s": swap, "fixed_s": common.step_fixed_time(model, dev, workload)}, (peak,), (memory_limit(dev),),
                    "swaps every weight each pass" if swapping else "fits in DRAM")
 
 
@@ -89,7 +89,7 @@ def evaluate_disk_offload(model: TransformerConfig, cluster: Cluster, workload: 
     running = max(b.params for b in blocks) * bits / 8 + opts.runtime_overhead_bytes
     return scheme_result("disk_offload_blocking", "baseline", workload, compute + io,
                    {"compute_s": compute, "wait_s": io, "fixed_s": common.step_fixed_time(model, dev, workload)},
-                   (max(load_peak, running),), (memory_limit(dev),), load_peak > memory_limit(dev),
+                   (max(load_peak, running),), (memory_limit(dev),),
                    "blocking reads of every block")
 
 
@@ -127,7 +127,6 @@ def evaluate_layerwise_mp(model: TransformerConfig, cluster: Cluster, workload: 
         kv = (b - a) / model.n_layers * model.kv_cache_bytes(opts.context_tokens, bits)
         peaks.append(weights + opts.runtime_overhead_bytes + kv)
         limits.append(memory_limit(dev))
-    oom = any(p > lim for p, lim in zip(peaks, limits))
     return scheme_result("layerwise_mp", "baseline", workload, compute + comm,
-                   {"compute_s": compute, "comm_link_latency_s": comm, "fixed_s": fixed}, peaks, limits, oom,
+                   {"compute_s": compute, "comm_link_latency_s": comm, "fixed_s": fixed}, peaks, limits,
                    "layer-sequential").split_streaming(common.streaming_share(busy["memory"], busy["compute"]))

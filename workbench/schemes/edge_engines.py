@@ -42,9 +42,18 @@ from workbench.errors import WorkbenchError
 from workbench.fields import FieldSpec, TomlKey, declared
 from workbench.models import TransformerConfig
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    load_all,
+    over_budget_note,
+    register,
+    with_streaming_split,
+)
 from workbench.schemes.galaxy import MEGATRON_TP
-from workbench.schemes.partitions import first_overflow, head_cost, megatron_tp_on, one_device_is_local
+from workbench.schemes.partitions import head_cost, megatron_tp_on, one_device_is_local
 from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,
@@ -190,13 +199,12 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     cost = plan_cost(coef, PipelinePlan(layers))
     traffic = rpc_traffic(model, cluster, workload, layers, last)
     compute = sum(cost.compute_s) + cost.head_s
-    message = first_overflow(np.asarray(cost.memory_bytes), cluster)
-    result = SchemeResult("llamacpp_rpc", "llama.cpp", workload.phase, compute + traffic.link_s + traffic.bytes_s,
-                          compute_s=compute, comm_link_latency_s=traffic.link_s, comm_bytes_s=traffic.bytes_s,
-                          peak_memory_bytes=cost.memory_bytes, memory_budget_bytes=cost.budget_bytes,
-                          oom=bool(message), extra={"layers": layers, "traffic": traffic},
-                          notes="; ".join(x for x in (f"RPC layer split {' / '.join(map(str, layers))}, "
-                                                      f"{traffic.messages} client messages/token", message) if x))
+    result = costed("llamacpp_rpc", "llama.cpp", workload.phase, compute + traffic.link_s + traffic.bytes_s,
+                    tuple(d.name for d in cluster.devices),
+                    f"RPC layer split {' / '.join(map(str, layers))}, {traffic.messages} client messages/token",
+                    compute_s=compute, comm_link_latency_s=traffic.link_s, comm_bytes_s=traffic.bytes_s,
+                    peak_memory_bytes=cost.memory_bytes, memory_budget_bytes=cost.budget_bytes,
+                    extra={"layers": layers, "traffic": traffic})
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
@@ -239,12 +247,16 @@ def evaluate_exo_pipeline(model: TransformerConfig, cluster: Cluster, workload: 
     result = evaluate_pipeline(model, cluster, workload, PipelinePlan(layers), scheme="exo_pipeline")
     share = model.weight_bytes(workload.weight_bits) / model.n_layers
     refused = [i for i, (a, b) in enumerate(zip(layers, budgets)) if a * share > b]
-    notes = f"exo pipeline, layers {' / '.join(map(str, layers))}"
+    own = f"exo pipeline, layers {' / '.join(map(str, layers))}"
+    reason = ""
     if refused:
         i = refused[0]
-        notes += (f"; infeasible: exo refuses node {i} ({cluster.devices[i].name}): {layers[i]} layers need "
+        reason = (f"exo refuses node {i} ({cluster.devices[i].name}): {layers[i]} layers need "
                   f"{layers[i] * share:.4g} B, it has {budgets[i]:.4g} B")
-    return replace(result, paper="exo", notes=notes, oom=result.oom or bool(refused))
+    # a refused node's peak is at least what exo counts for it (its OOM is then the peak's, like every scheme's)
+    peaks = tuple(max(p, layers[i] * share) if i in refused else p for i, p in enumerate(result.peak_memory_bytes))
+    note = over_budget_note(peaks, result.memory_budget_bytes, tuple(d.name for d in cluster.devices))
+    return replace(result, paper="exo", peak_memory_bytes=peaks, notes="; ".join(x for x in (own, note, reason) if x))
 
 
 def check_exo_tensor(model: TransformerConfig, n: int) -> None:
@@ -269,11 +281,11 @@ def evaluate_exo_tensor(model: TransformerConfig, cluster: Cluster, workload: Wo
         if workload.output_head and model.is_decoder else 0.0
     outside = float(common.weight_bytes(model.embedding_params() + model.head_params(), workload.weight_bits))
     need = np.asarray(base.peak_memory_bytes) + outside * (1 - 1 / cluster.n)  # replicated, not 1/n each
-    message = first_overflow(need, cluster)
+    message = over_budget_note(tuple(map(float, need)), base.memory_budget_bytes, tuple(d.name for d in cluster.devices))
     extra = whole - split_head
     return replace(base, scheme="exo_tensor", paper="exo", latency_s=base.latency_s + extra - head_link - head_data,
                    compute_s=base.compute_s + extra, comm_link_latency_s=base.comm_link_latency_s - head_link,
                    comm_bytes_s=base.comm_bytes_s - head_data, peak_memory_bytes=tuple(map(float, need)),
-                   oom=bool(message), notes="; ".join(x for x in ("exo tensor: all_sum after attention and MLP, "
+                   notes="; ".join(x for x in ("exo tensor: all_sum after attention and MLP, "
                                                                    "head replicated", message) if x))
 

@@ -81,7 +81,15 @@ from workbench.fields import FieldSpec, TomlKey, check_declared, declared
 from workbench.models import TransformerConfig
 from workbench.network import collective_cost, on_topology
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, register, with_streaming_split
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    load_all,
+    register,
+    with_streaming_split,
+)
 from workbench.schemes.partitions import one_device_is_local
 
 PAPER = "distributed_llama"
@@ -461,27 +469,16 @@ def node_memory_bytes(scheme: str, model: TransformerConfig, cluster: Cluster, w
     return per
 
 
-def _overflow(need: np.ndarray, cluster: Cluster) -> str:
-    """'' if every node fits its outermost memory, else a message naming the worst node."""
-    budget = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
-    over = need - budget
-    if not np.any(over > 0):
-        return ""
-    i = int(np.argmax(over))
-    return f"infeasible: node {i} ({cluster.devices[i].name}) needs {need[i]:.4g} B, holds {budget[i]:.4g} B"
-
-
 # ---- evaluators ------------------------------------------------------------------------------------------
 def _result(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload, f: Forward,
             notes: str) -> SchemeResult:
     need = node_memory_bytes(scheme, model, cluster, workload)
-    message = _overflow(need, cluster)
     rows = _operators(scheme, model, cluster, workload)
-    res = SchemeResult(scheme, PAPER, workload.phase, f.compute + f.link + f.data, compute_s=f.compute,
-                       comm_link_latency_s=f.link, comm_bytes_s=f.data, peak_memory_bytes=tuple(map(float, need)),
-                       memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
-                       oom=bool(message), notes="; ".join(x for x in (notes, message) if x),
-                       operators=rows, no_operators="" if rows is not None else ROOT_PREFILL_ROWS)
+    res = costed(scheme, PAPER, workload.phase, f.compute + f.link + f.data, tuple(d.name for d in cluster.devices),
+                 notes, compute_s=f.compute, comm_link_latency_s=f.link, comm_bytes_s=f.data,
+                 peak_memory_bytes=tuple(map(float, need)),
+                 memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
+                 operators=rows, no_operators="" if rows is not None else ROOT_PREFILL_ROWS)
     return res.carve(f.fixed, f.serial)
 
 

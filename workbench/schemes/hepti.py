@@ -635,10 +635,9 @@ def scheme_result(name: str, workload: Workload, bd: Breakdown, profiles: list[D
                   notes: str = "", extra: dict | None = None) -> SchemeResult:
     """Wrap a breakdown as the arena's SchemeResult (OOM when a device needs more than its free memory)."""
     budget = tuple(p.free_memory_bytes for p in profiles)
-    oom = any(m > b for m, b in zip(bd.memory_bytes, budget))
     return SchemeResult(name, "hepti", workload.phase, float(bd.latency_s), compute_s=float(bd.compute_s),
                         comm_link_latency_s=float(bd.comm_link_s), comm_bytes_s=float(bd.comm_bytes_s),
-                        peak_memory_bytes=bd.memory_bytes, memory_budget_bytes=budget, oom=oom, notes=notes,
+                        peak_memory_bytes=bd.memory_bytes, memory_budget_bytes=budget, notes=notes,
                         extra={"stages": bd.stages, **(extra or {})})
 
 

@@ -31,7 +31,7 @@ plus the fixed time (launches, message handling) at the power of the one control
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -42,7 +42,7 @@ from workbench.errors import InfeasibleError, WorkbenchError
 from workbench.hardware import DeviceSpec, MemoryLevel
 from workbench.models import TransformerConfig
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, register
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.schemes.partitions import one_device_is_local
 from workbench.simulate import Timeline, pipeline
@@ -257,6 +257,13 @@ def activation_bytes(model: TransformerConfig, n_chips: int, new_tokens: int, at
     elements = (3 * s * e + s * (model.q_dim + 2 * model.kv_dim) // n_chips
                 + model.n_heads // n_chips * s * attended + s * model.q_dim // n_chips + s * ffn)
     return elements * bits / 8
+
+
+def chip_budget_bytes(device: DeviceSpec) -> float:
+    """The most one chip holds: its working memory, or its off-chip memory where that is larger (a footprint over
+    it is the infeasible placement `place` names)."""
+    roles = memory_roles(device)
+    return max(roles.work.capacity_bytes, roles.backing.capacity_bytes if roles.backing else 0.0)
 
 
 def place(model: TransformerConfig, device: DeviceSpec, n_chips: int, workload: Workload,
@@ -598,15 +605,17 @@ def evaluate_mcu_headwise_tp(model: TransformerConfig, cluster: Cluster, workloa
     stall = timeline.makespan - layers * block.runtime_s  # prefetch not hidden behind the blocks (0 if it is)
     stall = stall if stall > 1e-9 * latency else 0.0
     footprint = block.placement.footprint_bytes
-    oom = bool(block.placement.notes)
-    result = SchemeResult(
-        scheme=SCHEME, paper=PAPER, phase=workload.phase, latency_s=latency,
+    own = f"{block.placement.case}; L2<->L1 transfers in memory_s"
+    result = costed(
+        SCHEME, PAPER, workload.phase, latency, tuple(d.name for d in cluster.devices), own,
         compute_s=layers * (block.compute_s + block.launch_s + block.root_s) + head,
         comm_link_latency_s=layers * block.c2c_link_s + head_link,
         comm_bytes_s=layers * block.c2c_data_s + head_data, io_stall_s=layers * block.l3_s + stall,
-        memory_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices), oom=oom,
-        notes=block.placement.notes or f"{block.placement.case}; L2<->L1 transfers in memory_s",
+        memory_s=layers * block.l2_s, peak_memory_bytes=tuple(footprint for _ in cluster.devices),
+        memory_budget_bytes=tuple(chip_budget_bytes(d) for d in cluster.devices),
         extra={"block": block, "timeline": timeline, "energy_j": layers * block.energy_j})
+    if block.placement.notes:  # the busiest chip's reason (more chips or fewer bits), after the over-budget note
+        result = replace(result, notes=f"{result.notes}; {block.placement.notes.removeprefix('infeasible: ')}")
     # the launches of every chip's kernels are fixed time; the accumulation + norm on the root's path is
     # serial (the LM head split by vocabulary rows is parallel work, and stays in compute)
     head_launch = float(cluster.devices[0].kernel_launch_s) if head > 0 else 0.0

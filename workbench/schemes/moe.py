@@ -3,7 +3,7 @@
 Every scheme costs its devices' layers through the operator table's MoE rows (`common.layer_operators`: attention
 rows, an f32 `router` row, FFN rows computing `experts_per_token` experts and streaming the slices of the experts
 the step touches, `common.experts_touched`), so one device, model and workload cost the same here as everywhere.
-Each result's `extra["moe_breakdown"]` splits the step into attention, router, expert streaming, expert misses
+Each result's `detail` (`base.MoEParts`) splits the step into attention, router, expert streaming, expert misses
 (what `io_stall_s` holds) and communication seconds; prefill and decode differ because a prompt of S tokens
 touches the *union* of its tokens' experts (`routing.expected_distinct`), a decode token only its own k.
 
@@ -103,7 +103,15 @@ from workbench.routing import (
     popularity,
 )
 from workbench.schemes import common, engines, moe_traffic
-from workbench.schemes.base import Cluster, SchemeResult, Workload, one_device_takes, register
+from workbench.schemes.base import (
+    Cluster,
+    MoEParts,
+    SchemeResult,
+    Workload,
+    costed,
+    one_device_takes,
+    register,
+)
 from workbench.schemes.pipeline import handoff_time
 
 DLLAMA_SCHEME, PIPELINE_SCHEME, EP_SCHEME = "dllama_allgather_tp", "moe_layer_pipeline", "moe_expert_parallel"
@@ -141,10 +149,10 @@ def group_seconds(seconds: dict[str, float]) -> dict[str, float]:
             "experts_s": sum(seconds.get(n, 0.0) for n in EXPERT_ROWS)}
 
 
-def moe_breakdown(attention: float, router: float, experts: float, misses: float, comm: float) -> dict[str, float]:
-    """The MoE step's parts in seconds (the result's extra["moe_breakdown"])."""
-    return {"attention_s": float(attention), "router_s": float(router), "experts_s": float(experts),
-            "misses_s": float(misses), "comm_s": float(comm)}
+def moe_breakdown(attention: float, router: float, experts: float, misses: float, comm: float,
+                  **more) -> MoEParts:
+    """The MoE step's parts in seconds (the result's `detail`), with `more` of the scheme's own fields."""
+    return MoEParts(float(attention), float(router), float(experts), float(misses), float(comm), **more)
 
 
 # ---- (a) distributed-llama v0.16: TP inside every expert -----------------------------------------------------
@@ -258,35 +266,21 @@ def dllama_memory_bytes(model: TransformerConfig, cluster: Cluster, workload: Wo
     return per
 
 
-def memory_note(need: np.ndarray, cluster: Cluster) -> str:
-    """'' if every device fits its outermost memory, else 'infeasible: ...' naming the worst device."""
-    budget = np.array([d.memory_bytes for d in cluster.devices], dtype=float)
-    over = np.asarray(need, dtype=float) - budget
-    if not np.any(over > 0):
-        return ""
-    i = int(np.argmax(over))
-    return f"infeasible: memory of device {i} ({cluster.devices[i].name}): needs {need[i]:.4g} B, holds {budget[i]:.4g} B"
-
-
 def evaluate_dllama_moe(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """distributed-llama v0.16 on a MoE model: a prefill is one forward of S rows."""
     check_dllama_moe(model, cluster.n)
     f, info = dllama_forward(model, cluster, workload)
     need = dllama_memory_bytes(model, cluster, workload)
-    oom = memory_note(need, cluster)
     arch = "" if model.name.startswith("Qwen3") else "; v0.16 converts Qwen3-MoE only: costed as its graph would run it"
     busiest = cluster.devices[info["busiest"]]
     rows = common.Breakdown(info["busiest"], model.n_layers, tuple(common.cost(busiest, info["rows"])))
-    result = SchemeResult(DLLAMA_SCHEME, PAPER_DLLAMA, workload.phase, f.compute + f.link + f.data,
-                          compute_s=f.compute, comm_link_latency_s=f.link, comm_bytes_s=f.data,
-                          peak_memory_bytes=tuple(map(float, need)),
-                          memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices), oom=bool(oom),
-                          notes="; ".join(x for x in (f"TP inside every expert, F32 router on every node{arch}", oom)
-                                          if x),
-                          extra={"moe_breakdown": info["moe_breakdown"],
-                                 "traffic": dllama_traffic(model, cluster.n, workload.new_tokens,
-                                                           workload.activation_bits, workload.output_head)},
-                          operators=rows)
+    traffic = dllama_traffic(model, cluster.n, workload.new_tokens, workload.activation_bits, workload.output_head)
+    result = costed(DLLAMA_SCHEME, PAPER_DLLAMA, workload.phase, f.compute + f.link + f.data,
+                    tuple(d.name for d in cluster.devices), f"TP inside every expert, F32 router on every node{arch}",
+                    compute_s=f.compute, comm_link_latency_s=f.link, comm_bytes_s=f.data,
+                    peak_memory_bytes=tuple(map(float, need)),
+                    memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
+                    detail=replace(info["moe_breakdown"], traffic=traffic), operators=rows)
     return result.carve(f.fixed, f.serial)
 
 
@@ -446,19 +440,18 @@ def evaluate_layer_pipeline(model: TransformerConfig, cluster: Cluster, workload
     total = {key: sum(s[key] for s in stages) for key in ("attention_s", "router_s", "experts_s", "compute_s",
                                                           "fixed_s", "misses_s", "misses", "expert_bytes")}
     need = tuple(float(s["memory_bytes"]) for s in stages)
-    oom = memory_note(np.array(need), cluster)
     comm = hops * (link_s + bytes_s)
-    result = SchemeResult(
+    result = costed(
         PIPELINE_SCHEME, PAPER_PIPELINE, workload.phase, total["compute_s"] + head + total["misses_s"] + comm,
+        tuple(d.name for d in cluster.devices),
+        f"layers {per_device([s['layers'] for s in stages])}, expert cache "
+        f"{per_device([s['cache'] for s in stages])} of {model.n_experts}, {reads} reads",
         compute_s=total["compute_s"] + head, comm_link_latency_s=hops * link_s, comm_bytes_s=hops * bytes_s,
         io_stall_s=total["misses_s"], peak_memory_bytes=need,
-        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices), oom=bool(oom),
-        notes="; ".join(x for x in (f"layers {per_device([s['layers'] for s in stages])}, expert cache "
-                                    f"{per_device([s['cache'] for s in stages])} of {model.n_experts}, "
-                                    f"{reads} reads", oom) if x),
-        extra={"moe_breakdown": moe_breakdown(total["attention_s"], total["router_s"], total["experts_s"],
-                                              total["misses_s"], comm),
-               "stages": stages, "misses_per_step": total["misses"], "expert_bytes_per_step": total["expert_bytes"]})
+        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
+        detail=moe_breakdown(total["attention_s"], total["router_s"], total["experts_s"], total["misses_s"], comm,
+                             stages=tuple(stages), misses_per_step=float(total["misses"]),
+                             expert_bytes_per_step=float(total["expert_bytes"])))
     busy = {side: sum(s["layers"] * common.layer_time(model, d, workload, bound=side)
                       for s, d in zip(stages, cluster.devices)) for side in common.BOUNDS}
     return result.carve(fixed_s=total["fixed_s"], serial_s=head).split_streaming(
@@ -635,18 +628,16 @@ def evaluate_expert_parallel(model: TransformerConfig, cluster: Cluster, workloa
     link = moe_l * layer["link_s"] + dense_l * layer["dense_link_s"]
     data = moe_l * layer["data_s"] + dense_l * layer["dense_data_s"]
     need = ep_memory_bytes(model, cluster, workload, attention)
-    oom = memory_note(need, cluster)
     fixed = L * max(common.fixed_layer_time(d, common.kernels_per_layer(model)) for d in cluster.devices)
-    result = SchemeResult(
-        EP_SCHEME, PAPER_EP, workload.phase, compute + link + data, compute_s=compute, comm_link_latency_s=link,
-        comm_bytes_s=data, peak_memory_bytes=tuple(map(float, need)),
-        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices), oom=bool(oom),
-        notes="; ".join(x for x in (f"what-if: experts split over {cluster.n}, attention {attention}, slowest "
-                                    f"{layer['slowest_pairs']:.3g} expert-token pairs per layer (mean "
-                                    f"{layer['mean_pairs']:.3g})", oom) if x),
-        extra={"moe_breakdown": moe_breakdown(L * layer["attention_s"], moe_l * layer["router_s"],
-                                              moe_l * layer["experts_s"], 0.0, link + data),
-               "slowest_pairs": layer["slowest_pairs"], "mean_pairs": layer["mean_pairs"]})
+    result = costed(
+        EP_SCHEME, PAPER_EP, workload.phase, compute + link + data, tuple(d.name for d in cluster.devices),
+        f"what-if: experts split over {cluster.n}, attention {attention}, slowest {layer['slowest_pairs']:.3g} "
+        f"expert-token pairs per layer (mean {layer['mean_pairs']:.3g})",
+        compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data, peak_memory_bytes=tuple(map(float, need)),
+        memory_budget_bytes=tuple(float(d.memory_bytes) for d in cluster.devices),
+        detail=moe_breakdown(L * layer["attention_s"], moe_l * layer["router_s"], moe_l * layer["experts_s"], 0.0,
+                             link + data, slowest_pairs=float(layer["slowest_pairs"]),
+                             mean_pairs=float(layer["mean_pairs"])))
     return result.carve(fixed_s=min(fixed, compute - head), serial_s=head)
 
 

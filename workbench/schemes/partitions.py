@@ -33,7 +33,15 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.network import collective_latency
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, one_device_takes, register
+from workbench.schemes.base import (
+    Cluster,
+    SchemeResult,
+    Workload,
+    costed,
+    one_device_takes,
+    over_budget_note,
+    register,
+)
 from workbench.schemes.common import layer_overhead
 
 PAPER = "galaxy"  # the paper whose baselines these are (their rows' paper column)
@@ -161,13 +169,9 @@ def budgets(cluster: Cluster) -> np.ndarray:
 
 
 def first_overflow(need: np.ndarray, cluster: Cluster) -> str:
-    """'' if every device fits, else an 'infeasible: ...' message naming the worst device and bytes."""
-    over = need - budgets(cluster)
-    if not np.any(over > 0):
-        return ""
-    d = int(np.argmax(over))
-    return (f"infeasible: device {d} ({cluster.devices[d].name}) needs {need[d]:.4g} B but its budget is "
-            f"{budgets(cluster)[d]:.4g} B ({over[d]:.4g} B do not fit)")
+    """'' if every device fits its budget (`budgets`), else the over-budget note (`base.over_budget_note`)."""
+    return over_budget_note(tuple(np.asarray(need, dtype=float)), tuple(budgets(cluster)),
+                            tuple(d.name for d in cluster.devices))
 
 
 # ---- collectives --------------------------------------------------------------------------------
@@ -321,13 +325,10 @@ def partition_result(scheme, workload, compute, link, data, memory, cluster, not
     """A SchemeResult with the fixed and serial seconds (counted in `compute`) carved out as components and the
     busiest device's operator rows (`operators`) when the scheme's layer is its devices' fused tables."""
     need = np.asarray(memory, dtype=float)
-    message = first_overflow(need, cluster)
-    result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=compute + link + data,
-                          compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
-                          peak_memory_bytes=tuple(float(m) for m in need),
-                          memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), oom=bool(message),
-                          notes="; ".join(x for x in (notes, message) if x), extra=extra,
-                          operators=operators)
+    result = costed(scheme, PAPER, workload.phase, compute + link + data, tuple(d.name for d in cluster.devices),
+                    notes, compute_s=compute, comm_link_latency_s=link, comm_bytes_s=data,
+                    peak_memory_bytes=tuple(float(m) for m in need),
+                    memory_budget_bytes=tuple(float(b) for b in budgets(cluster)), extra=extra, operators=operators)
     serial = min(float(serial), compute)
     return result.carve(min(float(fixed), compute - serial), serial)
 

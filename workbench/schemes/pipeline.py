@@ -360,7 +360,7 @@ def evaluate_pipeline(model: TransformerConfig, cluster: Cluster, workload: Work
     result = SchemeResult(scheme, PAPER, workload.phase, cost.latency_s, compute_s=compute,
                           comm_link_latency_s=cost.handoff_link_s, comm_bytes_s=cost.handoff_bytes_s,
                           io_stall_s=cost.io_stall_s, peak_memory_bytes=cost.memory_bytes,
-                          memory_budget_bytes=cost.budget_bytes, oom=cost.oom,
+                          memory_budget_bytes=cost.budget_bytes,
                           notes=f"piped ring, layers {plan.label()}", extra={"plan": plan, "cost": cost})
     busy = {side: sum(a * common.layer_time(model, d, workload, bound=side) for a, d in zip(plan.layers,
                                                                                             cluster.devices))

@@ -36,7 +36,7 @@ from workbench.hardware import DeviceSpec
 from workbench.models import TransformerConfig
 from workbench.quantize import FULL_BITS, check_bits
 from workbench.schemes import common
-from workbench.schemes.base import Cluster, SchemeResult, Workload, register
+from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, register
 from workbench.shards import n_shards, shard_record_bytes
 
 PAPER = "sti"
@@ -246,9 +246,8 @@ def _result(scheme: str, model, device, workload, latency, compute, stall, memor
         latency, compute = latency + head, compute + head
         memory += common.weight_bytes(model.vocab_size * model.d_model, workload.weight_bits)
     budget = device.memory_bytes if device.memory else float("inf")
-    result = SchemeResult(scheme=scheme, paper=PAPER, phase=workload.phase, latency_s=latency, compute_s=compute,
-                          io_stall_s=stall, peak_memory_bytes=(memory,), memory_budget_bytes=(budget,),
-                          oom=memory > budget, notes=note, extra=extra)
+    result = costed(scheme, PAPER, workload.phase, latency, (device.name,), note, compute_s=compute,
+                    io_stall_s=stall, peak_memory_bytes=(memory,), memory_budget_bytes=(budget,), extra=extra)
     fixed = model.n_layers * common.fixed_layer_time(device) + (device.kernel_launch_s if head > 0 else 0.0)
     return result.carve(min(fixed, compute))
 

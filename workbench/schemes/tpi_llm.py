@@ -633,7 +633,7 @@ def _steady_block_times(frame, last_token: int) -> dict[str, float]:
 
 
 def scheme_result(scheme: str, paper: str, workload: Workload, latency: float, breakdown: dict, peaks, limits,
-                  oom: bool, notes: str = "", io_is_wait: bool = True, extra: dict | None = None,
+                  notes: str = "", io_is_wait: bool = True, extra: dict | None = None,
                   operators: common.Breakdown | None = None) -> SchemeResult:
     """A SchemeResult from a breakdown dict (wait_s is IO stall, or other time when `io_is_wait` is False)."""
     wait = breakdown.get("wait_s", 0.0)
@@ -642,7 +642,7 @@ def scheme_result(scheme: str, paper: str, workload: Workload, latency: float, b
                         comm_bytes_s=breakdown.get("comm_bytes_s", 0.0),
                         io_stall_s=wait if io_is_wait else breakdown.get("io_s", 0.0),
                         other_s=0.0 if io_is_wait else wait,
-                        peak_memory_bytes=tuple(peaks), memory_budget_bytes=tuple(limits), oom=bool(oom),
+                        peak_memory_bytes=tuple(peaks), memory_budget_bytes=tuple(limits),
                         notes=notes, extra=extra or {}, operators=operators).carve(breakdown.get("fixed_s", 0.0),
                                                               breakdown.get("serial_s", 0.0))
 
@@ -656,7 +656,7 @@ def evaluate_tpi(model: TransformerConfig, cluster: Cluster, workload: Workload,
     latency = run.ttft_s if key == "ttft" else run.token_latency_s
     note = f"{options.allreduce} all-reduce, " + (f"scheduler w={options.window}" if options.scheduler else "no scheduler")
     return scheme_result(scheme, paper, workload, latency, run.breakdown[key], run.peak_memory_bytes,
-                   run.memory_limit_bytes, run.oom, note,
+                   run.memory_limit_bytes, note,
                    io_is_wait=options.scheduler or (options.first_token_loads and key == "ttft"),
                    extra={"run": run, "block_times": run.block_times},
                    operators=_operators(model, cluster, workload, options))

@@ -145,7 +145,8 @@ def device_count_table(config: UserConfig, registry: Registry, counts: Sequence[
         arena = arena_for_config(replace(config, cluster=with_device_count(config.cluster, n)), phases=("decode",),
                                  schemes=names, registry=registry)
         for entry in arena.entries:
-            stages = entry.result.extra.get("stages", ()) if entry.result is not None else ()
+            detail = entry.result.detail if entry.result is not None else None
+            stages = detail.stages if detail is not None else ()
             rows.append({"scheme": entry.scheme, "devices": n, "status": entry.status,
                          "time_per_token_s": entry.result.latency_s if entry.status == "ok" else math.nan,
                          "cached_experts": float(min(s["cache"] for s in stages)) if stages else math.nan,
