@@ -10,7 +10,7 @@ import argparse
 import os
 
 from workbench.engines.dllama import SHAPES, run_dllama
-from workbench.engines.runs import write_runs
+from workbench.engines.runs import read_runs, write_runs
 
 # (version, shape, processes, link Mbit, tbf burst bytes; 0 = LinkShape's default bucket)
 CONFIGS = [(v, s, n, mbit, 0) for v, s in (("v0.4.0", "dense-512x4"), ("v0.16.4", "dense-512x4"),
@@ -28,9 +28,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--contention", default="")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--processes", type=int, nargs="*", default=[2, 4], help="only these process counts")
+    parser.add_argument("--append", action="store_true", help="keep the rows already in --out")
     args = parser.parse_args()
-    rows = []
-    for version, shape, n, mbit, burst in CONFIGS * args.repeats:
+    rows = read_runs(args.out) if args.append else []
+    for version, shape, n, mbit, burst in [c for c in CONFIGS if c[2] in args.processes] * args.repeats:
         got = run_dllama(version, SHAPES[shape], n, mbit, args.tokens, "build/engines/dllama-runs",
                          contention=args.contention, burst_bytes=burst)
         rows += got
