@@ -36,7 +36,8 @@ def test_model_header_reads_back_and_the_file_is_every_tensor(tmp_path, version)
     assert (13 in header) == (version == "v0.16.4")  # v0.4.0 throws on any key past ROPE_THETA
     d, f, v, kv, L = 512, 1024, 512, 256, 4
     q40 = lambda rows, cols: rows * cols // 32 * 18  # noqa: E731
-    weights = v * d * 4 + L * (q40(d, d) * 2 + q40(kv, d) * 2 + q40(f, d) * 2 + q40(d, f) + 2 * d * 4) + d * 4 + q40(v, d)
+    layer = q40(d, d) * 2 + q40(kv, d) * 2 + q40(f, d) * 2 + q40(d, f) + 2 * d * 4
+    weights = v * d * 4 + L * layer + d * 4 + q40(v, d)
     size = struct.unpack("<i", files.model.read_bytes()[4:8])[0]
     assert files.model.stat().st_size == size + weights == dllama_model.model_file_bytes(DENSE, version)
 

@@ -8,16 +8,19 @@ Versions (third_party/distributed-llama/README.md): v0.4.0 (commit e93d1e6, `dll
 
 * v0.4.0 `src/main.cpp`:112: ``🔶 %4d G %4ld ms I %4ld ms T %4ld ms S %6ld kB R %6ld kB`` - position, generation,
   inference and transfer ms, and the root's sent / received bytes of that token floored to kB
-  (`socketPool->getStats`, which resets the counters, `src/socket.cpp`). Prompt tokens run one per forward too
-  (`generate`, :80-96); rows with position < the prompt's token count are prefill.
+  (`SocketPool::getStats` reads and zeroes the counters, `src/socket.cpp@v0.4.0`:211-216). Prompt tokens run one
+  per forward too (`generate`, :80-96); lines with position < the prompt's token count are prefill.
 * v0.16.4 `src/dllama.cpp`:90: ``🔶 Pred%5u ms Sync%5u ms | Sent%6zu kB Recv%6zu kB | piece`` per decode token,
   and :61 ``🔷️ Eval%5u ms Sync%5u ms | Sent%6zu kB Recv%6zu kB | (%d tokens)`` per prompt batch; its summary
-  (:105-115) prints ``tokens/s: X (Y ms/tok)`` for evaluation and prediction.
+  (:100-115) prints ``tokens/s: X (Y ms/tok)`` for evaluation and prediction. `NnNetwork::getStats` reads and
+  zeroes the counters (`src/nn/nn-network.cpp`:524-539).
 
 The log's kB are floored (`sentBytes / 1024`), so the scheme's bytes are held to them at that resolution: the
-predicted bytes floored to kB must equal the logged kB on every token. The log's ms are integers; seconds per token
-is the mean over the decode tokens (v0.4.0 G) or the summary's ms/tok (v0.16.4 prediction), after the first decode
-token (v0.4.0's first line also carries the weights sent at load).
+predicted bytes of a forward floored to kB must equal the logged kB on every forward (`logged_kb`, `predicted_kb`).
+The log's ms are integers: seconds per token is the mean G over the forwards (v0.4.0; its first line also carries
+the weights sent at load and is dropped, as is the first decode line) or the summary's ms/tok (v0.16.4, over every
+token of the phase). Link bytes per token are every process's veth tx counter (/proc/<pid>/net/dev) between the
+first and last decode lines, over the forwards between them: TCP/IP headers and ACKs included.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import subprocess
 import tarfile
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable
@@ -343,8 +346,9 @@ def rows_from_log(log: str, version: str, model: TransformerConfig, processes: i
     measured_link = int(veth.group(1)) / forwards if veth and processes > 1 else None
     host, cpu = host_cpu()
     base = dict(engine=ENGINE, engine_version=version, commit=COMMITS[version],
-                build=f"make {TARGETS[version]} (its Makefile: g++ -O3 -march=native, from third_party/distributed-llama)",
-                host=host, cpu=cpu, date=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+                build=f"make {TARGETS[version]} (its Makefile: g++ -O3 -march=native, from "
+                      "third_party/distributed-llama)",
+                host=host, cpu=cpu, date=datetime.now(UTC).strftime("%Y-%m-%d"),
                 scheme=scheme_for(version, model), shape=model.name, n_layers=model.n_layers, d_model=model.d_model,
                 n_heads=model.n_heads, n_kv_heads=model.n_kv_heads, d_head=model.d_head, d_ff=model.d_ff,
                 vocab_size=model.vocab_size, n_experts=model.n_experts, n_active_experts=model.n_active_experts,
