@@ -157,10 +157,19 @@ def _live_skip_reason() -> str | None:
     return f"building distributed-llama needs {' and '.join(missing)}" if missing else None
 
 
-@pytest.mark.skipif(_live_skip_reason() is not None, reason=str(_live_skip_reason()))
-def test_live_v04_run_over_a_shaped_gigabit_link_logs_the_schemes_bytes_and_cleans_up(tmp_path):
-    binary = dllama.build("v0.4.0", cache=tmp_path / "engines", jobs=2)
+@pytest.fixture(scope="module")
+def v04_binary(tmp_path_factory):
+    """v0.4.0 built from its vendored tarball with its own Makefile, once for the live tests."""
+    reason = _live_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    binary = dllama.build("v0.4.0", cache=tmp_path_factory.mktemp("engines"), jobs=2)
     assert binary.exists()
+    return binary
+
+
+def test_live_v04_run_over_a_shaped_gigabit_link_logs_the_schemes_bytes_and_cleans_up(tmp_path, v04_binary):
+    binary = v04_binary
     log = dllama.run_once("v0.4.0", DENSE, 2, LinkShape(1000.0), 4, tmp_path, binary, timeout_s=60)
     rows = dllama.rows_from_log(log, "v0.4.0", DENSE, 2, LinkShape(1000.0), None, "test")
     assert all(dllama.logged_kb(r) == dllama.predicted_kb(r) for r in rows)
@@ -168,3 +177,46 @@ def test_live_v04_run_over_a_shaped_gigabit_link_logs_the_schemes_bytes_and_clea
     with pytest.raises(WorkbenchError, match="root exited"):
         dllama.run_once("v0.4.0", DENSE, 2, LinkShape(1000.0), 4, tmp_path, tmp_path / "no-such-binary", 30)
     assert not [n for n in list_namespaces() if n.startswith(f"wb{os.getpid()}-")]
+
+
+def _engine_pids(binary: Path) -> list[int]:
+    """Pids of processes running `binary` (argv[0]: `ip netns exec` execs it in place)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "cmdline").read_bytes().split(b"\0")[0] == str(binary).encode():
+                    pids.append(int(proc.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_ctrl_c_mid_run_kills_the_engine_and_removes_the_namespaces(tmp_path, v04_binary):
+    import subprocess
+    import sys
+    import time
+
+    from sigint import restore_default_sigint
+
+    binary = v04_binary
+    script = (f"from pathlib import Path\nfrom workbench.cluster.netns import LinkShape\nfrom workbench.engines import "
+              f"dllama\ndllama.run_once('v0.4.0', dllama.SHAPES['dense-512x4'], 2, LinkShape(1.0), 150, "
+              f"Path({str(tmp_path / 'run')!r}), Path({str(binary)!r}), timeout_s=120)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], preexec_fn=restore_default_sigint,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_engine_pids(binary)) < 2:
+            time.sleep(0.2)  # the worker and the root are up (a 1 Mbit link keeps them busy for minutes)
+        assert len(_engine_pids(binary)) == 2, "the engine's root and worker did not start"
+        assert [n for n in list_namespaces() if n.startswith(f"wb{child.pid}-")]
+        child.send_signal(2)  # SIGINT, as Ctrl-C
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert b"KeyboardInterrupt" in err
+    assert not [n for n in list_namespaces() if n.startswith(f"wb{child.pid}-")]
+    assert _engine_pids(binary) == []
