@@ -15,6 +15,23 @@ Versions (third_party/distributed-llama/README.md): v0.4.0 (commit e93d1e6, `dll
   (:100-115) prints ``tokens/s: X (Y ms/tok)`` for evaluation and prediction. `NnNetwork::getStats` reads and
   zeroes the counters (`src/nn/nn-network.cpp`:524-539).
 
+Time on tbf links (why v0.4.0 at 10 Mbit runs faster than the scheme): every v0.4.0 sync moves data one way
+only - the root writes (`syncUnitBuffer`, `syncMissingSlicesOfSlicedBuffer`: `SocketPool::writeMany`,
+`src/tasks.cpp@v0.4.0`:42-62, 90-115) or reads (`syncSliceOfSlicedBuffer`: `readMany`, :65-88), never both, and a
+worker's reply is computed from what it just read (`src/llama2-tasks.cpp@v0.4.0`:30, 63-65, 138, 158, 195-242).
+On a wire those transfers follow one another, so the scheme's sum of both directions (`sliced_syncs`, star
+broadcasts then star reduces) is the mechanism and stays. v0.16.4's all-gather does send while it receives
+(`syncNodeSlices`: every node `writeMany`s its slice, then `readMany`s the others', `src/nn/nn-network.cpp`:568-600),
+and the scheme already charges it one direction ((n-1) m on the busiest link, `workbench.network._mesh`). What is
+not a wire is tbf: a message smaller than the bucket leaves at veth speed whenever the bucket has refilled, and each
+direction's bucket refills while the other direction carries the reply, so tbf bounds only each direction's mean
+rate (a v0.4.0 token at 10 Mbit: max(root sent, received) / rate, not their sum). No qdisc here paces single
+packets like a wire (netem, fq and cake are not in this kernel; htb is a token bucket too), so those rows measure
+tbf, and the error is stated against the wire the scheme models.
+
+Per-message time: each message is charged the half round trip a ping-pong measured on this namespace path in the
+version's read pattern (`workbench.engines.pingpong`, data/constants/netns_links.toml), apart from these runs.
+
 The log's kB are floored (`sentBytes / 1024`), so the scheme's bytes are held to them at that resolution: the
 predicted bytes of a forward floored to kB must equal the logged kB on every forward (`logged_kb`, `predicted_kb`).
 The log's ms are integers: seconds per token is the mean G over the forwards (v0.4.0; its first line also carries
@@ -39,7 +56,9 @@ from pathlib import Path
 
 from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable
 from workbench.engines.dllama_model import VERSIONS, check_shape, write_files
+from workbench.engines.pingpong import message_overhead_s
 from workbench.engines.runs import EngineRun
+from workbench.engines.timing import LOCK, timing_slot
 from workbench.errors import WorkbenchError, require_int, require_positive
 from workbench.io import project_root
 from workbench.models import TransformerConfig
@@ -50,6 +69,9 @@ COMMITS = {"v0.4.0": "e93d1e6356a5d192f0b81f14dc18f7772affdaf4", "v0.16.4": "e81
 TARGETS = {"v0.4.0": "main", "v0.16.4": "dllama"}  # the Makefile target building the one binary (root and worker)
 PORT = 9998
 PROMPT = "hello world"  # 12 tokens with v0.4.0's BOS and dummy-prefix space; 12 with v0.16.4's BOS
+# The schemes of each version (`scheme_for`). TODO(merge with branch partitions): it folds dllama_moe_tp into
+# dllama_allgather_tp (one v0.16 graph for dense and MoE); set MOE_SCHEME = DENSE_SCHEME then.
+V04_SCHEME, DENSE_SCHEME, MOE_SCHEME = "dllama_root8_tp", "dllama_allgather_tp", "dllama_moe_tp"
 PREDICTION_DEVICE = "this_machine_xeon"  # the counted-kernel preset of this CPU (data/devices/)
 WIRE_BITS = 8.5  # --buffer-float-type q80: partials travel as Q80
 KV_BITS = 32.0  # the KV cache is F32 in both versions
@@ -113,10 +135,10 @@ def prompt_token_count(version: str) -> int:
 
 
 def scheme_for(version: str, model: TransformerConfig) -> str:
-    """The registered scheme that models `version` running `model`."""
+    """The registered scheme that models `version` running `model` (the one place the runs take it from)."""
     if version == "v0.4.0":
-        return "dllama_root8_tp"
-    return "dllama_moe_tp" if model.is_moe else "dllama_allgather_tp"
+        return V04_SCHEME
+    return MOE_SCHEME if model.is_moe else DENSE_SCHEME
 
 
 def predicted_root_bytes(version: str, model: TransformerConfig, n: int, rows: int = 1) -> tuple[float, float]:
@@ -173,16 +195,18 @@ def row_model(row: EngineRun) -> TransformerConfig:
                              n_active_experts=row.n_active_experts)
 
 
-def prediction_cluster(n: int, link_mbit: float):
-    """n single-thread processes of this CPU's preset on a switch whose ports run at the shaped rate (no latency
-    or per-message time: the namespaces add none by design, and none is fitted for this engine)."""
+def prediction_cluster(n: int, link_mbit: float, version: str):
+    """n single-thread processes of this CPU's preset on a switch whose ports run at the shaped rate, each message
+    charged the per-message time measured for `version`'s read pattern on this namespace path
+    (`pingpong.message_overhead_s`, data/constants/netns_links.toml; measured apart, not fitted on these runs)."""
     from workbench.engines.campaign import with_threads
     from workbench.hardware import load_device
     from workbench.network import Link, Topology
     from workbench.schemes.base import Cluster
 
     device = with_threads(load_device(PREDICTION_DEVICE), 1)
-    link = Link(mbps_to_bytes_per_s(link_mbit), 0.0, name=f"tbf_{link_mbit:g}mbit")
+    link = Link(mbps_to_bytes_per_s(link_mbit), 0.0, name=f"tbf_{link_mbit:g}mbit",
+                message_overhead_s=message_overhead_s(version))
     return Cluster((device,) * n, Topology("switch", n, link), shared_machine=device)
 
 
@@ -192,7 +216,7 @@ def predict(version: str, model: TransformerConfig, n: int, link_mbit: float, kv
 
     workload = Workload("decode", seq_len=kv_len, kv_len=kv_len, weight_bits=4.5, activation_bits=WIRE_BITS,
                         kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
-    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit), workload)
+    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit, version), workload)
 
 
 def predict_prefill(version: str, model: TransformerConfig, n: int, link_mbit: float, tokens: int):
@@ -201,7 +225,31 @@ def predict_prefill(version: str, model: TransformerConfig, n: int, link_mbit: f
 
     workload = Workload("prefill", seq_len=tokens, kv_len=tokens, weight_bits=4.5, activation_bits=WIRE_BITS,
                         kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
-    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit), workload)
+    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit, version), workload)
+
+
+def predicted_time(version: str, model: TransformerConfig, n: int, link_mbit: float, phase: str,
+                   tokens: int) -> tuple[float, float]:
+    """(seconds per token, communication share) the scheme predicts for a phase of `tokens` tokens: decode at the
+    mean cache length of `tokens` forwards after the prompt, prefill of `tokens` prompt rows."""
+    prompt = prompt_token_count(version)
+    if phase == "decode":
+        pred = predict(version, model, n, link_mbit, prompt + tokens // 2)
+        seconds = float(pred.latency_s)
+    else:
+        pred = predict_prefill(version, model, n, link_mbit, tokens)
+        seconds = float(pred.latency_s) / tokens
+    return seconds, float((pred.comm_bytes_s + pred.comm_link_latency_s) / pred.latency_s)
+
+
+def repredicted(row: EngineRun) -> EngineRun:
+    """A stored row with its prediction (and, for v0.16.4, the model's comm share) from the current model."""
+    from dataclasses import replace
+
+    seconds, comm = predicted_time(row.engine_version, row_model(row), row.processes, row.link_mbit, row.phase,
+                                   row.tokens)
+    return replace(row, predicted_seconds_per_token=seconds,
+                   comm_share=row.comm_share if row.engine_version == "v0.4.0" else min(comm, 1.0))
 
 
 def build(version: str, cache: Path | None = None, jobs: int = 1) -> Path:
@@ -356,7 +404,8 @@ def rows_from_log(log: str, version: str, model: TransformerConfig, processes: i
                 contention=contention)
     where = (f"tbf {link.rate_mbit:g} Mbit, burst {link.burst} B per port; root log, {prompt} prompt tokens; "
              f"predicted: {scheme_for(version, model)} on {PREDICTION_DEVICE} x {processes} (1 thread each), a switch "
-             "at the shaped rate, no latency or per-message time")
+             f"at the shaped rate, {message_overhead_s(version) * 1e6:.1f} us per message (measured ping-pong, "
+             "data/constants/netns_links.toml), no wire latency")
     out = []
     for phase, got in (("decode", decode), ("prefill", prefill)):
         sent_kb, recv_kb = _same_kb(got, version, phase)
@@ -368,17 +417,12 @@ def rows_from_log(log: str, version: str, model: TransformerConfig, processes: i
         else:
             seconds = sum(t.total_ms for t in got) / len(got) / 1000
             how = "the mean of the logged per-token G ms (src/main.cpp@v0.4.0:112)"
-        if phase == "decode":
-            pred = predict(version, model, processes, link.rate_mbit, prompt + len(got) // 2)
-            pred_s = float(pred.latency_s)
-        else:
-            pred = predict_prefill(version, model, processes, link.rate_mbit, prompt - 1)
-            pred_s = float(pred.latency_s) / (prompt - 1)
+        pred_s, model_comm = predicted_time(version, model, processes, link.rate_mbit, phase, tokens)
         if version == "v0.4.0":  # T: the root's transfer ms of the forward (src/main.cpp@v0.4.0:82-83)
             comm = sum(t.sync_ms for t in got) / max(sum(t.total_ms for t in got), 1)
             comm_how = "logged T / G ms"
         else:  # integer Sync ms, 0 on most decode tokens here: the model's share
-            comm = (pred.comm_bytes_s + pred.comm_link_latency_s) / pred.latency_s
+            comm = model_comm
             comm_how = "the model's (v0.16.4 logs integer Sync ms)"
         per = tokens if batched else 1
         link_how = (f"every process's veth tx (TCP/IP headers and ACKs included, /proc/<pid>/net/dev) between the "
@@ -415,8 +459,13 @@ def run_dllama(version: str, shape: TransformerConfig, processes: int = 2, link_
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     link = LinkShape(link_mbit, burst_bytes)
-    log = run_once(version, shape, processes, link, tokens, out, binary)
-    load = os.getloadavg()[0]
+    with timing_slot() as load_before:
+        log = run_once(version, shape, processes, link, tokens, out, binary)
+        load = max(load_before, os.getloadavg()[0])
+    spin = ("v0.16.4: root and workers spin on non-blocking sockets (src/app.cpp:46, 286-288)" if version == "v0.16.4"
+            else "v0.4.0: the workers spin on reads, the root blocks (src/socket.cpp@v0.4.0:53-83, 181-210)")
+    over = "oversubscribed" if processes > (os.cpu_count() or 1) else "one vCPU each"
     return rows_from_log(log, version, shape, processes, link, load,
-                         contention or f"{processes} processes x 1 thread on {os.cpu_count()} vCPUs; other "
-                                       "helpers' niced jobs ran beside them (not paused)")
+                         f"{processes} processes x 1 thread on {os.cpu_count()} vCPUs ({over}; {spin}); "
+                         f"{contention or 'other helpers not paused'}; 1-min load {load_before:.2f} before, "
+                         f"{os.getloadavg()[0]:.2f} after; timing lock {LOCK} held")
