@@ -78,13 +78,16 @@ def summarise(version: str, message_bytes: int, link_mbit: float, round_trips_ns
                     half[int(0.9 * (len(half) - 1))])
 
 
-def measure(version: str, message_bytes: int = 64, rounds: int = 4000, link_mbit: float = 1000.0) -> PingPong:
+def measure(version: str, message_bytes: int = 64, rounds: int = 4000, link_mbit: float = 1000.0,
+            gap_us: int = 0) -> PingPong:
     """Ping-pong `rounds` messages between two namespaces on the bridge (root = client in namespace 0, worker =
-    server in namespace 1), read modes of `version`; everything torn down afterwards."""
+    server in namespace 1, busy for `gap_us` before each reply, subtracted), read modes of `version`; everything
+    torn down afterwards."""
     if version not in MODES:
         raise WorkbenchError(f"version must be one of {', '.join(MODES)}, got {version!r}")
     require_int("message_bytes", message_bytes, low=1, high=1 << 20)
     require_int("rounds", rounds, low=10, high=10**6)
+    require_int("gap_us", gap_us, low=0, high=10**6)
     binary = build()
     root_mode, worker_mode = MODES[version]
     net = ShapedNetwork(2, LinkShape(link_mbit))
@@ -92,14 +95,14 @@ def measure(version: str, message_bytes: int = 64, rounds: int = 4000, link_mbit
     try:
         net.setup()
         procs.append(subprocess.Popen(net.command_prefix(1) + [str(binary), "server", str(PORT), str(message_bytes),
-                                                               str(rounds), worker_mode]))
+                                                               str(rounds), worker_mode, str(gap_us)]))
         time.sleep(0.3)
         client = subprocess.run(net.command_prefix(0) + [str(binary), "client", net.address(1), str(PORT),
                                                          str(message_bytes), str(rounds), root_mode],
                                 capture_output=True, text=True, timeout=120)
         if client.returncode != 0:
             raise WorkbenchError(f"ping-pong client exited {client.returncode}: {client.stderr.strip()[-300:]}")
-        return summarise(version, message_bytes, link_mbit, [int(x) for x in client.stdout.split()])
+        return summarise(version, message_bytes, link_mbit, [int(x) - gap_us * 1000 for x in client.stdout.split()])
     finally:
         for p in procs:
             if p.poll() is None:

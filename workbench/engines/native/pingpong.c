@@ -2,7 +2,8 @@
  * send() and recv() looped until the whole buffer is through. "blocking": blocking sockets, as v0.4.0's
  * Socket::read / Socket::write (src/socket.cpp@v0.4.0:21-60, 239-250). "spin": non-blocking sockets retried on
  * EAGAIN in a busy loop, as v0.16.4's turbo mode (src/nn/nn-network.cpp:34-45, 84-128, 399-403).
- *   pingpong server <port> <bytes> <rounds> <blocking|spin>
+ *   pingpong server <port> <bytes> <rounds> <blocking|spin> [gap_us]   (gap: busy work before each reply, as a
+ *                                                                     worker computes its slice before it answers)
  *   pingpong client <host> <port> <bytes> <rounds> <blocking|spin>  -> prints one line per round: ns of the round trip
  */
 #include <arpa/inet.h>
@@ -18,6 +19,12 @@
 #include <unistd.h>
 
 static int spin = 0;
+
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 static void setup(int fd) {
     int one = 1;
@@ -43,15 +50,11 @@ static void get(int fd, char *p, size_t n) {
     }
 }
 
-static long long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 int main(int argc, char **argv) {
     if (argc < 6) { fprintf(stderr, "usage: see the header\n"); return 1; }
     int server = strcmp(argv[1], "server") == 0;
+    if (argc < (server ? 6 : 7)) { fprintf(stderr, "usage: see the header\n"); return 1; }
     int a = server ? 2 : 3;
     int port = atoi(argv[a]);
     size_t bytes = (size_t)atol(argv[a + 1]);
@@ -70,7 +73,12 @@ int main(int argc, char **argv) {
         if (bind(ls, (struct sockaddr *)&addr, sizeof(addr)) || listen(ls, 1)) { perror("bind"); return 2; }
         fd = accept(ls, NULL, NULL);
         setup(fd);
-        for (int i = 0; i < rounds; i++) { get(fd, buf, bytes); put(fd, buf, bytes); }
+        long long gap_ns = argc > 6 ? atol(argv[6]) * 1000LL : 0;
+        for (int i = 0; i < rounds; i++) {
+            get(fd, buf, bytes);
+            for (long long t0 = now_ns(); gap_ns > 0 && now_ns() - t0 < gap_ns;) {}
+            put(fd, buf, bytes);
+        }
         return 0;
     }
     fd = socket(AF_INET, SOCK_STREAM, 0);
