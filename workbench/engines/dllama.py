@@ -29,6 +29,10 @@ rate (a v0.4.0 token at 10 Mbit: max(root sent, received) / rate, not their sum)
 packets like a wire (netem, fq and cake are not in this kernel; htb is a token bucket too), so those rows measure
 tbf, and the error is stated against the wire the scheme models.
 
+Each run holds the timing lock and waits for the llama.cpp-RPC helper's workers to end (`workbench.engines.timing`);
+its row states the 1-minute load before and after and what shared the vCPUs (v0.16.4's root and workers, and
+v0.4.0's workers, spin on their sockets: a 2-process run keeps both vCPUs busy).
+
 Per-message time: each message is charged the half round trip a ping-pong measured on this namespace path in the
 version's read pattern (`workbench.engines.pingpong`, data/constants/netns_links.toml), apart from these runs.
 
