@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from dataclasses import replace
 
 from workbench.engines.dllama import SHAPES, repredicted, run_dllama
@@ -35,6 +36,11 @@ def _kept(row):
     per_message = f"{message_overhead_s(row.engine_version) * 1e6:.1f} us per message"
     method = row.method.replace("no latency or per-message time", f"{per_message} (measured ping-pong, "
                                 "data/constants/netns_links.toml), no wire latency (prediction recomputed after the run)")
+    method = re.sub(r"[0-9.]+ us per message \(measured", f"{per_message} (measured", method)
+    if "us per message" not in method:
+        method += (f"; predicted (recomputed after the run): {row.scheme} on this_machine_xeon x {row.processes} (1 "
+                   f"thread each), a switch at the shaped rate, {per_message} (measured ping-pong, "
+                   "data/constants/netns_links.toml), no wire latency")
     return replace(repredicted(row), contention=contention, method=method)
 
 
