@@ -3,7 +3,7 @@ shaped links (`workbench.cluster.netns`), its per-token log parsed into `EngineR
 `dllama_*` scheme's prediction.
 
 Versions (third_party/distributed-llama/README.md): v0.4.0 (commit e93d1e6, `dllama_root8_tp`) built with
-`make main`, and v0.16.4 (commit e819dc6, `dllama_allgather_tp`, and `dllama_moe_tp` for Qwen3-MoE) built with
+`make main`, and v0.16.4 (commit e819dc6, `dllama_allgather_tp`, dense and Qwen3-MoE) built with
 `make dllama`. Log lines, per decode token:
 
 * v0.4.0 `src/main.cpp`:112: ``🔶 %4d G %4ld ms I %4ld ms T %4ld ms S %6ld kB R %6ld kB`` - position, generation,
@@ -66,6 +66,8 @@ from workbench.engines.timing import LOCK, timing_slot
 from workbench.errors import WorkbenchError, require_int, require_positive
 from workbench.io import project_root
 from workbench.models import TransformerConfig
+from workbench.schemes.base import spec_of
+from workbench.schemes.engines import scheme_for_version
 from workbench.units import mbps_to_bytes_per_s
 
 ENGINE = "distributed-llama"
@@ -73,9 +75,6 @@ COMMITS = {"v0.4.0": "e93d1e6356a5d192f0b81f14dc18f7772affdaf4", "v0.16.4": "e81
 TARGETS = {"v0.4.0": "main", "v0.16.4": "dllama"}  # the Makefile target building the one binary (root and worker)
 PORT = 9998
 PROMPT = "hello world"  # 12 tokens with v0.4.0's BOS and dummy-prefix space; 12 with v0.16.4's BOS
-# The schemes of each version (`scheme_for`). TODO(merge with branch partitions): it folds dllama_moe_tp into
-# dllama_allgather_tp (one v0.16 graph for dense and MoE); set MOE_SCHEME = DENSE_SCHEME then.
-V04_SCHEME, DENSE_SCHEME, MOE_SCHEME = "dllama_root8_tp", "dllama_allgather_tp", "dllama_moe_tp"
 PREDICTION_DEVICE = "this_machine_xeon"  # the counted-kernel preset of this CPU (data/devices/)
 WIRE_BITS = 8.5  # --buffer-float-type q80: partials travel as Q80
 KV_BITS = 32.0  # the KV cache is F32 in both versions
@@ -139,10 +138,12 @@ def prompt_token_count(version: str) -> int:
 
 
 def scheme_for(version: str, model: TransformerConfig) -> str:
-    """The registered scheme that models `version` running `model` (the one place the runs take it from)."""
-    if version == "v0.4.0":
-        return V04_SCHEME
-    return MOE_SCHEME if model.is_moe else DENSE_SCHEME
+    """The registered scheme that models `version` running `model` (the one place the runs take it from): the
+    catalogue's scheme of that release (`schemes.engines.scheme_for_version`; v0.16's one graph costs dense and MoE)."""
+    scheme = scheme_for_version(version)
+    if model.is_moe and not spec_of(scheme).moe:
+        raise WorkbenchError(f"version {version} runs no mixture of experts here ({scheme}: {spec_of(scheme).no_moe})")
+    return scheme
 
 
 def predicted_root_bytes(version: str, model: TransformerConfig, n: int, rows: int = 1) -> tuple[float, float]:
