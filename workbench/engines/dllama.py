@@ -155,7 +155,7 @@ def predicted_root_bytes(version: str, model: TransformerConfig, n: int, rows: i
         return 0.0, 0.0
     if version == "v0.4.0":
         require_int("rows", rows, low=1, high=1)
-        b = engines.node_bytes_per_token("dllama_root8_tp", model, n, WIRE_BITS)
+        b = engines.node_bytes_per_token(scheme_for_version(version), model, n, WIRE_BITS)
         return b["root_sends"], b["root_receives"]
     t = moe.dllama_traffic(model, n, rows, WIRE_BITS)
     return t["root_sent"], t["root_received"]
@@ -169,7 +169,7 @@ def predicted_link_bytes(version: str, model: TransformerConfig, n: int, rows: i
     if n == 1:
         return 0.0
     if version == "v0.4.0":  # a star through the root: the workers send only to the root
-        b = engines.node_bytes_per_token("dllama_root8_tp", model, n, WIRE_BITS)
+        b = engines.node_bytes_per_token(scheme_for_version(version), model, n, WIRE_BITS)
         return b["root_sends"] + b["root_receives"]
     t = moe.dllama_traffic(model, n, rows, WIRE_BITS)
     return t["root_sent"] + (n - 1) * t["worker_sent"]
