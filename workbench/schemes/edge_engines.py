@@ -5,16 +5,14 @@
   exceeds il / (L + 1), the output layer in slot L; the splits are each device's free memory or
   `--tensor-split`, option `[schemes.llamacpp] tensor_split = "3,1,1,1"`). Device 0 is the client: it embeds
   (the input layer stays on the host) and runs its own layers locally; every other device is an RPC server the
-  client drives one synchronous command at a time (ggml-org/ggml `src/ggml-rpc/ggml-rpc.cpp`@d99724f2):
-  per token and server holding layers, `RPC_CMD_SET_TENSOR` of the split's input (:486-510, no reply),
-  `RPC_CMD_GRAPH_RECOMPUTE` (:722-745: the decode graph is reused; a 4-byte request, no reply), and
-  `RPC_CMD_GET_TENSOR` of its output (:512-520: request, then the data back). Servers never talk to each
-  other: `cpy_tensor` between two servers returns false (:522-541), so every hand-off goes up to the client and
-  down again. A request is 1 command byte + an 8-byte size + its body (:314-331); a tensor is named by a packed
-  `rpc_tensor` of 296 bytes (:35-51 with GGML_MAX_DIMS 4, GGML_MAX_OP_PARAMS 64, GGML_MAX_SRC 10,
-  GGML_MAX_NAME 64, `include/ggml.h`:222-229). The last server's output is the logits (vocab F32 values of the
-  last row). So the client handles 4 messages per server per token, the per-message cost that grows with
-  every board (llama.cpp PR #16020's "every device you add, it gets worse").
+  client drives through one command queue per server (llama.cpp 0c1e57098, ggml/src/ggml-rpc/ggml-rpc.cpp):
+  per token and server holding layers, one `RPC_CMD_SET_TENSOR` per tensor the scheduler copies into its split
+  (hidden states and graph inputs: `server_inputs`), `RPC_CMD_GRAPH_RECOMPUTE` (the decode graph is reused),
+  and `RPC_CMD_GET_TENSOR` of what the next split needs (the logits on the output device); `rpc_traffic` has
+  the file:line of each. A request is 1 command byte + an 8-byte size + its body, sent in three `send()`s with
+  TCP_NODELAY; a tensor is named by a packed `rpc_tensor` of 296 bytes (ggml-rpc.cpp:39-57). Servers never
+  talk to each other, so every hand-off goes up to the client and down again: the per-message cost that grows
+  with every board (llama.cpp PR #16020's "every device you add, it gets worse").
 * ``exo_pipeline`` - exo's pipeline placement (exo-explore/exo `src/exo/master/placement_utils.py`,
   `allocate_layers_proportionally`: layers by each node's share of available RAM, largest remainder, at least
   one layer a node), costed by `workbench.schemes.pipeline.evaluate_pipeline` (hand-offs node to node, the
@@ -27,7 +25,9 @@
   the whole head (instead of Megatron's vocabulary split and its all-gather).
 
 Assumed: the hidden state between llama.cpp splits travels as F32 (4 bytes a value, llama.cpp's residual stream
-type); a prefill's graph is costed as a recompute too (the first graph's `rpc_tensor` list is not counted).
+type); a prefill's graph is costed as a recompute too: the whole graph (`RPC_CMD_GRAPH_COMPUTE`, 296 bytes a
+tensor, ggml-rpc.cpp:1010-1040) that llama.cpp sends whenever the graph changes (every prompt after a decode) is
+not counted, nor are TCP's pure ACKs.
 """
 
 from __future__ import annotations
@@ -55,6 +55,10 @@ RPC_TENSOR_BYTES = 296  # packed struct rpc_tensor (derived: ggml-rpc.cpp:35-51 
 RPC_HEADER_BYTES = 1 + 8  # command byte + uint64 request size (quoted: ggml-rpc.cpp:314)
 RPC_REPLY_HEADER_BYTES = 8  # uint64 response size (quoted: ggml-rpc.cpp:315)
 F32_BYTES = 4  # the hidden state and logits between splits (assumed: llama.cpp's F32 residual stream)
+F16_BYTES = 2  # the KQ mask with flash attention (quoted: llama-graph.cpp:982; flash attention auto is on for CPU)
+OUTPUT_ROWS = 1  # rows whose logits a pass returns: the last token's (llama-cpp-python and llama-bench ask for one)
+MSS_BYTES = 1448  # TCP payload a segment on a 1500-byte MTU with timestamps (derived: 1500 - 20 IPv4 - 32 TCP)
+FRAME_BYTES = 14 + 20 + 32  # Ethernet + IPv4 + TCP-with-timestamps headers a packet (derived: RFC 894/791/7323)
 
 
 # ---- llama.cpp: which device holds which layer ------------------------------------------------------
@@ -109,35 +113,108 @@ def memory_split(model: TransformerConfig, cluster: Cluster, workload: Workload)
 
 @dataclass(frozen=True)
 class RpcTraffic:
-    """What the client sends and receives per pass: endpoint messages, bytes, and their seconds."""
+    """What the client sends and receives per pass: RPC commands, payload bytes (what ggml-rpc writes to the
+    socket), the same on the wire (payload plus each data segment's headers; no pure ACKs), and their seconds."""
 
     messages: int
     sent_bytes: float
     received_bytes: float
     link_s: float
     bytes_s: float
+    sent_wire_bytes: float = 0.0
+    received_wire_bytes: float = 0.0
+
+    @property
+    def payload_bytes(self) -> float:
+        """RPC bytes both ways per pass: what every link carries less TCP/IP/Ethernet headers and ACKs."""
+        return self.sent_bytes + self.received_bytes
+
+
+def kv_window(workload: Workload) -> int:
+    """Cache cells a step's KQ mask spans (`n_kv`): the used cells padded to 256, at least 256 (llama.cpp
+    src/llama-kv-cache.cpp:1260-1274 get_n_kv at 0c1e57098; the cache itself is n_ctx padded to 256,
+    src/llama-context.cpp:290, assumed at least that large)."""
+    used = workload.attended if workload.phase == "decode" else workload.seq_len
+    return max(256, -(-used // 256) * 256)
+
+
+def segments(size: int) -> int:
+    """TCP segments one `send()` of `size` bytes takes: ggml-rpc sets TCP_NODELAY (ggml/src/ggml-rpc/
+    transport.cpp:692) and writes a command's byte, size and body in three sends (ggml-rpc.cpp:305-320), so
+    nothing is coalesced; MSS_BYTES a segment."""
+    return max(1, -(-size // MSS_BYTES))
+
+
+def _request(body: int) -> tuple[int, int]:
+    """(payload, wire bytes) of one request: command byte + uint64 size + body, three sends."""
+    payload = RPC_HEADER_BYTES + body
+    return payload, payload + FRAME_BYTES * (segments(1) + segments(8) + (segments(body) if body else 0))
+
+
+def _reply(body: int) -> tuple[int, int]:
+    """(payload, wire bytes) of one reply: uint64 size + body, two sends (ggml-rpc.cpp:1855-1860 send_msg)."""
+    payload = RPC_REPLY_HEADER_BYTES + body
+    return payload, payload + FRAME_BYTES * (segments(8) + segments(body))
+
+
+def server_inputs(model: TransformerConfig, workload: Workload, holds_layers: bool, holds_last_layer: bool,
+                  act_tensors: int) -> tuple[int, ...]:
+    """Bytes of each tensor `ggml_backend_sched` copies into a server's split per pass (one SET_TENSOR each;
+    ggml/src/ggml-backend.cpp:1297- pass 5 and the graph inputs flagged GGML_TENSOR_FLAG_INPUT): `act_tensors`
+    hidden states (F32); where the server runs repeating layers, the graph inputs its attention reads: positions
+    (I32, llama-graph.cpp build_inp_pos), the cache's K and V row indices (I64 each, src/llama-kv-cache.cpp:1422,
+    1436) and the KQ mask (F16 with flash attention, n_kv x tokens, llama-graph.cpp:982); the output row ids (I32,
+    llama-graph.cpp build_inp_out_ids) where it runs the last layer (src/models/llama.cpp:174-176)."""
+    n = workload.new_tokens
+    rows = n if holds_layers else OUTPUT_ROWS
+    out = [rows * model.d_model * F32_BYTES] * act_tensors
+    if holds_layers:
+        out += [4 * n, 8 * n, 8 * n, kv_window(workload) * n * F16_BYTES]
+        if holds_last_layer:
+            out.append(4 * OUTPUT_ROWS)
+    return tuple(out)
 
 
 def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, layers, last: int) -> RpcTraffic:
-    """Per pass, for each server (device >= 1) holding layers: SET_TENSOR of its input, GRAPH_RECOMPUTE,
-    GET_TENSOR of its output (the logits on the output device), each a point-to-point message."""
-    act = workload.new_tokens * model.d_model * F32_BYTES
-    logits = model.vocab_size * F32_BYTES if workload.output_head and model.is_decoder else act
-    sent = received = link = data = 0.0
+    """Per pass, for each server (device >= 1) holding layers or the output layer, as llama.cpp 0c1e57098 runs a
+    decode step whose graph is reused (measured: data/engines/llamacpp_rpc_runs.csv): one `RPC_CMD_SET_TENSOR`
+    per input tensor (`server_inputs`; body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no
+    reply), `RPC_CMD_GRAPH_RECOMPUTE` (ggml-rpc.cpp:1044-1049, a 4-byte device, no reply), and one
+    `RPC_CMD_GET_TENSOR` per tensor the next split needs (body rpc_tensor + offset + size, reply the data;
+    ggml-rpc.cpp:977-983): the logits on the output device. A server's split starts with two hidden states when it
+    runs repeating layers (the residual and the next layer's RMS norm, which has no weight and so stays on the
+    producing backend: ggml-backend.cpp:1124-1160 pass 2), with one (the final norm's input) when it holds only
+    the output layer. Servers never talk to each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770),
+    so every hand-off goes up to the client and down again."""
+    logits = OUTPUT_ROWS * model.vocab_size * F32_BYTES if workload.output_head and model.is_decoder else 0
+    n_layers = sum(layers)
+    holders = [i for i in range(1, len(layers)) if layers[i] or i == last]
+    first_layer = np.concatenate([[0], np.cumsum(layers)])
+    sent = received = sent_wire = received_wire = link = data = 0.0
     messages = 0
-    for i, a in enumerate(layers):
-        if i == 0 or a == 0:
-            continue
-        out = logits if i == last else act
-        sizes_up = (RPC_HEADER_BYTES + RPC_TENSOR_BYTES + 8 + act,  # set_tensor: tensor, offset, data
-                    RPC_HEADER_BYTES + 4,  # graph_recompute: device
-                    RPC_HEADER_BYTES + RPC_TENSOR_BYTES + 16)  # get_tensor: tensor, offset, size
-        down = RPC_REPLY_HEADER_BYTES + out
-        for size in (*sizes_up, down):
-            a_s, b_s = handoff_time(cluster, size)
+    for k, i in enumerate(holders):
+        runs_last = layers[i] > 0 and first_layer[i] + layers[i] == n_layers
+        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, 2 if layers[i] else 1)
+        requests = [_request(RPC_TENSOR_BYTES + 1 + 8 + size) for size in inputs]
+        requests.append(_request(4))
+        if i == last:
+            outputs = [logits] if logits else []
+        else:
+            following = holders[k + 1] if k + 1 < len(holders) else None
+            nxt = 2 if following is not None and layers[following] else 1
+            rows = workload.new_tokens if following is not None and layers[following] else OUTPUT_ROWS
+            outputs = [rows * model.d_model * F32_BYTES] * nxt
+        requests += [_request(RPC_TENSOR_BYTES + 16) for _ in outputs]
+        replies = [_reply(size) for size in outputs]
+        for payload, wire in (*requests, *replies):
+            a_s, b_s = handoff_time(cluster, wire)
             link, data = link + a_s, data + b_s
-        sent, received, messages = sent + sum(sizes_up), received + down, messages + 4
-    return RpcTraffic(messages, sent, received, link, data)
+        sent += sum(p for p, _ in requests)
+        sent_wire += sum(w for _, w in requests)
+        received += sum(p for p, _ in replies)
+        received_wire += sum(w for _, w in replies)
+        messages += len(requests) + len(replies)
+    return RpcTraffic(messages, sent, received, link, data, sent_wire, received_wire)
 
 
 @dataclass(frozen=True)
