@@ -47,7 +47,6 @@ from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,
     evaluate_pipeline,
-    handoff_time,
     plan_cost,
 )
 
@@ -181,11 +180,16 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     per input tensor (`server_inputs`; body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no
     reply), `RPC_CMD_GRAPH_RECOMPUTE` (ggml-rpc.cpp:1044-1049, a 4-byte device, no reply), and one
     `RPC_CMD_GET_TENSOR` per tensor the next split needs (body rpc_tensor + offset + size, reply the data;
-    ggml-rpc.cpp:977-983): the logits on the output device. A server's split starts with two hidden states when it
-    runs repeating layers (the residual and the next layer's RMS norm, which has no weight and so stays on the
-    producing backend: ggml-backend.cpp:1124-1160 pass 2), with one (the final norm's input) when it holds only
-    the output layer. Servers never talk to each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770),
-    so every hand-off goes up to the client and down again."""
+    ggml-rpc.cpp:977-983): the logits on the output device. The first server's split starts with two hidden
+    states when the client ran layers: the scheduler's pass 2 (ggml-backend.cpp:1124-1168) expands the RPC
+    backend up over the weightless ops before its first weight and skips the CPU, so the server runs the client's
+    last residual add and takes both its operands (the FFN output and the residual). Between two servers one
+    hidden state travels, and one (the last row) to a server holding only the output layer: measured at this
+    commit with the server's GGML_RPC_DEBUG log (data/engines/llamacpp_rpc_runs.csv, 3 processes), where the
+    pass-2 reading alone (expand down gives the producer the next norm) would send two. Servers never talk to each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770),
+    so every hand-off goes up to the client and down again. Seconds: every wire byte once at the link's rate,
+    and a round trip of wire latency per GET_TENSOR (the only command waited for); no per-message endpoint time
+    (assumed: the fitted `message_overhead` is jax/gloo's, not ggml-rpc's raw socket writes)."""
     logits = OUTPUT_ROWS * model.vocab_size * F32_BYTES if workload.output_head and model.is_decoder else 0
     n_layers = sum(layers)
     holders = [i for i in range(1, len(layers)) if layers[i] or i == last]
@@ -194,21 +198,23 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     messages = 0
     for k, i in enumerate(holders):
         runs_last = layers[i] > 0 and first_layer[i] + layers[i] == n_layers
-        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, 2 if layers[i] else 1)
+        from_client = k == 0 and layers[0] > 0 and layers[i] > 0
+        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, 2 if from_client else 1)
         requests = [_request(RPC_TENSOR_BYTES + 1 + 8 + size) for size in inputs]
         requests.append(_request(4))
         if i == last:
             outputs = [logits] if logits else []
         else:
             following = holders[k + 1] if k + 1 < len(holders) else None
-            nxt = 2 if following is not None and layers[following] else 1
             rows = workload.new_tokens if following is not None and layers[following] else OUTPUT_ROWS
-            outputs = [rows * model.d_model * F32_BYTES] * nxt
+            outputs = [rows * model.d_model * F32_BYTES]
         requests += [_request(RPC_TENSOR_BYTES + 16) for _ in outputs]
         replies = [_reply(size) for size in outputs]
-        for payload, wire in (*requests, *replies):
-            a_s, b_s = handoff_time(cluster, wire)
-            link, data = link + a_s, data + b_s
+        # the requests are queued without waiting (send_async, ggml-rpc.cpp:434-442); each GET_TENSOR's reply is
+        # waited for: one round trip each, every byte once through the client's shaped port
+        topo = cluster.topology
+        link += len(outputs) * 2 * topo.path_hops * topo.link.latency_s
+        data += sum(w for _, w in (*requests, *replies)) / topo.link.bandwidth_bytes_per_s
         sent += sum(p for p, _ in requests)
         sent_wire += sum(w for _, w in requests)
         received += sum(p for p, _ in replies)
