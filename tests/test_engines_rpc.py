@@ -4,11 +4,22 @@ the llamacpp_rpc scheme, one short live run and the teardown on SIGINT."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+from workbench.engines.rpc import RUNS_CSV, WIRE_CSV, RpcConfig, offload, phase_bytes, predict
+from workbench.engines.rpc_worker import parse_net_dev
 from workbench.engines.runs import COLUMNS, EngineRun, read_runs, runs_csv, write_runs
 from workbench.errors import WorkbenchError
+from workbench.schemes.edge_engines import FRAME_BYTES, llamacpp_layers, output_device
 
 SCHEMA = (
     "engine, engine_version, commit, build, host, cpu, date, scheme, shape, n_layers, d_model, n_heads, n_kv_heads, "
@@ -65,3 +76,200 @@ def test_bad_header_is_refused(tmp_path):
 def test_rows_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         sample_run().tokens = 3  # type: ignore[misc]
+
+
+# ---- accounting --------------------------------------------------------------------------------------------
+
+
+
+NET_DEV = """Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+wb12v0:  122368     144    0    0    0     0          0         0  2511610     304    0    0    0     0       0          0
+"""
+
+
+def test_net_dev_reads_bytes_and_packets_both_ways():
+    assert parse_net_dev(NET_DEV)["wb12v0"] == (122368, 144, 2511610, 304)
+    assert parse_net_dev(NET_DEV)["lo"] == (0, 0, 0, 0)
+
+
+def llama_cpp_placement(n_layers: int, n_gpu_layers: int, split) -> list[int]:
+    """Layers (and the output slot) per device as src/llama-model.cpp:1557-1614 places them, in float32: the CPU
+    (client) first, then each RPC device."""
+    cum = np.cumsum(np.asarray(split, dtype=np.float32), dtype=np.float32)
+    cum = (cum / cum[-1]).astype(np.float32)
+    start = max(n_layers + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layers + 1)
+    counts = [0] * (len(split) + 1)
+    for il in range(n_layers + 1):
+        if il < start:
+            counts[0] += 1
+        else:
+            counts[1 + int(np.searchsorted(cum, np.float32(il - start) / np.float32(act), side="right"))] += 1
+    return counts
+
+
+@pytest.mark.parametrize("n_layers, processes", [(4, 2), (4, 3), (8, 2), (8, 3), (22, 4)])
+def test_offload_places_the_layers_the_scheme_costs(n_layers, processes):
+    split = [1.0] * processes
+    expected = list(llamacpp_layers(n_layers, split))
+    expected[output_device(n_layers, split)] += 1
+    n_gpu_layers, rpc_split = offload(n_layers, split)
+    assert llama_cpp_placement(n_layers, n_gpu_layers, rpc_split) == expected
+
+
+def test_phase_bytes_are_per_token_and_less_the_idle_rate():
+    zero = [(0, 0, 0, 0), (0, 0, 0, 0)]
+    idle = [zero, [(10, 1, 20, 2), (20, 2, 10, 1)]]  # over 1 s
+    after = [(1010, 11, 2020, 22), (2020, 22, 1010, 11)]  # a 1 s window of 10 tokens
+    counted = phase_bytes([[zero, after]], idle, 1.0, [1.0], 10)
+    assert counted.root_sent == pytest.approx(200.0)
+    assert counted.root_recv == pytest.approx(100.0)
+    assert counted.link == pytest.approx(300.0)
+    assert counted.link_packets == pytest.approx(3.0)
+    assert counted.link_payload == pytest.approx(300.0 - FRAME_BYTES * 3)
+
+
+def test_two_process_decode_payload_is_the_hand_count():
+    """rpc-tiny (d 256, vocab 2048) on 2 processes: 7 SET_TENSORs (2 hidden states, positions, K and V indices, a
+    256-cell F16 mask, output ids), a GRAPH_RECOMPUTE, a GET_TENSOR of the logits and its reply."""
+    set_frame = 1 + 8 + 296 + 1 + 8
+    sets = 7 * set_frame + 2 * 256 * 4 + 4 + 8 + 8 + 256 * 2 + 4
+    recompute = 1 + 8 + 4
+    get = 1 + 8 + 296 + 16
+    reply = 8 + 2048 * 4
+    traffic = predict(RpcConfig(shape="rpc-tiny", processes=2, link_mbit=100.0), "decode").extra["traffic"]
+    assert traffic.sent_bytes == sets + recompute + get
+    assert traffic.received_bytes == reply
+
+
+def test_a_third_process_adds_one_hidden_state_each_way():
+    """The middle server hands one hidden state up (GET_TENSOR) and the client hands it down (SET_TENSOR)."""
+    two = predict(RpcConfig(shape="rpc-small", processes=2, link_mbit=100.0), "decode").extra["traffic"]
+    three = predict(RpcConfig(shape="rpc-small", processes=3, link_mbit=100.0), "decode").extra["traffic"]
+    hidden = 512 * 4
+    graph_inputs = (1 + 8 + 296 + 1 + 8) * 4 + 4 + 8 + 8 + 256 * 2  # positions, indices, mask: per server
+    extra = (1 + 8 + 296 + 1 + 8 + hidden) + (1 + 8 + 4) + (1 + 8 + 296 + 16) + graph_inputs
+    assert three.sent_bytes - two.sent_bytes == extra
+    assert three.received_bytes - two.received_bytes == 8 + hidden
+
+
+# ---- the stored runs ---------------------------------------------------------------------------------------
+def stored():
+    """The stored run rows joined to their packet counts."""
+    if not RUNS_CSV.exists():
+        pytest.skip(f"no stored runs at {RUNS_CSV}")
+    runs = pd.DataFrame([dataclasses.asdict(r) for r in read_runs(RUNS_CSV)])
+    wire = pd.read_csv(WIRE_CSV)
+    return runs.merge(wire, on=["shape", "processes", "link_mbit", "phase"], how="left", validate="one_to_one")
+
+
+def test_stored_decode_payload_is_within_two_percent_of_llamacpp_rpc():
+    table = stored()
+    decode = table[table["phase"] == "decode"]
+    assert len(decode) >= 4 and set(decode["processes"]) >= {2, 3} and set(decode["link_mbit"]) >= {100.0, 1000.0}
+    payload = decode["link_bytes_per_token"] - FRAME_BYTES * decode["link_packets_per_token"]
+    error = (payload / decode["predicted_bytes_per_token"] - 1).abs()
+    assert error.max() < 0.02, decode.assign(error=error)[["shape", "processes", "link_mbit", "error"]]
+
+
+def test_stored_predictions_are_the_scheme_today():
+    table = stored()
+    for row in table.itertuples():
+        config = RpcConfig(shape=row.shape, processes=row.processes, link_mbit=row.link_mbit)
+        tokens = RpcConfig().prompt_tokens if row.phase == "prefill" else 1
+        payload = predict(config, row.phase).extra["traffic"].payload_bytes / tokens
+        if row.phase == "decode":
+            assert payload == pytest.approx(row.predicted_bytes_per_token, rel=1e-9)
+
+
+# ---- live --------------------------------------------------------------------------------------------------
+def live_unavailable() -> str | None:
+    """Why a live RPC run cannot happen here (None when it can)."""
+    from workbench.cluster.netns import shaping_unavailable
+
+    reason = shaping_unavailable()
+    if reason:
+        return reason
+    try:
+        import gguf  # noqa: F401
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        return f"the engines extra is not installed ({exc.name}): pip install '.[engines]'"
+    return None
+
+
+@pytest.mark.skipif(live_unavailable() is not None, reason=str(live_unavailable()))
+def test_a_live_two_process_run_carries_the_predicted_payload(tmp_path):
+    from workbench.engines.rpc import run_llamacpp_rpc
+
+    config = RpcConfig(shape="rpc-tiny", processes=2, link_mbit=1000.0, prompt_tokens=16, decode_tokens=16,
+                       repeats=1, idle_s=0.5)
+    start = time.monotonic()
+    rows, wire = run_llamacpp_rpc(config, tmp_path)
+    assert time.monotonic() - start < 60
+    decode = next(r for r in rows if r.phase == "decode")
+    packets = next(w for w in wire if w["phase"] == "decode")["link_packets_per_token"]
+    payload = decode.link_bytes_per_token - FRAME_BYTES * packets
+    assert abs(payload / decode.predicted_bytes_per_token - 1) < 0.02
+    assert not [n for n in _namespaces() if n.startswith(f"wb{os.getpid()}-")]
+
+
+def _namespaces() -> list[str]:
+    """Network namespace names on this machine."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc/*/stat parent ids)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a process that still runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(live_unavailable() is not None, reason=str(live_unavailable()))
+def test_ctrl_c_mid_run_leaves_no_process_and_no_namespace(tmp_path):
+    from tests.sigint import restore_default_sigint
+
+    command = [sys.executable, "-m", "workbench", "engines", "run", "llama.cpp", "--processes", "2", "--link-mbit",
+               "1000", "--shape", "rpc-tiny", "--decode-tokens", "200", "--repeats", "50",
+               "--out", str(tmp_path / "x_runs.csv")]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.Popen(command, env=env, preexec_fn=restore_default_sigint, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    prefix = f"wb{proc.pid}-"
+    children: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:  # until the client runs in the first namespace
+        children |= _descendants(proc.pid)
+        if any(prefix + "0" == n for n in _namespaces()) and len(children) >= 4:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, f"the run ended before Ctrl-C: {proc.stderr.read()[-500:]}"
+    time.sleep(2)
+    children |= _descendants(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    assert not [n for n in _namespaces() if n.startswith(prefix)]
+    assert not [pid for pid in children if _alive(pid)]
+    assert not (tmp_path / "x_runs.csv").exists()
