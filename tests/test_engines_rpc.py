@@ -273,3 +273,26 @@ def test_ctrl_c_mid_run_leaves_no_process_and_no_namespace(tmp_path):
     assert not [n for n in _namespaces() if n.startswith(prefix)]
     assert not [pid for pid in children if _alive(pid)]
     assert not (tmp_path / "x_runs.csv").exists()
+
+
+# ---- the own-hardware notebook's table ---------------------------------------------------------------------
+def test_side_by_side_compares_payload_where_packets_were_counted(tmp_path):
+    from workbench.engines.rpc import merge_wire
+    from workbench.studies.engine_runs import result_rows, side_by_side, stored_runs
+
+    (tmp_path / "engines").mkdir()
+    write_runs(tmp_path / "engines" / "llamacpp_rpc_runs.csv", [sample_run(), sample_run(phase="prefill")])
+    write_runs(tmp_path / "engines" / "dllama_runs.csv", [sample_run(engine="distributed-llama")])
+    merge_wire(tmp_path / "engines" / "llamacpp_rpc_wire.csv",
+               [{"shape": "tiny", "processes": 2, "link_mbit": 100.0, "phase": p, "link_packets_per_token": 3.0}
+                for p in ("decode", "prefill")])
+    table = side_by_side(stored_runs(tmp_path))
+    assert len(table) == 3
+    rpc = table[table.engine == "llama.cpp"].iloc[0]
+    assert rpc.measured_bytes == pytest.approx(2000.0 - FRAME_BYTES * 3)
+    assert rpc.bytes_error == pytest.approx(1990.0 / (2000.0 - FRAME_BYTES * 3) - 1)
+    other = table[table.engine == "distributed-llama"].iloc[0]
+    assert other.measured_bytes == pytest.approx(2000.0) and other.bytes_as == "on the wire"
+    assert rpc.time_error == pytest.approx(0.011 / 0.01 - 1)
+    rows = result_rows(table)
+    assert set(rows.quantity) >= {"time_error", "bytes_error"} and rows.value.notna().any()
