@@ -132,8 +132,8 @@ def phase_bytes(windows, idle, idle_s: float, seconds: list[float], tokens: int)
 
 def predict(config: RpcConfig, phase: str, device=None):
     """The `llamacpp_rpc` result on this deployment: `config.processes` copies of this machine's llama.cpp
-    profile (1 thread) on a switch whose ports are the shaped rate, with the per-message and wire latency fitted
-    for that link class where data/constants/cluster.toml has one."""
+    profile (1 thread) on a switch whose ports are the shaped rate, with the wire latency fitted for that link class
+    in data/constants/cluster.toml (0 for a rate it has no fit of: stated in the row's method)."""
     from workbench.hardware import load_device
     from workbench.network import Link, Topology
     from workbench.schemes.base import Cluster
@@ -146,8 +146,9 @@ def predict(config: RpcConfig, phase: str, device=None):
     fits = stored_fits().set_index("link_class")
     link_class = LinkShape(config.link_mbit).link_class
     latency = float(fits.loc[link_class, "latency_s"]) if link_class in fits.index else 0.0
-    overhead = float(fits.loc[link_class, "message_overhead_s"]) if link_class in fits.index else 0.0
-    link = Link(mbps_to_bytes_per_s(config.link_mbit), latency, name=link_class, message_overhead_s=overhead)
+    # per-message endpoint time: none (assumed): the fitted message_overhead (651 us) is jax.distributed + gloo's
+    # dispatch, not ggml-rpc's raw socket writes, and this machine has no fit of the latter
+    link = Link(mbps_to_bytes_per_s(config.link_mbit), latency, name=link_class, message_overhead_s=0.0)
     cluster = Cluster((device,) * config.processes, Topology("switch", config.processes, link))
     kv = config.prompt_tokens + config.decode_tokens // 2
     workload = Workload(phase, seq_len=config.prompt_tokens, kv_len=kv, weight_bits=16.0, activation_bits=32.0,

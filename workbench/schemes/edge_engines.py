@@ -47,6 +47,7 @@ from workbench.schemes.pipeline import (
     PipelinePlan,
     coefficients,
     evaluate_pipeline,
+    handoff_time,
     plan_cost,
 )
 
@@ -210,11 +211,13 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
             outputs = [rows * model.d_model * F32_BYTES]
         requests += [_request(RPC_TENSOR_BYTES + 16) for _ in outputs]
         replies = [_reply(size) for size in outputs]
-        # the requests are queued without waiting (send_async, ggml-rpc.cpp:434-442); each GET_TENSOR's reply is
-        # waited for: one round trip each, every byte once through the client's shaped port
-        topo = cluster.topology
-        link += len(outputs) * 2 * topo.path_hops * topo.link.latency_s
-        data += sum(w for _, w in (*requests, *replies)) / topo.link.bandwidth_bytes_per_s
+        # the requests are queued without waiting (send_async, ggml-rpc.cpp:434-442): each costs the endpoints'
+        # per-message time only; each GET_TENSOR's reply is waited for: a hand-off each way (`handoff_time`'s
+        # wire and endpoint terms); every byte once at the link's rate
+        one_way = handoff_time(cluster, 0.0)[0]
+        waited = len(outputs)
+        link += (len(requests) - waited) * cluster.topology.link.message_overhead_s + waited * 2 * one_way
+        data += sum(w for _, w in (*requests, *replies)) / cluster.topology.link.bandwidth_bytes_per_s
         sent += sum(p for p, _ in requests)
         sent_wire += sum(w for _, w in requests)
         received += sum(p for p, _ in replies)
