@@ -33,11 +33,11 @@ import pandas as pd
 
 from workbench.calibrate import to_toml
 from workbench.display import setup_notebook
+from workbench.papers.charts import diagonal
+from workbench.results import Recorder
 from workbench.studies import cluster as stored
 from workbench.studies import engine_runs as er
 from workbench.studies import own_hardware as wb
-from workbench.papers.charts import diagonal
-from workbench.results import Recorder
 
 rec = Recorder("own_hardware", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -260,7 +260,8 @@ if not engines.empty:
     engine_points = alt.Chart(engines).mark_point(filled=True, size=90).encode(
         x=alt.X("seconds_per_token:Q", scale=alt.Scale(type="log"), title="measured (s/token)"),
         y=alt.Y("predicted_seconds_per_token:Q", scale=alt.Scale(type="log"), title="predicted by the scheme (s/token)"),
-        color="case:N", shape="phase:N", tooltip=["case", "phase", "seconds_per_token", "predicted_seconds_per_token"])
+        color=alt.Color("case:N", legend=alt.Legend(labelLimit=400)), shape="phase:N",
+        tooltip=["case", "phase", "seconds_per_token", "predicted_seconds_per_token"])
     engine_exact = diagonal("seconds_per_token", "predicted_seconds_per_token",
                             pd.concat([engines.seconds_per_token, engines.predicted_seconds_per_token]))
     rec.chart(alt.layer(engine_points, engine_exact).properties(
