@@ -296,3 +296,35 @@ def test_side_by_side_compares_payload_where_packets_were_counted(tmp_path):
     assert rpc.time_error == pytest.approx(0.011 / 0.01 - 1)
     rows = result_rows(table)
     assert set(rows.quantity) >= {"time_error", "bytes_error"} and rows.value.notna().any()
+
+
+# ---- the command ------------------------------------------------------------------------------------------
+def _engines_args(*argv: str):
+    """`python -m workbench engines ARGV` parsed."""
+    import argparse
+
+    from workbench.engines.cli import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_run_names_the_engines_it_knows():
+    from workbench.engines.cli import main
+
+    with pytest.raises(WorkbenchError, match="engine 'foo'; allowed: llama.cpp, distributed-llama"):
+        main(_engines_args("run", "foo"))
+    with pytest.raises(WorkbenchError, match="processes must be an integer >= 2"):
+        main(_engines_args("run", "llama.cpp", "--processes", "1"))
+
+
+def test_distributed_llama_says_in_one_line_when_its_runner_is_absent():
+    import importlib.util
+
+    from workbench.engines.cli import main
+
+    if importlib.util.find_spec("workbench.engines.dllama") is not None:
+        pytest.skip("workbench.engines.dllama is present: the dispatch runs it")
+    with pytest.raises(WorkbenchError, match=r"^distributed-llama's runner \(workbench.engines.dllama\) is not in"):
+        main(_engines_args("run", "distributed-llama"))

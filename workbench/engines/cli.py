@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-tokens", type=int, default=32, help="run: prompt tokens (prefill)")
     parser.add_argument("--decode-tokens", type=int, default=32, help="run: decode tokens timed per repeat")
     parser.add_argument("--repeats", type=int, default=3, help="run: repeats")
+    parser.add_argument("--engine-version", default=None, help="run distributed-llama: its version (v0.16.4)")
     parser.add_argument("--work", default=None, help="run: folder for the model file (default: a temporary one)")
     parser.add_argument("--shapes", default=None, help=f"comma-separated shapes ({', '.join(campaign.SHAPES)})")
     parser.add_argument("--formats", default=None, help="comma-separated formats (default: all llama.cpp makes)")
@@ -133,11 +135,18 @@ def _run_engine(args: argparse.Namespace, work: Path) -> int:
     """`run_engine` in the folder `work`."""
     if args.engine == "distributed-llama":
         try:
-            from workbench.engines.dllama import run_dllama
-        except ImportError:
+            dllama = importlib.import_module("workbench.engines.dllama")
+        except ImportError as exc:
+            if exc.name != "workbench.engines.dllama":
+                raise
             raise WorkbenchError("distributed-llama's runner (workbench.engines.dllama) is not in this checkout") \
                 from None
-        rows = run_dllama(None, args.shape, args.processes, args.link_mbit, args.decode_tokens, work)
+        version = args.engine_version or "v0.16.4"
+        require_choice("--engine-version", version, tuple(dllama.COMMITS))
+        name = args.shape or next(iter(dllama.SHAPES))
+        require_choice("--shape", name, tuple(dllama.SHAPES))
+        rows = dllama.run_dllama(version, dllama.SHAPES[name], args.processes, args.link_mbit, args.decode_tokens,
+                                 work)
         out = Path(args.out) if args.out else campaign.CAMPAIGN_CSV.parent / "dllama_runs.csv"
     else:
         from workbench.engines import rpc
