@@ -292,7 +292,7 @@ def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[li
                       "llamacpp_rpc_wire.csv); predicted_bytes: llamacpp_rpc's RPC payload; comm_share: the "
                       f"model's; link {link_mbit_class}, tensor_split {config.tensor_split}")))
         wire.append({"shape": model.name, "processes": config.processes, "link_mbit": float(config.link_mbit),
-                     "phase": phase, "tokens": tokens * len(windows),
+                     "phase": phase, "date": rows[-1].date, "tokens": tokens * len(windows),
                      "link_packets_per_token": counted.link_packets,
                      "root_sent_packets_per_token": counted.root_sent_packets,
                      "root_recv_packets_per_token": counted.root_recv_packets,
@@ -325,15 +325,14 @@ WIRE_KEY = ["shape", "processes", "link_mbit", "phase"]
 
 
 def merge_wire(path: Path, rows: list[dict]) -> Path:
-    """The packet companions of the run rows merged into `path` (same deployment and phase replaced), sorted,
-    atomically."""
+    """The packet companions of the run rows (each with its run's date) merged into `path` (same deployment and
+    phase replaced by the newer), sorted, atomically."""
     import pandas as pd
 
     new = pd.DataFrame(rows)
     if path.exists():
-        old = pd.read_csv(path)
-        keys = set(map(tuple, new[WIRE_KEY].astype(str).values))
-        old = old[[tuple(k) not in keys for k in old[WIRE_KEY].astype(str).values]]
-        new = pd.concat([old, new], ignore_index=True)
-    frame = new.sort_values(WIRE_KEY).reset_index(drop=True)
+        new = pd.concat([pd.read_csv(path), new], ignore_index=True)
+    new["link_mbit"] = new["link_mbit"].astype(float)
+    new = new.drop_duplicates(WIRE_KEY, keep="last")
+    frame = new.sort_values(WIRE_KEY, kind="stable").reset_index(drop=True)
     return write_csv_atomic(path, frame)

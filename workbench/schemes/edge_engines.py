@@ -51,9 +51,9 @@ from workbench.schemes.pipeline import (
     plan_cost,
 )
 
-RPC_TENSOR_BYTES = 296  # packed struct rpc_tensor (derived: ggml-rpc.cpp:35-51 with include/ggml.h:222-229)
-RPC_HEADER_BYTES = 1 + 8  # command byte + uint64 request size (quoted: ggml-rpc.cpp:314)
-RPC_REPLY_HEADER_BYTES = 8  # uint64 response size (quoted: ggml-rpc.cpp:315)
+RPC_TENSOR_BYTES = 296  # packed rpc_tensor (derived: 0c1e57098 ggml-rpc.cpp:39-57, include/ggml.h:222-229)
+RPC_HEADER_BYTES = 1 + 8  # command byte + uint64 request size (quoted: ggml-rpc.cpp:307-321)
+RPC_REPLY_HEADER_BYTES = 8  # uint64 response size (quoted: ggml-rpc.cpp:323-340, send_msg :258-266)
 F32_BYTES = 4  # the hidden state and logits between splits (assumed: llama.cpp's F32 residual stream)
 F16_BYTES = 2  # the KQ mask with flash attention (quoted: llama-graph.cpp:982; flash attention auto is on for CPU)
 OUTPUT_ROWS = 1  # rows whose logits a pass returns: the last token's (llama-cpp-python and llama-bench ask for one)
@@ -140,7 +140,7 @@ def kv_window(workload: Workload) -> int:
 
 def segments(size: int) -> int:
     """TCP segments one `send()` of `size` bytes takes: ggml-rpc sets TCP_NODELAY (ggml/src/ggml-rpc/
-    transport.cpp:692) and writes a command's byte, size and body in three sends (ggml-rpc.cpp:305-320), so
+    transport.cpp:692) and writes a command's byte, size and body in three sends (ggml-rpc.cpp:307-321), so
     nothing is coalesced; MSS_BYTES a segment."""
     return max(1, -(-size // MSS_BYTES))
 
@@ -152,7 +152,7 @@ def _request(body: int) -> tuple[int, int]:
 
 
 def _reply(body: int) -> tuple[int, int]:
-    """(payload, wire bytes) of one reply: uint64 size + body, two sends (ggml-rpc.cpp:1855-1860 send_msg)."""
+    """(payload, wire bytes) of one reply: uint64 size + body, two sends (send_msg, ggml-rpc.cpp:258-266)."""
     payload = RPC_REPLY_HEADER_BYTES + body
     return payload, payload + FRAME_BYTES * (segments(8) + segments(body))
 
@@ -187,11 +187,12 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     last residual add and takes both its operands (the FFN output and the residual). Between two servers one
     hidden state travels, and one (the last row) to a server holding only the output layer: measured at this
     commit with the server's GGML_RPC_DEBUG log (data/engines/llamacpp_rpc_runs.csv, 3 processes), where the
-    pass-2 reading alone (expand down gives the producer the next norm) would send two. Servers never talk to each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770),
-    so every hand-off goes up to the client and down again. Seconds: every wire byte once at the link's rate,
-    and a round trip of wire latency per GET_TENSOR (the only command waited for); no per-message endpoint time
-    (assumed: the fitted `message_overhead` is jax/gloo's, not ggml-rpc's raw socket writes)."""
-    logits = OUTPUT_ROWS * model.vocab_size * F32_BYTES if workload.output_head and model.is_decoder else 0
+    pass-2 reading alone (expand down gives the producer the next norm) would send two. Servers never talk to
+    each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770), so every hand-off goes up to the client
+    and down again. Seconds: every wire byte once at the link's rate, the link's per-message endpoint time for
+    each queued command, and a hand-off each way per GET_TENSOR (the only command waited for)."""
+    logits = (OUTPUT_ROWS * model.vocab_size if workload.output_head and model.is_decoder
+              else workload.new_tokens * model.d_model) * F32_BYTES
     n_layers = sum(layers)
     holders = [i for i in range(1, len(layers)) if layers[i] or i == last]
     first_layer = np.concatenate([[0], np.cumsum(layers)])
@@ -204,7 +205,7 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         requests = [_request(RPC_TENSOR_BYTES + 1 + 8 + size) for size in inputs]
         requests.append(_request(4))
         if i == last:
-            outputs = [logits] if logits else []
+            outputs = [logits]
         else:
             following = holders[k + 1] if k + 1 < len(holders) else None
             rows = workload.new_tokens if following is not None and layers[following] else OUTPUT_ROWS

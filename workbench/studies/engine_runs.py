@@ -19,14 +19,16 @@ COMM_FLOOR = 0.5  # time is held to the model where communication is at least th
 
 def stored_runs(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Every stored run row of every engine (one frame, sorted by engine, deployment and phase); a `_wire.csv`
-    companion adds its packet counts so a row's RPC payload (wire bytes less each packet's headers) is known."""
+    companion adds the packet counts of the same run (same deployment, phase and date) so a row's RPC payload
+    (wire bytes less each packet's headers) is known."""
     frames = []
     for path in sorted((data_dir / "engines").glob("*_runs.csv")):
         frame = pd.DataFrame([dataclasses.asdict(r) for r in read_runs(path)])
         wire = path.with_name(path.name.replace("_runs.csv", "_wire.csv"))
         if wire.exists() and not frame.empty:
-            packets = pd.read_csv(wire)[["shape", "processes", "link_mbit", "phase", "link_packets_per_token"]]
-            frame = frame.merge(packets, on=["shape", "processes", "link_mbit", "phase"], how="left")
+            key = ["shape", "processes", "link_mbit", "phase", "date"]
+            packets = pd.read_csv(wire)[[*key, "link_packets_per_token"]].astype({"link_mbit": float})
+            frame = frame.merge(packets, on=key, how="left", validate="one_to_one")
         frames.append(frame)
     if not frames:
         return pd.DataFrame()
