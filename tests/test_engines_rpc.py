@@ -19,7 +19,7 @@ from workbench.engines.rpc import RUNS_CSV, WIRE_CSV, RpcConfig, offload, phase_
 from workbench.engines.rpc_worker import parse_net_dev
 from workbench.engines.runs import COLUMNS, EngineRun, read_runs, runs_csv, write_runs
 from workbench.errors import WorkbenchError
-from workbench.schemes.edge_engines import FRAME_BYTES, llamacpp_layers, output_device
+from workbench.schemes.edge_engines import FRAME_BYTES, SplitGraph, llamacpp_layers, output_device, split_graphs
 
 SCHEMA = (
     "engine, engine_version, commit, build, host, cpu, date, scheme, shape, n_layers, d_model, n_heads, n_kv_heads, "
@@ -155,6 +155,52 @@ def test_a_third_process_adds_one_hidden_state_each_way():
     assert three.received_bytes - two.received_bytes == 8 + hidden
 
 
+GRAPHS_CSV = RUNS_CSV.parent / "llamacpp_rpc_graphs.csv"
+
+
+def test_split_graphs_are_the_servers_logged_graphs():
+    """Nodes and tensors of every server's GRAPH_COMPUTE, derived from the graph builder, equal what the server
+    logged (GGML_RPC_DEBUG) for both shapes, 2 and 3 processes, decode (1 token) and prefill (32 tokens)."""
+    logged = pd.read_csv(GRAPHS_CSV)
+    assert len(logged) == 12
+    for (shape, processes, phase), group in logged.groupby(["shape", "processes", "phase"]):
+        model = RpcConfig(shape=shape).model
+        split = [1.0] * processes
+        graphs = split_graphs(llamacpp_layers(model.n_layers, split), output_device(model.n_layers, split),
+                              1 if phase == "decode" else 32)
+        got = [(g.nodes, g.tensors) for g in graphs]
+        assert got == list(zip(group.sort_values("server").n_nodes, group.sort_values("server").n_tensors)), \
+            (shape, processes, phase)
+
+
+def test_prefill_sends_each_server_its_whole_graph_and_decode_does_not():
+    """rpc-tiny on 2 processes: the server's split is the client's last ADD, one layer (31 nodes + 2 GET_ROWS) and
+    the head (3): 37 nodes; with 11 leaves a layer, the head's 2 and its 7 inputs, 57 tensors; prefill's request
+    is GRAPH_COMPUTE (12 + 8 x 37 + 296 x 57 bytes) where decode's is GRAPH_RECOMPUTE (4)."""
+    config = RpcConfig(shape="rpc-tiny", processes=2, link_mbit=100.0)
+    (graph,) = split_graphs((3, 1), 1, 32)
+    assert (graph.hidden_in, graph.nodes, graph.tensors) == (2, 31 + 2 + 3 + 1, 37 + 11 + 2 + 7)
+    assert graph.compute_body == 12 + 8 * 37 + 296 * 57
+    n, set_frame = 32, 1 + 8 + 296 + 1 + 8
+    sets = 7 * set_frame + 2 * n * 256 * 4 + 4 * n + 8 * n + 8 * n + 256 * n * 2 + 4
+    get = 1 + 8 + 296 + 16
+    prefill = predict(config, "prefill").extra["traffic"]
+    assert prefill.sent_bytes == sets + (1 + 8 + graph.compute_body) + get
+    assert predict(config, "decode").extra["traffic"].sent_bytes == sets - 2 * (n - 1) * 256 * 4 - (4 + 8 + 8) * (
+        n - 1) - 256 * (n - 1) * 2 + (1 + 8 + 4) + get
+
+
+def test_from_32_tokens_two_hidden_states_cross_between_servers():
+    """llama-context.cpp pins a layer's norm below 32 tokens; from 32 the previous server runs it and hands both
+    the norm and the residual on: one more GET_TENSOR and SET_TENSOR of n_tokens x d_model F32 each."""
+    layers, last = (3, 3, 2), 2
+    assert [g.hidden_in for g in split_graphs(layers, last, 31)] == [2, 1]
+    assert [g.hidden_in for g in split_graphs(layers, last, 32)] == [2, 2]
+    assert [g.nodes for g in split_graphs(layers, last, 32)] == [1 + 93 + 1, 62 + 2 + 3 - 1]
+    with pytest.raises(WorkbenchError, match="hidden_in >= 1"):
+        SplitGraph(0, 1, 1)
+
+
 # ---- the stored runs ---------------------------------------------------------------------------------------
 def stored():
     """The stored run rows joined to their packet counts."""
@@ -166,14 +212,15 @@ def stored():
                       validate="one_to_one")
 
 
-def test_stored_decode_payload_is_within_two_percent_of_llamacpp_rpc():
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_stored_payload_is_within_two_percent_of_llamacpp_rpc(phase):
     table = stored()
-    decode = table[table["phase"] == "decode"]
-    assert len(decode) == len(read_runs(RUNS_CSV)) // 2  # every run has its packet counts
-    assert set(decode["processes"]) >= {2, 3} and set(decode["link_mbit"]) >= {100.0, 1000.0}
-    payload = decode["link_bytes_per_token"] - FRAME_BYTES * decode["link_packets_per_token"]
-    error = (payload / decode["predicted_bytes_per_token"] - 1).abs()
-    assert error.max() < 0.02, decode.assign(error=error)[["shape", "processes", "link_mbit", "error"]]
+    rows = table[table["phase"] == phase]
+    assert len(rows) == len(read_runs(RUNS_CSV)) // 2  # every run has its packet counts
+    assert set(rows["processes"]) >= {2, 3} and set(rows["link_mbit"]) >= {100.0, 1000.0}
+    payload = rows["link_bytes_per_token"] - FRAME_BYTES * rows["link_packets_per_token"]
+    error = (payload / rows["predicted_bytes_per_token"] - 1).abs()
+    assert error.max() < 0.02, rows.assign(error=error)[["shape", "processes", "link_mbit", "error"]]
 
 
 def test_stored_predictions_are_the_scheme_today():
@@ -182,8 +229,7 @@ def test_stored_predictions_are_the_scheme_today():
         config = RpcConfig(shape=row.shape, processes=row.processes, link_mbit=row.link_mbit)
         tokens = RpcConfig().prompt_tokens if row.phase == "prefill" else 1
         payload = predict(config, row.phase).extra["traffic"].payload_bytes / tokens
-        if row.phase == "decode":
-            assert payload == pytest.approx(row.predicted_bytes_per_token, rel=1e-9)
+        assert payload == pytest.approx(row.predicted_bytes_per_token, rel=1e-9)
 
 
 # ---- live --------------------------------------------------------------------------------------------------

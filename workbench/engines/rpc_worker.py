@@ -96,6 +96,8 @@ def client(config: dict) -> dict:
     """Load the model across the servers, time prefill and decode, count the link bytes of each phase."""
     lib, _, base, rpc = _libs()
     lib.llama_backend_init()
+    if os.environ.get("GGML_SCHED_DEBUG"):  # ggml-backend.cpp: the scheduler logs every split's nodes
+        lib.llama_log_set(ctypes.cast(None, lib.llama_log_callback), ctypes.c_void_p())
     devices = []
     for endpoint in config["servers"]:
         reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())

@@ -25,9 +25,9 @@
   the whole head (instead of Megatron's vocabulary split and its all-gather).
 
 Assumed: the hidden state between llama.cpp splits travels as F32 (4 bytes a value, llama.cpp's residual stream
-type); a prefill's graph is costed as a recompute too: the whole graph (`RPC_CMD_GRAPH_COMPUTE`, 296 bytes a
-tensor, ggml-rpc.cpp:1010-1040) that llama.cpp sends whenever the graph changes (every prompt after a decode) is
-not counted, nor are TCP's pure ACKs.
+type); a decode step reuses its graph (`RPC_CMD_GRAPH_RECOMPUTE`), a prefill is a prompt after generation, so the
+graph changed and each server gets it whole (`RPC_CMD_GRAPH_COMPUTE`, `split_graphs`; counted for dense Llama-family
+models, whose graph builder it follows; not for others: said in the notes); TCP's pure ACKs are not counted.
 """
 
 from __future__ import annotations
@@ -59,6 +59,30 @@ F16_BYTES = 2  # the KQ mask with flash attention (quoted: llama-graph.cpp:982; 
 OUTPUT_ROWS = 1  # rows whose logits a pass returns: the last token's (llama-cpp-python and llama-bench ask for one)
 MSS_BYTES = 1448  # TCP payload a segment on a 1500-byte MTU with timestamps (derived: 1500 - 20 IPv4 - 32 TCP)
 FRAME_BYTES = 14 + 20 + 32  # Ethernet + IPv4 + TCP-with-timestamps headers a packet (derived: RFC 894/791/7323)
+# RPC_CMD_GRAPH_COMPUTE's body (quoted: 0c1e57098 ggml-rpc.cpp:1017-1020 serialize_graph): device, n_nodes and
+# n_tensors (uint32 each), one uint64 id a node, one rpc_tensor for every tensor reachable from the nodes (add_tensor,
+# ggml-rpc.cpp:990-1008: srcs and view_src, each once)
+GRAPH_HEADER_BYTES = 3 * 4
+NODE_ID_BYTES = 8
+# Nodes and other tensors of llama.cpp 0c1e57098's Llama graph with flash attention (derived from the builder;
+# view ops are graph nodes, ggml.c ggml_visit_parents): a layer (src/models/llama.cpp:126-211) is 31 nodes:
+# attn_norm RMS_NORM + MUL (build_norm :132), Q/K/V MUL_MAT + RESHAPE_3D each (build_qkv, llama-graph.cpp:1703-1748),
+# ROPE of Q and K (:146, :152), the cache stores VIEW_2D + SET_ROWS each (llama-kv-cache.cpp:1340-1353, 1374-1385),
+# attention's VIEW_4D + PERMUTE of Q, PERMUTE of K and V (llama-graph.cpp:2635-2639), the cache views get_k / get_v
+# (llama-kv-cache.cpp:1288, 1309), FLASH_ATTN_EXT (llama-graph.cpp:2660), RESHAPE_2D (:2686), attn_output MUL_MAT,
+# the residual ADD (:178), ffn_norm RMS_NORM + MUL (:184), gate, up, SWIGLU, down (build_ffn), the residual ADD;
+# the last layer adds two GET_ROWS of the output rows (:174-176); the head is RMS_NORM + MUL + MUL_MAT (:231-240).
+# Other tensors: 9 weights a layer (attn_norm, q, k, v, o, ffn_norm, gate, up, down) and its K and V cache
+# (view sources), the head's 2 (output_norm, output); every split input (one tensor each).
+LAYER_NODES = 31
+LAST_LAYER_NODES = 2
+HEAD_NODES = 3
+LAYER_TENSORS = 9 + 2
+HEAD_TENSORS = 2
+# Below this many tokens a pass pins each layer's first norm to the layer's device (quoted: src/llama-context.cpp
+# :2643-2657, "ubatch.n_tokens < 32 || full_offload"); from it on, the scheduler's pass 2 (ggml-backend.cpp:1129-1148,
+# expand down) gives that norm to the previous server, so two hidden states (norm and residual) cross that boundary
+PIN_NORM_BELOW_TOKENS = 32
 
 
 # ---- llama.cpp: which device holds which layer ------------------------------------------------------
@@ -175,41 +199,104 @@ def server_inputs(model: TransformerConfig, workload: Workload, holds_layers: bo
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class SplitGraph:
+    """One server's split of llama.cpp's graph: the hidden states copied in, its nodes and tensors (`split_graphs`)."""
+
+    hidden_in: int
+    nodes: int
+    tensors: int
+
+    def __post_init__(self) -> None:
+        if self.hidden_in < 1 or self.nodes < 1 or self.tensors < self.nodes:
+            raise WorkbenchError(f"a split graph needs hidden_in >= 1, nodes >= 1, tensors >= nodes; got "
+                                 f"{self.hidden_in}, {self.nodes}, {self.tensors}")
+
+    @property
+    def compute_body(self) -> int:
+        """Bytes of its RPC_CMD_GRAPH_COMPUTE body (serialize_graph, ggml-rpc.cpp:1017-1020)."""
+        return GRAPH_HEADER_BYTES + NODE_ID_BYTES * self.nodes + RPC_TENSOR_BYTES * self.tensors
+
+
+def holders_of(layers, last: int) -> list[int]:
+    """The servers (device >= 1) a pass runs on: those holding repeating layers or the output layer, in order."""
+    return [i for i in range(1, len(layers)) if layers[i] or i == last]
+
+
+def split_graphs(layers, last: int, new_tokens: int) -> tuple[SplitGraph, ...]:
+    """Each server's split of a dense Llama graph at llama.cpp 0c1e57098, in `holders_of` order. Boundaries
+    (ggml_backend_sched pass 2, ggml-backend.cpp:1124-1200: RPC backends expand down then up over weightless ops,
+    the CPU, lowest priority, never): after the client's layers, the first server also runs the client's last
+    residual ADD and takes both its operands; between two servers holding layers, one hidden state (the residual)
+    when the next layer's norm is pinned (`PIN_NORM_BELOW_TOKENS` or full offload, llama-context.cpp:2643-2657), else
+    the previous server runs that norm and two cross; a server holding only the output layer gets the final norm's
+    output from a server before it (that norm, il -1, is never pinned) or, after the client, runs the last ADD
+    and the norm itself. Nodes and tensors per layer and head: `LAYER_NODES` and the constants beside it."""
+    holders = holders_of(layers, last)
+    n_layers = sum(layers)
+    full_offload = layers[0] == 0 and last != 0  # n_gpu_layers > n_layer (llama-context.cpp:2646)
+    pinned = new_tokens < PIN_NORM_BELOW_TOKENS or full_offload
+    first_layer = np.concatenate([[0], np.cumsum(layers)])
+    hidden, moved = [], [0] * len(holders)
+    for k, i in enumerate(holders):
+        if k == 0:
+            hidden.append(2 if layers[0] else 1)
+            moved[k] += 1 if layers[0] else 0  # the client's last residual ADD
+        elif layers[i] and pinned:
+            hidden.append(1)
+        else:  # the next norm (a layer's, or the final one) runs on the server before
+            hidden.append(2 if layers[i] else 1)
+            moved[k - 1] += 1
+            moved[k] -= 1
+    out = []
+    for k, i in enumerate(holders):
+        runs_last = bool(layers[i] > 0 and first_layer[i] + layers[i] == n_layers)
+        inputs = hidden[k] + (4 if layers[i] else 0) + (1 if runs_last else 0)  # `server_inputs`' graph inputs
+        nodes = int(LAYER_NODES * layers[i] + LAST_LAYER_NODES * runs_last + HEAD_NODES * (i == last) + moved[k])
+        out.append(SplitGraph(hidden[k], nodes, int(nodes + LAYER_TENSORS * layers[i] + HEAD_TENSORS * (i == last)
+                                                    + inputs)))
+    return tuple(out)
+
+
+def graph_counted(model: TransformerConfig) -> bool:
+    """Whether `split_graphs` follows this model's graph builder: dense Llama-family models only."""
+    return model.family == "llama" and not model.n_experts
+
+
 def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, layers, last: int) -> RpcTraffic:
-    """Per pass, for each server (device >= 1) holding layers or the output layer, as llama.cpp 0c1e57098 runs a
-    decode step whose graph is reused (measured: data/engines/llamacpp_rpc_runs.csv): one `RPC_CMD_SET_TENSOR`
-    per input tensor (`server_inputs`; body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no
-    reply), `RPC_CMD_GRAPH_RECOMPUTE` (ggml-rpc.cpp:1044-1049, a 4-byte device, no reply), and one
-    `RPC_CMD_GET_TENSOR` per tensor the next split needs (body rpc_tensor + offset + size, reply the data;
-    ggml-rpc.cpp:977-983): the logits on the output device. The first server's split starts with two hidden
-    states when the client ran layers: the scheduler's pass 2 (ggml-backend.cpp:1124-1168) expands the RPC
-    backend up over the weightless ops before its first weight and skips the CPU, so the server runs the client's
-    last residual add and takes both its operands (the FFN output and the residual). Between two servers one
-    hidden state travels, and one (the last row) to a server holding only the output layer: measured at this
-    commit with the server's GGML_RPC_DEBUG log (data/engines/llamacpp_rpc_runs.csv, 3 processes), where the
-    pass-2 reading alone (expand down gives the producer the next norm) would send two. Servers never talk to
-    each other (cpy_tensor across servers is false, ggml-rpc.cpp:754-770), so every hand-off goes up to the client
-    and down again. Seconds: every wire byte once at the link's rate, the link's per-message endpoint time for
-    each queued command, and a hand-off each way per GET_TENSOR (the only command waited for)."""
+    """Per pass, for each server (device >= 1) holding layers or the output layer, as llama.cpp 0c1e57098 runs it
+    (measured: data/engines/llamacpp_rpc_runs.csv): one `RPC_CMD_SET_TENSOR` per input tensor (`server_inputs`;
+    body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no reply), then the graph: a decode step
+    reuses it, `RPC_CMD_GRAPH_RECOMPUTE` (ggml-rpc.cpp:1044-1049, a 4-byte device, no reply); a prefill (a prompt
+    after generation: the graph changed) sends it whole, `RPC_CMD_GRAPH_COMPUTE` (ggml-rpc.cpp:1050-1055,
+    `SplitGraph.compute_body`, no reply; dense Llama-family models, `graph_counted`); then one `RPC_CMD_GET_TENSOR`
+    per tensor the next split needs (body rpc_tensor + offset + size, reply the data; ggml-rpc.cpp:977-983): the
+    logits on the output device, else the next split's hidden states (`split_graphs`: two from the client into the
+    first server, one or two between servers; checked against the server's GGML_RPC_DEBUG log,
+    data/engines/llamacpp_rpc_graphs.csv). Servers never talk to each other (cpy_tensor across servers is false,
+    ggml-rpc.cpp:754-770), so every hand-off goes up to the client and down again. Seconds: every wire byte once at
+    the link's rate, the link's per-message endpoint time for each queued command, and a hand-off each way per
+    GET_TENSOR (the only command waited for)."""
     logits = (OUTPUT_ROWS * model.vocab_size if workload.output_head and model.is_decoder
               else workload.new_tokens * model.d_model) * F32_BYTES
     n_layers = sum(layers)
-    holders = [i for i in range(1, len(layers)) if layers[i] or i == last]
+    holders = holders_of(layers, last)
+    graphs = split_graphs(layers, last, workload.new_tokens)
+    whole_graph = workload.phase == "prefill" and graph_counted(model)
     first_layer = np.concatenate([[0], np.cumsum(layers)])
     sent = received = sent_wire = received_wire = link = data = 0.0
     messages = 0
     for k, i in enumerate(holders):
         runs_last = layers[i] > 0 and first_layer[i] + layers[i] == n_layers
-        from_client = k == 0 and layers[0] > 0 and layers[i] > 0
-        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, 2 if from_client else 1)
+        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, graphs[k].hidden_in)
         requests = [_request(RPC_TENSOR_BYTES + 1 + 8 + size) for size in inputs]
-        requests.append(_request(4))
+        requests.append(_request(graphs[k].compute_body if whole_graph else 4))
         if i == last:
             outputs = [logits]
         else:
-            following = holders[k + 1] if k + 1 < len(holders) else None
-            rows = workload.new_tokens if following is not None and layers[following] else OUTPUT_ROWS
-            outputs = [rows * model.d_model * F32_BYTES]
+            following = holders[k + 1]
+            rows = workload.new_tokens if layers[following] else OUTPUT_ROWS
+            outputs = [rows * model.d_model * F32_BYTES] * graphs[k + 1].hidden_in
         requests += [_request(RPC_TENSOR_BYTES + 16) for _ in outputs]
         replies = [_reply(size) for size in outputs]
         # the requests are queued without waiting (send_async, ggml-rpc.cpp:434-442): each costs the endpoints'
@@ -274,12 +361,14 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     traffic = rpc_traffic(model, cluster, workload, layers, last)
     compute = sum(cost.compute_s) + cost.head_s
     message = first_overflow(np.asarray(cost.memory_bytes), cluster)
+    graph = ("" if workload.phase != "prefill" or graph_counted(model) else
+             "the prefill graph (RPC_CMD_GRAPH_COMPUTE) not counted: its node count is derived for dense Llama only")
     result = SchemeResult("llamacpp_rpc", "llama.cpp", workload.phase, compute + traffic.link_s + traffic.bytes_s,
                           compute_s=compute, comm_link_latency_s=traffic.link_s, comm_bytes_s=traffic.bytes_s,
                           peak_memory_bytes=cost.memory_bytes, memory_budget_bytes=cost.budget_bytes,
                           oom=bool(message), extra={"layers": layers, "traffic": traffic},
                           notes="; ".join(x for x in (f"RPC layer split {' / '.join(map(str, layers))}, "
-                                                      f"{traffic.messages} client messages/token", message) if x))
+                                                      f"{traffic.messages} client messages/token", message, graph) if x))
     return result.carve(fixed_s=sum(cost.fixed_s), serial_s=cost.head_s)
 
 
