@@ -15,11 +15,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.engines.rpc import RUNS_CSV, WIRE_CSV, RpcConfig, offload, phase_bytes, predict
+from workbench.engines.rpc import RUNS_CSV, WIRE_CSV, RpcConfig, offload, phase_bytes, predict, rows_from
 from workbench.engines.rpc_worker import parse_net_dev
 from workbench.engines.runs import COLUMNS, EngineRun, read_runs, runs_csv, write_runs
 from workbench.errors import WorkbenchError
-from workbench.schemes.edge_engines import FRAME_BYTES, SplitGraph, llamacpp_layers, output_device, split_graphs
+from workbench.schemes.edge_engines import (
+    FRAME_BYTES,
+    SplitGraph,
+    llamacpp_layers,
+    output_device,
+    split_graphs,
+)
 
 SCHEMA = (
     "engine, engine_version, commit, build, host, cpu, date, scheme, shape, n_layers, d_model, n_heads, n_kv_heads, "
@@ -201,6 +207,69 @@ def test_from_32_tokens_two_hidden_states_cross_between_servers():
         SplitGraph(0, 1, 1)
 
 
+# ---- the shaped link ---------------------------------------------------------------------------------------
+def test_engine_runs_shape_each_message_with_a_one_frame_bucket():
+    from workbench.cluster.netns import FRAME_BYTES as FRAME
+    from workbench.cluster.netns import LinkShape, tight_burst_bytes
+
+    assert FRAME == 1514
+    assert tight_burst_bytes(10) == tight_burst_bytes(100) == 1514  # 100 us of 100 Mbit is 1250 B: one frame
+    assert tight_burst_bytes(1000) == 12500  # 100 us of traffic above 121 Mbit
+    assert RpcConfig(link_mbit=100.0).shape_of_link.burst == 1514
+    assert RpcConfig(link_mbit=100.0, burst_bytes=3028).shape_of_link.burst == 3028
+    assert RpcConfig(link_mbit=100.0, burst_bytes=0).shape_of_link.burst == 64 * 1024  # netns' bulk default
+    assert LinkShape(100).burst == 64 * 1024  # the jax cluster's default is unchanged
+    with pytest.raises(WorkbenchError, match=r"burst_bytes must be 0 \(the default\) or >= 1514"):
+        RpcConfig(link_mbit=100.0, burst_bytes=1000)
+
+
+def test_burst_bytes_reaches_the_run_and_its_method():
+    from workbench.engines.rpc import predicted_link_line
+
+    args = _engines_args("run", "llama.cpp", "--link-mbit", "100", "--burst-bytes", "3028")
+    assert args.burst_bytes == 3028 and _engines_args("run", "llama.cpp").burst_bytes is None
+    config = RpcConfig(shape="rpc-tiny", link_mbit=100.0, burst_bytes=3028)
+    assert "ggml-rpc endpoint time" in predicted_link_line(config)
+    result = {"decode_s": [[0.002] * 4], "prefill_s": [0.02], "idle_counters": [[(0, 0, 0, 0)] * 2] * 2,
+              "decode_counters": [[[(0, 0, 0, 0)] * 2, [(10, 1, 10, 1)] * 2]],
+              "prefill_counters": [[[(0, 0, 0, 0)] * 2, [(10, 1, 10, 1)] * 2]]}
+    rows, _ = rows_from(config, result, config.shape_of_link.link_class)
+    assert all("tbf burst 3028 B" in r.method for r in rows)
+
+
+def test_prediction_uses_the_measured_endpoint_time_and_latency():
+    from workbench.engines.rpc import rpc_link_times
+
+    times = rpc_link_times()
+    assert 0 < times.message_overhead_s < 1e-3  # ggml-rpc's raw sockets: microseconds, not gloo's 651 us
+    assert times.latency(100.0) is not None and times.latency(123.0) is None
+    traffic = predict(RpcConfig(shape="rpc-tiny", processes=2, link_mbit=100.0), "decode")
+    queued, waited = 8, 1  # 7 SET_TENSORs and GRAPH_RECOMPUTE; one GET_TENSOR
+    one_way = 2 * times.latency(100.0) + times.message_overhead_s
+    assert traffic.comm_link_latency_s == pytest.approx(queued * times.message_overhead_s + waited * 2 * one_way)
+
+
+def test_link_constants_are_half_the_loopback_round_trip_and_a_quarter_of_what_the_link_adds():
+    import tomllib
+
+    from workbench.constants import parse_constants
+    from workbench.engines.rpc import PING_GAP_S, link_constants_toml
+
+    def row(rate, path, gap, median):
+        return {"link_mbit": rate, "burst_bytes": 1514, "path": path, "gap_s": gap, "median_s": median,
+                "date": "2026-11-28T15:00:00Z"}
+
+    rows = [row(100.0, "loopback", 0.0, 30e-6), row(100.0, "shaped", 0.0, 40e-6),
+            row(100.0, "loopback", PING_GAP_S, 100e-6), row(100.0, "shaped", PING_GAP_S, 120e-6),
+            row(10.0, "loopback", 0.0, 34e-6), row(10.0, "shaped", 0.0, 200e-6),
+            row(10.0, "loopback", PING_GAP_S, 110e-6), row(10.0, "shaped", PING_GAP_S, 100e-6)]
+    table = parse_constants(tomllib.loads(link_constants_toml(rows)), "t.toml")
+    assert table["rpc_message_overhead"].value == pytest.approx(32e-6 / 2)
+    assert table["tight_100mbit_latency"].value == pytest.approx(20e-6 / 4)
+    assert table["tight_10mbit_latency"].value == 0.0  # below the loopback: noise, not a negative latency
+    assert {c.kind for c in table.values()} == {"measured"}
+
+
 # ---- the stored runs ---------------------------------------------------------------------------------------
 def stored():
     """The stored run rows joined to their packet counts."""
@@ -262,6 +331,16 @@ def test_a_live_two_process_run_carries_the_predicted_payload(tmp_path):
     payload = decode.link_bytes_per_token - FRAME_BYTES * packets
     assert abs(payload / decode.predicted_bytes_per_token - 1) < 0.02
     assert not [n for n in _namespaces() if n.startswith(f"wb{os.getpid()}-")]
+
+
+@pytest.mark.skipif(live_unavailable() is not None, reason=str(live_unavailable()))
+def test_the_tight_bucket_shapes_a_10_kb_message_and_the_default_does_not():
+    from workbench.cluster.linkcheck import check_link
+    from workbench.cluster.netns import LinkShape, tight_burst_bytes
+
+    tight = check_link(LinkShape(100.0, burst_bytes=tight_burst_bytes(100.0)), bulk_s=0.3)
+    assert 0.8 < tight["message_over_rate"] < 1.25 and 0.8 < tight["bulk_over_rate"] < 1.1
+    assert check_link(LinkShape(100.0), bulk_s=0.3)["message_over_rate"] > 2.0
 
 
 def _namespaces() -> list[str]:

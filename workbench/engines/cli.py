@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                     "runs CSV for run)")
     parser.add_argument("--processes", type=int, default=2, help="run: processes (client + servers), 2..8")
     parser.add_argument("--link-mbit", type=float, default=1000.0, help="run: every process's link rate, Mbit/s")
+    parser.add_argument("--burst-bytes", type=int, default=None,
+                        help="run llama.cpp: tbf's bucket, bytes (>= 1514; 0: netns' bulk default of max(64 KiB, 4 ms); "
+                             "default: one frame, or 100 us of traffic above 121 Mbit, so each message is shaped)")
     parser.add_argument("--shape", default=None, help="run: the model shape (engine's default if not given)")
     parser.add_argument("--prompt-tokens", type=int, default=32, help="run: prompt tokens (prefill)")
     parser.add_argument("--decode-tokens", type=int, default=32, help="run: decode tokens timed per repeat")
@@ -153,7 +156,7 @@ def _run_engine(args: argparse.Namespace, work: Path) -> int:
 
         config = rpc.RpcConfig(shape=args.shape or "rpc-small", processes=args.processes, link_mbit=args.link_mbit,
                                prompt_tokens=args.prompt_tokens, decode_tokens=args.decode_tokens,
-                               repeats=args.repeats)
+                               repeats=args.repeats, burst_bytes=args.burst_bytes)
         rows, wire = rpc.run_llamacpp_rpc(config, work)
         out = Path(args.out) if args.out else rpc.RUNS_CSV
         wire_path = out.with_name(out.name.replace("_runs", "_wire")) if "_runs" in out.name else \

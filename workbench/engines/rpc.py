@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable
+from workbench.cluster.netns import LinkShape, ShapedNetwork, shaping_unavailable, tight_burst_bytes
 from workbench.engines.runs import EngineRun
 from workbench.errors import WorkbenchError, require_int, require_positive
 from workbench.io import DATA_DIR, write_csv_atomic
@@ -58,6 +58,7 @@ class RpcConfig:
     repeats: int = 3
     threads: int = 1
     idle_s: float = 2.0
+    burst_bytes: int | None = None  # tbf's bucket; None: `tight_burst_bytes` (one frame at <= 121 Mbit)
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:
@@ -69,6 +70,13 @@ class RpcConfig:
         require_int("repeats", self.repeats, low=1, high=100)
         require_int("threads", self.threads, low=1, high=64)
         require_positive("idle_s", self.idle_s)
+        _ = self.shape_of_link  # validates burst_bytes (LinkShape: 0 or one frame at least)
+
+    @property
+    def shape_of_link(self) -> LinkShape:
+        """Every process's link: the rate and the token bucket (`tight_burst_bytes` unless burst_bytes is given)."""
+        burst = tight_burst_bytes(self.link_mbit) if self.burst_bytes is None else self.burst_bytes
+        return LinkShape(self.link_mbit, burst_bytes=burst)
 
     @property
     def model(self) -> TransformerConfig:
@@ -130,30 +138,154 @@ def phase_bytes(windows, idle, idle_s: float, seconds: list[float], tokens: int)
     return PhaseBytes(t[0], t[1], t[2], t[3], t[4], t[5])
 
 
+PING_CSV = DATA_DIR / "engines" / "llamacpp_rpc_ping.csv"
+CONSTANTS = "constants/llamacpp_rpc.toml"
+
+
+@dataclass(frozen=True)
+class RpcLinkTimes:
+    """ggml-rpc's measured times on this machine: per-message endpoint seconds and, per shaped rate, the wire
+    latency of one traversal of the tight-bucket path (veth, tbf, bridge); `rpc_link_times` reads them."""
+
+    message_overhead_s: float
+    latency_s: dict[float, float]
+
+    def latency(self, link_mbit: float) -> float | None:
+        """Per-traversal latency at this rate; None where it was not measured."""
+        return self.latency_s.get(float(link_mbit))
+
+
+def rpc_link_times() -> RpcLinkTimes:
+    """The measured constants of data/constants/llamacpp_rpc.toml (written by `measure_link_times`)."""
+    from workbench.constants import load_constants
+
+    table = load_constants(CONSTANTS)
+    latency = {float(name.split("_")[1].removesuffix("mbit")): float(c.value) for name, c in table.items()
+               if name.startswith("tight_") and name.endswith("_latency")}
+    return RpcLinkTimes(float(table["rpc_message_overhead"].value), latency)
+
+
+def predicted_link_line(config: RpcConfig) -> str:
+    """How the prediction's link was set (for the row's method)."""
+    times = rpc_link_times()
+    latency = times.latency(config.link_mbit)
+    wire = (f"wire latency {latency * 1e6:.1f} us a traversal (measured, tight bucket)" if latency is not None
+            else f"wire latency 0 (none measured at {config.link_mbit:g} Mbit)")
+    return (f"link at the tbf rate, {wire}, ggml-rpc endpoint time {times.message_overhead_s * 1e6:.1f} us a message "
+            f"(measured: {CONSTANTS})")
+
+
 def predict(config: RpcConfig, phase: str, device=None):
     """The `llamacpp_rpc` result on this deployment: `config.processes` copies of this machine's llama.cpp
-    profile (1 thread) on a switch whose ports are the shaped rate, with the wire latency fitted for that link class
-    in data/constants/cluster.toml (0 for a rate it has no fit of: stated in the row's method)."""
+    profile (1 thread) on a switch whose ports are the shaped rate, with ggml-rpc's per-message endpoint time and
+    the shaped path's per-traversal latency measured apart from the runs (`rpc_link_times`: tiny-command round trips
+    on loopback and across the link; 0 latency for a rate not measured, stated in the row's method)."""
     from workbench.hardware import load_device
     from workbench.network import Link, Topology
     from workbench.schemes.base import Cluster
     from workbench.schemes.edge_engines import evaluate_llamacpp
     from workbench.schemes.workload import Workload
-    from workbench.studies.cluster import stored_fits
     from workbench.units import mbps_to_bytes_per_s
 
     device = load_device(PROFILE) if device is None else device
-    fits = stored_fits().set_index("link_class")
-    link_class = LinkShape(config.link_mbit).link_class
-    latency = float(fits.loc[link_class, "latency_s"]) if link_class in fits.index else 0.0
-    # per-message endpoint time: none (assumed): the fitted message_overhead (651 us) is jax.distributed + gloo's
-    # dispatch, not ggml-rpc's raw socket writes, and this machine has no fit of the latter
-    link = Link(mbps_to_bytes_per_s(config.link_mbit), latency, name=link_class, message_overhead_s=0.0)
+    times = rpc_link_times()
+    latency = times.latency(config.link_mbit)
+    link = Link(mbps_to_bytes_per_s(config.link_mbit), 0.0 if latency is None else latency,
+                name=LinkShape(config.link_mbit).link_class, message_overhead_s=times.message_overhead_s)
     cluster = Cluster((device,) * config.processes, Topology("switch", config.processes, link))
     kv = config.prompt_tokens + config.decode_tokens // 2
     workload = Workload(phase, seq_len=config.prompt_tokens, kv_len=kv, weight_bits=16.0, activation_bits=32.0,
                         kv_bits=16.0, engine="llama.cpp", weight_format="f16")
     return evaluate_llamacpp(config.model, cluster, workload, config.tensor_split)
+
+
+PING_GAP_S = 0.002  # between gapped round trips: a 1514 B bucket refills in 1.2 ms at 10 Mbit
+
+
+def _ping(network: ShapedNetwork, i: int, endpoint: str, count: int, gap_s: float) -> dict:
+    """`rpc_worker ping` from process i's namespace, `gap_s` apart."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                   os.environ.get("PYTHONPATH")])))
+    out = subprocess.run(network.command_prefix(i) + [sys.executable, "-m", "workbench.engines.rpc_worker", "ping",
+                                                      endpoint, str(count), str(gap_s)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise WorkbenchError(f"rpc ping failed (exit {out.returncode}): {out.stderr.strip()[-300:]}")
+
+
+def measure_link_times(rates: list[float], count: int = 2000) -> list[dict]:
+    """ggml-rpc round trips of its smallest waited command (`rpc_worker.ping`) on loopback inside the server's
+    namespace (no wire: twice the endpoint time) and across the tight-bucket link from another namespace (two hops
+    each way more), back to back (as a pass queues its commands) and PING_GAP_S apart (the bucket refilled, so
+    what the link adds is latency, not its rate), one RPC server per rate."""
+    rows = []
+    for rate in rates:
+        config = RpcConfig(processes=2, link_mbit=rate)
+        with RpcDeployment(config) as deployment:
+            deployment.start_servers()
+            endpoint = f"{deployment.network.address(1)}:{PORT}"
+            got = [(where, gap, _ping(deployment.network, i, endpoint, count, gap))
+                   for gap in (0.0, PING_GAP_S) for where, i in (("loopback", 1), ("shaped", 0))]
+        date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for where, gap, result in got:
+            rows.append({"link_mbit": float(rate), "burst_bytes": config.shape_of_link.burst, "path": where,
+                         "gap_s": gap, "round_trips": result["round_trips"], "median_s": result["median_s"],
+                         "p10_s": result["p10_s"], "p90_s": result["p90_s"], "load_1min": round(os.getloadavg()[0], 2),
+                         "date": date})
+    return rows
+
+
+def link_constants_toml(rows: list[dict]) -> str:
+    """data/constants/llamacpp_rpc.toml from `measure_link_times` rows: the endpoint time is half the median
+    back-to-back loopback round trip (one request, one reply; median over the rates), the latency of one traversal
+    a quarter of what the link adds to the gapped round trip (two hops each way: `network.collective_latency`'s
+    star broadcast on a switch; 0 where the difference is below 0, i.e. within the noise)."""
+    def median(path: str, gap: float, rate: float | None = None) -> float:
+        return statistics.median(r["median_s"] for r in rows if r["path"] == path and r["gap_s"] == gap
+                                 and (rate is None or r["link_mbit"] == rate))
+
+    loop = median("loopback", 0.0)
+    dates = sorted({r["date"][:10] for r in rows})
+    host = f"{platform.node()}, {len(os.sched_getaffinity(0))} vCPUs"
+    out = ["# ggml-rpc's per-message time on this machine, measured apart from the engine runs it predicts",
+           "# (python -m workbench.engines.rpc ping; raw round trips in data/engines/llamacpp_rpc_ping.csv)", "",
+           "[rpc_message_overhead]", f"value = {loop / 2:.6g}", 'unit = "s"', 'kind = "measured"',
+           f'source = "half the median round trip of RPC_CMD_GET_DEVICE_MEMORY (4-byte request, 16-byte reply), back '
+           f'to back over loopback in the server\'s namespace, llama-cpp-python 0.3.36 (llama.cpp 0c1e57098), '
+           f'{host}, {", ".join(dates)}; median over the rates of data/engines/llamacpp_rpc_ping.csv"', ""]
+    for rate in sorted({r["link_mbit"] for r in rows}):
+        burst = next(r["burst_bytes"] for r in rows if r["link_mbit"] == rate)
+        added = median("shaped", PING_GAP_S, rate) - median("loopback", PING_GAP_S, rate)
+        out += [f"[tight_{rate:g}mbit_latency]", f"value = {max(added / 4, 0.0):.6g}", 'unit = "s"',
+                'kind = "measured"',
+                f'source = "one traversal (veth, tbf {rate:g} Mbit with a {burst} B bucket, bridge): what the link adds '
+                f'to the round trip ({added * 1e6:.1f} us) / 4 (two hops each way), 0 if below 0; RPC_CMD_GET_DEVICE_'
+                f'MEMORY medians {PING_GAP_S * 1e3:g} ms apart, data/engines/llamacpp_rpc_ping.csv, {host}"', ""]
+    return "\n".join(out)
+
+
+def ping_main(argv: list[str]) -> int:
+    """`python -m workbench.engines.rpc ping [--link-mbit 10,100,1000] [--count N]`: measure, write the CSV and
+    the constants."""
+    import argparse
+
+    import pandas as pd
+
+    from workbench.io import write_text_atomic
+
+    parser = argparse.ArgumentParser(prog="python -m workbench.engines.rpc ping")
+    parser.add_argument("--link-mbit", default="10,100,1000")
+    parser.add_argument("--count", type=int, default=2000)
+    args = parser.parse_args(argv)
+    require_int("count", args.count, low=10, high=100_000)
+    rows = measure_link_times([float(x) for x in args.link_mbit.split(",")], args.count)
+    write_csv_atomic(PING_CSV, pd.DataFrame(rows))
+    write_text_atomic(DATA_DIR / CONSTANTS, link_constants_toml(rows))
+    for row in rows:
+        print(f"{row['link_mbit']:g} Mbit {row['path']}: {row['median_s'] * 1e6:.1f} us a round trip")
+    return 0
 
 
 class RpcDeployment:
@@ -162,7 +294,7 @@ class RpcDeployment:
 
     def __init__(self, config: RpcConfig):
         self.config = config
-        self.network = ShapedNetwork(config.processes, LinkShape(config.link_mbit))
+        self.network = ShapedNetwork(config.processes, config.shape_of_link)
         self.servers: list[subprocess.Popen] = []
         self.client: subprocess.Popen | None = None
 
@@ -290,7 +422,8 @@ def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[li
                     + "; bytes: /proc/net/dev of every veth (tx summed), idle rate subtracted, on the wire "
                       "(66 B headers a packet; RPC payload = link bytes - 66 x link packets, "
                       "llamacpp_rpc_wire.csv); predicted_bytes: llamacpp_rpc's RPC payload; comm_share: the "
-                      f"model's; link {link_mbit_class}, tensor_split {config.tensor_split}")))
+                      f"model's; link {link_mbit_class}, tbf burst {config.shape_of_link.burst} B, tensor_split "
+                      f"{config.tensor_split}; predicted: {predicted_link_line(config)}")))
         wire.append({"shape": model.name, "processes": config.processes, "link_mbit": float(config.link_mbit),
                      "phase": phase, "date": rows[-1].date, "tokens": tokens * len(windows),
                      "link_packets_per_token": counted.link_packets,
@@ -336,3 +469,9 @@ def merge_wire(path: Path, rows: list[dict]) -> Path:
     new = new.drop_duplicates(WIRE_KEY, keep="last")
     frame = new.sort_values(WIRE_KEY, kind="stable").reset_index(drop=True)
     return write_csv_atomic(path, frame)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["ping"]:
+        sys.exit("usage: python -m workbench.engines.rpc ping [--link-mbit 10,100,1000] [--count N]")
+    sys.exit(ping_main(sys.argv[2:]))

@@ -3,6 +3,7 @@
 * ``serve HOST:PORT THREADS``: an RPC server the way llama.cpp's `rpc-server` starts one (tools/rpc/rpc-server.cpp
   :195-257 at 0c1e57098: the CPU device, `ggml_backend_rpc_start_server(endpoint, cache_dir, n_threads, n_devices,
   devices)`, ggml/include/ggml-rpc.h:27), through ctypes on the libraries llama-cpp-python ships; it never returns.
+* ``ping HOST:PORT COUNT GAP_S``: round trips of ggml-rpc's smallest waited command (`ping`), for its endpoint time.
 * ``client CONFIG_JSON``: loads the model over the servers (`ggml_backend_rpc_add_server`, ggml-rpc.cpp, and
   llama_model_params.devices / tensor_split / n_gpu_layers, src/llama-model.cpp:1557-1614), times prefill and
   decode as llama-bench does, reads every namespace's /proc/net/dev around each phase, prints one JSON line.
@@ -155,16 +156,47 @@ def client(config: dict) -> dict:
     return out
 
 
+def ping(endpoint: str, count: int, gap_s: float) -> dict:
+    """Round trips of ggml-rpc's smallest waited command, RPC_CMD_GET_DEVICE_MEMORY (a 4-byte request, a 16-byte
+    reply; ggml_backend_rpc_get_device_memory, ggml-rpc.cpp:1141-1149), through the same dispatcher thread and
+    socket the model's commands use (a backend held open keeps the connection, get_dispatcher :585-600); `gap_s`
+    between them lets a shaped link's bucket refill, so the time is latency, not the rate."""
+    lib, _, _, rpc = _libs()
+    lib.llama_backend_init()
+    rpc.ggml_backend_rpc_init.restype = ctypes.c_void_p
+    rpc.ggml_backend_rpc_init.argtypes = [ctypes.c_char_p, ctypes.c_uint32]
+    rpc.ggml_backend_rpc_get_device_memory.restype = None
+    rpc.ggml_backend_rpc_get_device_memory.argtypes = [ctypes.c_char_p, ctypes.c_uint32,
+                                                       ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    backend = rpc.ggml_backend_rpc_init(endpoint.encode(), 0)
+    if not backend:
+        raise RuntimeError(f"no RPC server at {endpoint}")
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    times = []
+    for _ in range(count + 20):
+        time.sleep(gap_s)
+        start = time.perf_counter()
+        rpc.ggml_backend_rpc_get_device_memory(endpoint.encode(), 0, ctypes.byref(free), ctypes.byref(total))
+        times.append(time.perf_counter() - start)
+    times = sorted(times[20:])
+    return {"round_trips": count, "median_s": times[count // 2], "p10_s": times[count // 10],
+            "p90_s": times[9 * count // 10]}
+
+
 def main(argv: list[str]) -> int:
     """`serve HOST:PORT THREADS` or `client CONFIG_JSON` (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if argv[:1] == ["serve"] and len(argv) == 3:
         serve(argv[1], int(argv[2]))
         return 0
+    if argv[:1] == ["ping"] and len(argv) == 4:
+        print("RESULT " + json.dumps(ping(argv[1], int(argv[2]), float(argv[3]))), flush=True)
+        return 0
     if argv[:1] == ["client"] and len(argv) == 2:
         print("RESULT " + json.dumps(client(json.loads(argv[1]))), flush=True)
         return 0
-    print("usage: python -m workbench.engines.rpc_worker serve HOST:PORT THREADS | client CONFIG_JSON",
+    print("usage: python -m workbench.engines.rpc_worker serve HOST:PORT THREADS | client CONFIG_JSON | "
+          "ping HOST:PORT COUNT GAP_S",
           file=sys.stderr)
     return 2
 
