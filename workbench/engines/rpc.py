@@ -8,6 +8,12 @@ phase's first decode token (whose graph llama.cpp sends whole, `RPC_CMD_GRAPH_CO
 reading; an idle window with no tokens gives the background rate, subtracted. Wire bytes carry 66 bytes of
 Ethernet + IPv4 + TCP headers a packet (`FRAME_BYTES`); the RPC payload is wire bytes less 66 per packet.
 Everything started is ended, and every namespace removed, on success, failure or Ctrl-C (`RpcDeployment`).
+
+Links: tbf at the rate with a one-frame bucket (`netns.tight_burst_bytes`), so each message, not only bulk
+traffic, crosses at the rate (data/engines/link_check.csv); a token bucket still lets the first frame of a burst
+through at the veth's speed, one frame time per burst faster than a wire of that rate. The prediction's link
+takes ggml-rpc's endpoint time and the path's latency measured apart from these runs (`measure_link_times`,
+data/constants/llamacpp_rpc.toml; `python -m workbench.engines.rpc ping`).
 """
 
 from __future__ import annotations
@@ -373,10 +379,16 @@ class RpcDeployment:
         self.close()
 
 
-def contention_line(processes: int, threads: int) -> str:
-    """What shared this machine's CPUs during the run."""
+def other_load() -> str:
+    """Runnable tasks and the 1-minute load from /proc/loadavg, read before a run starts its processes."""
+    fields = Path("/proc/loadavg").read_text().split()
+    return f"load {fields[0]} and {fields[3].split('/')[0]} runnable tasks before the run started"
+
+
+def contention_line(processes: int, threads: int, before: str) -> str:
+    """What shared this machine's CPUs during the run (`before`: `other_load()` at its start)."""
     return (f"{processes} processes x {threads} thread on {len(os.sched_getaffinity(0))} vCPUs (the pipeline runs one "
-            f"split at a time); other helpers' niced tests may run (load_1min says how busy)")
+            f"split at a time); {before}; load_1min at the end")
 
 
 def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[list[EngineRun], list[dict]]:
@@ -413,7 +425,7 @@ def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[li
             root_sent_bytes_per_token=counted.root_sent, root_recv_bytes_per_token=counted.root_recv,
             link_bytes_per_token=counted.link, predicted_seconds_per_token=per_token,
             predicted_bytes_per_token=payload, comm_share=min(max(comm, 0.0), 1.0), load_1min=load,
-            contention=contention_line(config.processes, config.threads),
+            contention=contention_line(config.processes, config.threads, result.get("load_before", "load not read")),
             method=(f"llama-bench's method through ctypes (workbench.engines.rpc); {phase} "
                     + ("median over repeats of each repeat's median step, the first step after the prompt "
                        "(graph sent whole) not counted" if phase == "decode" else
@@ -444,10 +456,11 @@ def run_llamacpp_rpc(config: RpcConfig, work: Path, timeout_s: float = 600.0) ->
     work.mkdir(parents=True, exist_ok=True)
     path = write_gguf(config.model, work / f"{config.shape}-f16.gguf")
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    before = other_load()
     try:
         with RpcDeployment(config) as deployment:
             deployment.start_servers()
-            result = deployment.run_client(path, timeout_s)
+            result = dict(deployment.run_client(path, timeout_s), load_before=before)
             return rows_from(config, result, deployment.network.shape.link_class)
     finally:
         signal.signal(signal.SIGTERM, previous)
