@@ -45,9 +45,9 @@ def tight_burst_bytes(rate_mbit: float) -> int:
     else it drops it; a GSO packet larger than the bucket is segmented first: linux net/sched/sch_tbf.c
     tbf_enqueue / tbf_segment), or 100 us of traffic where that is more (at 1 Gbit one frame is 12 us, shorter
     than the timer slack of this VM). Measured here (data/engines/link_check.csv, workbench.cluster.linkcheck): at
-    100 Mbit a 10 KB message takes its wire bytes at the rate (x0.99), at 10 Mbit x1.14 (the first frame leaves at
-    once from a full bucket), and 1 s of bulk runs within 5 % of it; the default bucket (64 KiB) lets a 10 KB message
-    through 4x (100 Mbit) to 55x (10 Mbit) faster than the rate. At 1 Gbit this VM's python endpoints, not tbf,
+    100 Mbit a 10 KB message takes its wire bytes at the rate (x0.96-0.99), at 10 Mbit x1.13 (the first frame leaves
+    at once from a full bucket), and 1 s of bulk runs within 5 % of it; the default bucket (64 KiB) lets a 10 KB
+    message through 2.5-4x (100 Mbit) to 24-55x (10 Mbit) faster than the rate. At 1 Gbit this VM's python endpoints, not tbf,
     set the pace with either bucket."""
     require_positive("rate_mbit", rate_mbit)
     return max(FRAME_BYTES, int(mbps_to_bytes_per_s(rate_mbit) * TIGHT_BURST_S))
