@@ -45,19 +45,27 @@ def test_llamacpp_layer_rule_is_load_tensors_upper_bound():
 
 
 def test_rpc_client_messages_and_bytes_are_the_closed_form():
+    """Per server: a SET_TENSOR per scheduler input (two hidden states from the client into the first server, one
+    between servers; positions, K and V indices, the 256-cell F16 mask; the output ids on the last layer's server),
+    a GRAPH_RECOMPUTE, a GET_TENSOR of its output (the logits on the last): queued commands pay the endpoint time,
+    each GET a hand-off each way."""
     m, n, o = get_model("Llama 2-7B"), 4, 50e-6
     cl = _cluster(n, overhead=o)
     r = E.evaluate_llamacpp(m, cl, W)
     layers = r.extra["layers"]
     servers = sum(1 for i, a in enumerate(layers) if i and a)
-    act, logits = m.d_model * 4, m.vocab_size * 4
-    sent = servers * ((9 + 296 + 8 + act) + (9 + 4) + (9 + 296 + 16))
+    assert layers[0] and all(layers[1:]) and E.output_device(m.n_layers, [1] * n) == n - 1
+    act, logits, frame = m.d_model * 4, m.vocab_size * 4, 9 + 296 + 1 + 8
+    graph_inputs = 4 * frame + 4 + 8 + 8 + 256 * 2
+    sent = (servers + 1) * (frame + act) + servers * graph_inputs + (frame + 4) + servers * ((9 + 4) + (9 + 296 + 16))
     received = (servers - 1) * (8 + act) + (8 + logits)  # the last server returns the logits
     t = r.extra["traffic"]
-    assert (t.messages, t.sent_bytes, t.received_bytes) == (4 * servers, sent, received)
-    per_message = handoff_time(cl, 0.0)[0]
-    assert r.comm_link_latency_s == pytest.approx(4 * servers * per_message)
-    assert r.comm_bytes_s == pytest.approx((sent + received) / (1000e6 / 8))
+    set_tensors = (servers + 1) + 4 * servers + 1
+    assert (t.messages, t.sent_bytes, t.received_bytes) == (set_tensors + 3 * servers, sent, received)
+    one_way = handoff_time(cl, 0.0)[0]
+    assert r.comm_link_latency_s == pytest.approx((set_tensors + servers) * o + servers * 2 * one_way)
+    assert r.comm_bytes_s == pytest.approx((t.sent_wire_bytes + t.received_wire_bytes) / (1000e6 / 8))
+    assert t.sent_wire_bytes > sent and t.received_wire_bytes > received  # headers on every segment
     assert r.parts_s == pytest.approx(r.latency_s, rel=1e-12)
 
 

@@ -33,10 +33,11 @@ import pandas as pd
 
 from workbench.calibrate import to_toml
 from workbench.display import setup_notebook
-from workbench.studies import cluster as stored
-from workbench.studies import own_hardware as wb
 from workbench.papers.charts import diagonal
 from workbench.results import Recorder
+from workbench.studies import cluster as stored
+from workbench.studies import engine_runs as er
+from workbench.studies import own_hardware as wb
 
 rec = Recorder("own_hardware", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -238,6 +239,47 @@ say("Over the repeats the error of a 2-process point runs from {lo2:+.0%} to {hi
 # %%
 choices = wb.link_choice_table(work, model, data_dir)
 choices
+
+# %% [markdown]
+# ## Distributed engines on this machine: model vs engine
+# The engines people deploy, run here across shaped links (`python -m workbench engines run llama.cpp
+# --processes 3 --link-mbit 100`, `engines run distributed-llama ...`: one network namespace per process, a
+# `tc tbf` rate on every link) and stored in `data/engines/*_runs.csv`. Each row sits beside the scheme that
+# models that engine on the same deployment (this machine's llama.cpp profile per process, the link's rate).
+# Bytes per token are read from every link's interface counters; llama.cpp's are compared as RPC payload (the
+# wire less 66 bytes of headers a packet). Time is held to the model only where communication is at least
+# half of it.
+
+# %%
+engines = er.side_by_side(er.stored_runs())
+engines[["case", "phase", "seconds_per_token", "predicted_seconds_per_token", "time_error", "measured_bytes",
+         "predicted_bytes_per_token", "bytes_error", "bytes_as", "comm_share", "load_1min"]]
+
+# %%
+if not engines.empty:
+    engine_points = alt.Chart(engines).mark_point(filled=True, size=90).encode(
+        x=alt.X("seconds_per_token:Q", scale=alt.Scale(type="log"), title="measured (s/token)"),
+        y=alt.Y("predicted_seconds_per_token:Q", scale=alt.Scale(type="log"), title="predicted by the scheme (s/token)"),
+        color=alt.Color("case:N", legend=alt.Legend(labelLimit=400)), shape="phase:N",
+        tooltip=["case", "phase", "seconds_per_token", "predicted_seconds_per_token"])
+    engine_exact = diagonal("seconds_per_token", "predicted_seconds_per_token",
+                            pd.concat([engines.seconds_per_token, engines.predicted_seconds_per_token]))
+    rec.chart(alt.layer(engine_points, engine_exact).properties(
+        width=360, height=300, title="distributed engines: time per token (dashed = exact)"),
+        "engines_time", data=engines)
+
+# %%
+if not engines.empty:
+    decode = engines[engines.phase == "decode"]
+    held = engines[engines.time_held]
+    say("Over {n} decode rows of {engines_} the measured bytes per token are {bytes_} off the model's; "
+        "time per token is {time_} off where communication is at least half the time ({held} rows), "
+        "{all_} over all rows.", n=len(decode), engines_=", ".join(sorted(engines.engine.unique())),
+        bytes_=span(decode.bytes_error * 100, "+.1f", "%"), time_=span(held.time_error * 100, "+.0f", "%"),
+        held=len(held), all_=span(engines.time_error * 100, "+.0f", "%"))
+
+# %%
+rec.add(er.result_rows(engines))
 
 # %%
 rec.add(wb.result_rows(profile, checked, summary, calibrated, chains, choices, campaigns, drift))

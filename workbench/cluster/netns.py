@@ -36,6 +36,23 @@ SUBNET = "10.213.0"  # private, and only ever configured inside this run's names
 NAME_PATTERN = re.compile(r"^wb(\d+)-(\d+|br)$")
 
 
+FRAME_BYTES = 1500 + 14  # the largest packet on these veths: 1500-byte MTU + Ethernet header
+TIGHT_BURST_S = 100e-6  # the bucket's refill slack above one frame (see `tight_burst_bytes`)
+
+
+def tight_burst_bytes(rate_mbit: float) -> int:
+    """A token bucket that shapes each message, not only bulk traffic: one frame (tbf must hold the largest packet,
+    else it drops it; a GSO packet larger than the bucket is segmented first: linux net/sched/sch_tbf.c
+    tbf_enqueue / tbf_segment), or 100 us of traffic where that is more (at 1 Gbit one frame is 12 us, shorter
+    than the timer slack of this VM). Measured here (data/engines/link_check.csv, workbench.cluster.linkcheck): at
+    100 Mbit a 10 KB message takes its wire bytes at the rate (x0.96-0.99), at 10 Mbit x1.13 (the first frame leaves
+    at once from a full bucket), and 1 s of bulk runs within 5 % of it; the default bucket (64 KiB) lets a 10 KB
+    message through 2.5-4x (100 Mbit) to 24-55x (10 Mbit) faster than the rate. At 1 Gbit this VM's python endpoints, not tbf,
+    set the pace with either bucket."""
+    require_positive("rate_mbit", rate_mbit)
+    return max(FRAME_BYTES, int(mbps_to_bytes_per_s(rate_mbit) * TIGHT_BURST_S))
+
+
 @dataclass(frozen=True)
 class LinkShape:
     """A rate limit for every process's link (token bucket), in megabits per second."""
@@ -47,6 +64,9 @@ class LinkShape:
     def __post_init__(self) -> None:
         require_positive("rate_mbit", self.rate_mbit)
         require_int("burst_bytes", self.burst_bytes, low=0)
+        if 0 < self.burst_bytes < FRAME_BYTES:
+            raise WorkbenchError(f"burst_bytes must be 0 (the default) or >= {FRAME_BYTES} (one frame: tbf drops a "
+                                 f"packet larger than its bucket), got {self.burst_bytes}")
         require_positive("queue_ms", self.queue_ms)
         if self.rate_mbit > 100_000:
             raise WorkbenchError(f"rate_mbit must be <= 100000 (100 Gbit), got {self.rate_mbit}")

@@ -1,27 +1,48 @@
-"""`python -m workbench engines campaign | compare`: run llama.cpp here and hold the workbench to it.
+"""`python -m workbench engines campaign | compare | run`: run llama.cpp here and hold the workbench to it.
 
 * `campaign` times every shape x format x thread count of `workbench.engines.campaign` (several minutes on 2 cores;
   `--shapes` / `--formats` for a part) and writes the measured rows to data/engines/llamacpp_campaign.csv.
 * `compare` prints predicted / measured for each stored row, from each device named by `--device` (a preset id or a
   device TOML; one per thread count via `T=...`, e.g. `--device profile 1=this_machine_llamacpp_t1
   2=this_machine_llamacpp_t2`), with the median and worst error per phase.
+* `run ENGINE` runs a distributed engine across shaped links (one network namespace per process, `tc tbf`):
+  `llama.cpp` (its RPC layer split, `workbench.engines.rpc`) or `distributed-llama` (`workbench.engines.dllama`),
+  and merges its `EngineRun` rows into the engine's runs CSV (data/engines/<engine>_runs.csv); every process and
+  namespace it started is gone when it ends, Ctrl-C included. Needs root, `ip` and `tc`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 from pathlib import Path
 
 import pandas as pd
 
 from workbench.engines import campaign
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, require_choice
+
+RUN_ENGINES = ("llama.cpp", "distributed-llama")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `python -m workbench engines`."""
-    parser.add_argument("what", choices=("campaign", "compare"), help="campaign: run and store; compare: model vs run")
-    parser.add_argument("--out", default=str(campaign.CAMPAIGN_CSV), help="campaign CSV (written or read)")
+    parser.add_argument("what", choices=("campaign", "compare", "run"),
+                        help="campaign: run and store; compare: model vs run; run ENGINE: a distributed engine")
+    parser.add_argument("engine", nargs="?", default=None, help=f"run: one of {', '.join(RUN_ENGINES)}")
+    parser.add_argument("--out", default=None, help="the CSV written or read (default: campaign's, or the engine's "
+                                                    "runs CSV for run)")
+    parser.add_argument("--processes", type=int, default=2, help="run: processes (client + servers), 2..8")
+    parser.add_argument("--link-mbit", type=float, default=1000.0, help="run: every process's link rate, Mbit/s")
+    parser.add_argument("--burst-bytes", type=int, default=None,
+                        help="run llama.cpp: tbf's bucket, bytes (>= 1514; 0: netns' bulk default of max(64 KiB, 4 ms); "
+                             "default: one frame, or 100 us of traffic above 121 Mbit, so each message is shaped)")
+    parser.add_argument("--shape", default=None, help="run: the model shape (engine's default if not given)")
+    parser.add_argument("--prompt-tokens", type=int, default=32, help="run: prompt tokens (prefill)")
+    parser.add_argument("--decode-tokens", type=int, default=32, help="run: decode tokens timed per repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="run: repeats")
+    parser.add_argument("--engine-version", default=None, help="run distributed-llama: its version (v0.16.4)")
+    parser.add_argument("--work", default=None, help="run: folder for the model file (default: a temporary one)")
     parser.add_argument("--shapes", default=None, help=f"comma-separated shapes ({', '.join(campaign.SHAPES)})")
     parser.add_argument("--formats", default=None, help="comma-separated formats (default: all llama.cpp makes)")
     parser.add_argument("--no-moe", action="store_true", help="leave out the MoE shape")
@@ -85,9 +106,78 @@ def summary(table: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def merge_runs(path: Path, rows) -> list:
+    """The runs stored at `path` with `rows` replacing those of the same deployment and phase, written back."""
+    from workbench.engines.runs import read_runs, write_runs
+
+    def key(run):
+        return (run.engine, run.shape, run.format, run.processes, run.threads, run.link_mbit, run.phase)
+
+    new = {key(r) for r in rows}
+    kept = [r for r in (read_runs(path) if path.exists() else []) if key(r) not in new]
+    merged = kept + list(rows)
+    write_runs(path, merged)
+    return merged
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    """`engines run ENGINE`: run it across shaped links and merge its rows into the runs CSV."""
+    import shutil
+    import tempfile
+
+    require_choice("engine", args.engine, RUN_ENGINES)
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="wb-engines-"))
+    try:
+        return _run_engine(args, work)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_engine(args: argparse.Namespace, work: Path) -> int:
+    """`run_engine` in the folder `work`."""
+    if args.engine == "distributed-llama":
+        try:
+            dllama = importlib.import_module("workbench.engines.dllama")
+        except ImportError as exc:
+            if exc.name != "workbench.engines.dllama":
+                raise
+            raise WorkbenchError("distributed-llama's runner (workbench.engines.dllama) is not in this checkout") \
+                from None
+        version = args.engine_version or "v0.16.4"
+        require_choice("--engine-version", version, tuple(dllama.COMMITS))
+        name = args.shape or next(iter(dllama.SHAPES))
+        require_choice("--shape", name, tuple(dllama.SHAPES))
+        rows = dllama.run_dllama(version, dllama.SHAPES[name], args.processes, args.link_mbit, args.decode_tokens,
+                                 work)
+        out = Path(args.out) if args.out else campaign.CAMPAIGN_CSV.parent / "dllama_runs.csv"
+    else:
+        from workbench.engines import rpc
+
+        config = rpc.RpcConfig(shape=args.shape or "rpc-small", processes=args.processes, link_mbit=args.link_mbit,
+                               prompt_tokens=args.prompt_tokens, decode_tokens=args.decode_tokens,
+                               repeats=args.repeats, burst_bytes=args.burst_bytes)
+        rows, wire = rpc.run_llamacpp_rpc(config, work)
+        out = Path(args.out) if args.out else rpc.RUNS_CSV
+        wire_path = out.with_name(out.name.replace("_runs", "_wire")) if "_runs" in out.name else \
+            out.with_suffix(".wire.csv")
+        rpc.merge_wire(wire_path, wire)
+    merge_runs(out, rows)
+    for run in rows:
+        print(f"{run.engine} {run.shape} {run.processes}p {run.link_mbit:g} Mbit {run.phase}: "
+              f"{run.seconds_per_token * 1e3:.3f} ms/token (predicted {run.predicted_seconds_per_token * 1e3:.3f}), "
+              f"link {run.link_bytes_per_token:.0f} B/token")
+    print(f"{len(rows)} rows -> {out}")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
-    """Run the campaign or print the comparison."""
-    out = Path(args.out)
+    """Run the campaign, print the comparison, or run a distributed engine."""
+    if args.what == "run":
+        return run_engine(args)
+    if args.engine is not None:
+        raise WorkbenchError(f"an engine name goes with `run` only, got {args.what} {args.engine!r}")
+    out = Path(args.out) if args.out else campaign.CAMPAIGN_CSV
     if args.what == "campaign":
         frame = campaign.run_campaign(out, args.shapes.split(",") if args.shapes else None,
                                       args.formats.split(",") if args.formats else None, moe=not args.no_moe)

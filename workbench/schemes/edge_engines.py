@@ -5,16 +5,14 @@
   exceeds il / (L + 1), the output layer in slot L; the splits are each device's free memory or
   `--tensor-split`, option `[schemes.llamacpp] tensor_split = "3,1,1,1"`). Device 0 is the client: it embeds
   (the input layer stays on the host) and runs its own layers locally; every other device is an RPC server the
-  client drives one synchronous command at a time (ggml-org/ggml `src/ggml-rpc/ggml-rpc.cpp`@d99724f2):
-  per token and server holding layers, `RPC_CMD_SET_TENSOR` of the split's input (:486-510, no reply),
-  `RPC_CMD_GRAPH_RECOMPUTE` (:722-745: the decode graph is reused; a 4-byte request, no reply), and
-  `RPC_CMD_GET_TENSOR` of its output (:512-520: request, then the data back). Servers never talk to each
-  other: `cpy_tensor` between two servers returns false (:522-541), so every hand-off goes up to the client and
-  down again. A request is 1 command byte + an 8-byte size + its body (:314-331); a tensor is named by a packed
-  `rpc_tensor` of 296 bytes (:35-51 with GGML_MAX_DIMS 4, GGML_MAX_OP_PARAMS 64, GGML_MAX_SRC 10,
-  GGML_MAX_NAME 64, `include/ggml.h`:222-229). The last server's output is the logits (vocab F32 values of the
-  last row). So the client handles 4 messages per server per token, the per-message cost that grows with
-  every board (llama.cpp PR #16020's "every device you add, it gets worse").
+  client drives through one command queue per server (llama.cpp 0c1e57098, ggml/src/ggml-rpc/ggml-rpc.cpp):
+  per token and server holding layers, one `RPC_CMD_SET_TENSOR` per tensor the scheduler copies into its split
+  (hidden states and graph inputs: `server_inputs`), `RPC_CMD_GRAPH_RECOMPUTE` (the decode graph is reused),
+  and `RPC_CMD_GET_TENSOR` of what the next split needs (the logits on the output device); `rpc_traffic` has
+  the file:line of each. A request is 1 command byte + an 8-byte size + its body, sent in three `send()`s with
+  TCP_NODELAY; a tensor is named by a packed `rpc_tensor` of 296 bytes (ggml-rpc.cpp:39-57). Servers never
+  talk to each other, so every hand-off goes up to the client and down again: the per-message cost that grows
+  with every board (llama.cpp PR #16020's "every device you add, it gets worse").
 * ``exo_pipeline`` - exo's pipeline placement (exo-explore/exo `src/exo/master/placement_utils.py`,
   `allocate_layers_proportionally`: layers by each node's share of available RAM, largest remainder, at least
   one layer a node), costed by `workbench.schemes.pipeline.evaluate_pipeline` (hand-offs node to node, the
@@ -27,7 +25,9 @@
   the whole head (instead of Megatron's vocabulary split and its all-gather).
 
 Assumed: the hidden state between llama.cpp splits travels as F32 (4 bytes a value, llama.cpp's residual stream
-type); a prefill's graph is costed as a recompute too (the first graph's `rpc_tensor` list is not counted).
+type); a decode step reuses its graph (`RPC_CMD_GRAPH_RECOMPUTE`), a prefill is a prompt after generation, so the
+graph changed and each server gets it whole (`RPC_CMD_GRAPH_COMPUTE`, `split_graphs`; counted for dense Llama-family
+models, whose graph builder it follows; not for others: said in the notes); TCP's pure ACKs are not counted.
 """
 
 from __future__ import annotations
@@ -62,10 +62,38 @@ from workbench.schemes.pipeline import (
     plan_cost,
 )
 
-RPC_TENSOR_BYTES = 296  # packed struct rpc_tensor (derived: ggml-rpc.cpp:35-51 with include/ggml.h:222-229)
-RPC_HEADER_BYTES = 1 + 8  # command byte + uint64 request size (quoted: ggml-rpc.cpp:314)
-RPC_REPLY_HEADER_BYTES = 8  # uint64 response size (quoted: ggml-rpc.cpp:315)
+RPC_TENSOR_BYTES = 296  # packed rpc_tensor (derived: 0c1e57098 ggml-rpc.cpp:39-57, include/ggml.h:222-229)
+RPC_HEADER_BYTES = 1 + 8  # command byte + uint64 request size (quoted: ggml-rpc.cpp:307-321)
+RPC_REPLY_HEADER_BYTES = 8  # uint64 response size (quoted: ggml-rpc.cpp:323-340, send_msg :258-266)
 F32_BYTES = 4  # the hidden state and logits between splits (assumed: llama.cpp's F32 residual stream)
+F16_BYTES = 2  # the KQ mask with flash attention (quoted: llama-graph.cpp:982; flash attention auto is on for CPU)
+OUTPUT_ROWS = 1  # rows whose logits a pass returns: the last token's (llama-cpp-python and llama-bench ask for one)
+MSS_BYTES = 1448  # TCP payload a segment on a 1500-byte MTU with timestamps (derived: 1500 - 20 IPv4 - 32 TCP)
+FRAME_BYTES = 14 + 20 + 32  # Ethernet + IPv4 + TCP-with-timestamps headers a packet (derived: RFC 894/791/7323)
+# RPC_CMD_GRAPH_COMPUTE's body (quoted: 0c1e57098 ggml-rpc.cpp:1017-1020 serialize_graph): device, n_nodes and
+# n_tensors (uint32 each), one uint64 id a node, one rpc_tensor for every tensor reachable from the nodes (add_tensor,
+# ggml-rpc.cpp:990-1008: srcs and view_src, each once)
+GRAPH_HEADER_BYTES = 3 * 4
+NODE_ID_BYTES = 8
+# Nodes and other tensors of llama.cpp 0c1e57098's Llama graph with flash attention (derived from the builder;
+# view ops are graph nodes, ggml.c ggml_visit_parents): a layer (src/models/llama.cpp:126-211) is 31 nodes:
+# attn_norm RMS_NORM + MUL (build_norm :132), Q/K/V MUL_MAT + RESHAPE_3D each (build_qkv, llama-graph.cpp:1703-1748),
+# ROPE of Q and K (:146, :152), the cache stores VIEW_2D + SET_ROWS each (llama-kv-cache.cpp:1340-1353, 1374-1385),
+# attention's VIEW_4D + PERMUTE of Q, PERMUTE of K and V (llama-graph.cpp:2635-2639), the cache views get_k / get_v
+# (llama-kv-cache.cpp:1288, 1309), FLASH_ATTN_EXT (llama-graph.cpp:2660), RESHAPE_2D (:2686), attn_output MUL_MAT,
+# the residual ADD (:178), ffn_norm RMS_NORM + MUL (:184), gate, up, SWIGLU, down (build_ffn), the residual ADD;
+# the last layer adds two GET_ROWS of the output rows (:174-176); the head is RMS_NORM + MUL + MUL_MAT (:231-240).
+# Other tensors: 9 weights a layer (attn_norm, q, k, v, o, ffn_norm, gate, up, down) and its K and V cache
+# (view sources), the head's 2 (output_norm, output); every split input (one tensor each).
+LAYER_NODES = 31
+LAST_LAYER_NODES = 2
+HEAD_NODES = 3
+LAYER_TENSORS = 9 + 2
+HEAD_TENSORS = 2
+# Below this many tokens a pass pins each layer's first norm to the layer's device (quoted: src/llama-context.cpp
+# :2643-2657, "ubatch.n_tokens < 32 || full_offload"); from it on, the scheduler's pass 2 (ggml-backend.cpp:1129-1148,
+# expand down) gives that norm to the previous server, so two hidden states (norm and residual) cross that boundary
+PIN_NORM_BELOW_TOKENS = 32
 
 
 # ---- llama.cpp: which device holds which layer ------------------------------------------------------
@@ -120,35 +148,181 @@ def memory_split(model: TransformerConfig, cluster: Cluster, workload: Workload)
 
 @dataclass(frozen=True)
 class RpcTraffic:
-    """What the client sends and receives per pass: endpoint messages, bytes, and their seconds."""
+    """What the client sends and receives per pass: RPC commands, payload bytes (what ggml-rpc writes to the
+    socket), the same on the wire (payload plus each data segment's headers; no pure ACKs), and their seconds."""
 
     messages: int
     sent_bytes: float
     received_bytes: float
     link_s: float
     bytes_s: float
+    sent_wire_bytes: float = 0.0
+    received_wire_bytes: float = 0.0
+
+    @property
+    def payload_bytes(self) -> float:
+        """RPC bytes both ways per pass: what every link carries less TCP/IP/Ethernet headers and ACKs."""
+        return self.sent_bytes + self.received_bytes
+
+
+def kv_window(workload: Workload) -> int:
+    """Cache cells a step's KQ mask spans (`n_kv`): the used cells padded to 256, at least 256 (llama.cpp
+    src/llama-kv-cache.cpp:1260-1274 get_n_kv at 0c1e57098; the cache itself is n_ctx padded to 256,
+    src/llama-context.cpp:290, assumed at least that large)."""
+    used = workload.attended if workload.phase == "decode" else workload.seq_len
+    return max(256, -(-used // 256) * 256)
+
+
+def segments(size: int) -> int:
+    """TCP segments one `send()` of `size` bytes takes: ggml-rpc sets TCP_NODELAY (ggml/src/ggml-rpc/
+    transport.cpp:692) and writes a command's byte, size and body in three sends (ggml-rpc.cpp:307-321), so
+    nothing is coalesced; MSS_BYTES a segment."""
+    return max(1, -(-size // MSS_BYTES))
+
+
+def _request(body: int) -> tuple[int, int]:
+    """(payload, wire bytes) of one request: command byte + uint64 size + body, three sends."""
+    payload = RPC_HEADER_BYTES + body
+    return payload, payload + FRAME_BYTES * (segments(1) + segments(8) + (segments(body) if body else 0))
+
+
+def _reply(body: int) -> tuple[int, int]:
+    """(payload, wire bytes) of one reply: uint64 size + body, two sends (send_msg, ggml-rpc.cpp:258-266)."""
+    payload = RPC_REPLY_HEADER_BYTES + body
+    return payload, payload + FRAME_BYTES * (segments(8) + segments(body))
+
+
+def server_inputs(model: TransformerConfig, workload: Workload, holds_layers: bool, holds_last_layer: bool,
+                  act_tensors: int) -> tuple[int, ...]:
+    """Bytes of each tensor `ggml_backend_sched` copies into a server's split per pass (one SET_TENSOR each;
+    ggml/src/ggml-backend.cpp:1297- pass 5 and the graph inputs flagged GGML_TENSOR_FLAG_INPUT): `act_tensors`
+    hidden states (F32); where the server runs repeating layers, the graph inputs its attention reads: positions
+    (I32, llama-graph.cpp build_inp_pos), the cache's K and V row indices (I64 each, src/llama-kv-cache.cpp:1422,
+    1436) and the KQ mask (F16 with flash attention, n_kv x tokens, llama-graph.cpp:982); the output row ids (I32,
+    llama-graph.cpp build_inp_out_ids) where it runs the last layer (src/models/llama.cpp:174-176)."""
+    n = workload.new_tokens
+    rows = n if holds_layers else OUTPUT_ROWS
+    out = [rows * model.d_model * F32_BYTES] * act_tensors
+    if holds_layers:
+        out += [4 * n, 8 * n, 8 * n, kv_window(workload) * n * F16_BYTES]
+        if holds_last_layer:
+            out.append(4 * OUTPUT_ROWS)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SplitGraph:
+    """One server's split of llama.cpp's graph: the hidden states copied in, its nodes and tensors (`split_graphs`)."""
+
+    hidden_in: int
+    nodes: int
+    tensors: int
+
+    def __post_init__(self) -> None:
+        if self.hidden_in < 1 or self.nodes < 1 or self.tensors < self.nodes:
+            raise WorkbenchError(f"a split graph needs hidden_in >= 1, nodes >= 1, tensors >= nodes; got "
+                                 f"{self.hidden_in}, {self.nodes}, {self.tensors}")
+
+    @property
+    def compute_body(self) -> int:
+        """Bytes of its RPC_CMD_GRAPH_COMPUTE body (serialize_graph, ggml-rpc.cpp:1017-1020)."""
+        return GRAPH_HEADER_BYTES + NODE_ID_BYTES * self.nodes + RPC_TENSOR_BYTES * self.tensors
+
+
+def holders_of(layers, last: int) -> list[int]:
+    """The servers (device >= 1) a pass runs on: those holding repeating layers or the output layer, in order."""
+    return [i for i in range(1, len(layers)) if layers[i] or i == last]
+
+
+def split_graphs(layers, last: int, new_tokens: int) -> tuple[SplitGraph, ...]:
+    """Each server's split of a dense Llama graph at llama.cpp 0c1e57098, in `holders_of` order. Boundaries
+    (ggml_backend_sched pass 2, ggml-backend.cpp:1124-1200: RPC backends expand down then up over weightless ops,
+    the CPU, lowest priority, never): after the client's layers, the first server also runs the client's last
+    residual ADD and takes both its operands; between two servers holding layers, one hidden state (the residual)
+    when the next layer's norm is pinned (`PIN_NORM_BELOW_TOKENS` or full offload, llama-context.cpp:2643-2657), else
+    the previous server runs that norm and two cross; a server holding only the output layer gets the final norm's
+    output from a server before it (that norm, il -1, is never pinned) or, after the client, runs the last ADD
+    and the norm itself. Nodes and tensors per layer and head: `LAYER_NODES` and the constants beside it."""
+    holders = holders_of(layers, last)
+    n_layers = sum(layers)
+    full_offload = layers[0] == 0 and last != 0  # n_gpu_layers > n_layer (llama-context.cpp:2646)
+    pinned = new_tokens < PIN_NORM_BELOW_TOKENS or full_offload
+    first_layer = np.concatenate([[0], np.cumsum(layers)])
+    hidden, moved = [], [0] * len(holders)
+    for k, i in enumerate(holders):
+        if k == 0:
+            hidden.append(2 if layers[0] else 1)
+            moved[k] += 1 if layers[0] else 0  # the client's last residual ADD
+        elif layers[i] and pinned:
+            hidden.append(1)
+        else:  # the next norm (a layer's, or the final one) runs on the server before
+            hidden.append(2 if layers[i] else 1)
+            moved[k - 1] += 1
+            moved[k] -= 1
+    out = []
+    for k, i in enumerate(holders):
+        runs_last = bool(layers[i] > 0 and first_layer[i] + layers[i] == n_layers)
+        inputs = hidden[k] + (4 if layers[i] else 0) + (1 if runs_last else 0)  # `server_inputs`' graph inputs
+        nodes = int(LAYER_NODES * layers[i] + LAST_LAYER_NODES * runs_last + HEAD_NODES * (i == last) + moved[k])
+        out.append(SplitGraph(hidden[k], nodes, int(nodes + LAYER_TENSORS * layers[i] + HEAD_TENSORS * (i == last)
+                                                    + inputs)))
+    return tuple(out)
+
+
+def graph_counted(model: TransformerConfig) -> bool:
+    """Whether `split_graphs` follows this model's graph builder: dense Llama-family models only."""
+    return model.family == "llama" and not model.n_experts
 
 
 def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, layers, last: int) -> RpcTraffic:
-    """Per pass, for each server (device >= 1) holding layers: SET_TENSOR of its input, GRAPH_RECOMPUTE,
-    GET_TENSOR of its output (the logits on the output device), each a point-to-point message."""
-    act = workload.new_tokens * model.d_model * F32_BYTES
-    logits = model.vocab_size * F32_BYTES if workload.output_head and model.is_decoder else act
-    sent = received = link = data = 0.0
+    """Per pass, for each server (device >= 1) holding layers or the output layer, as llama.cpp 0c1e57098 runs it
+    (measured: data/engines/llamacpp_rpc_runs.csv): one `RPC_CMD_SET_TENSOR` per input tensor (`server_inputs`;
+    body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no reply), then the graph: a decode step
+    reuses it, `RPC_CMD_GRAPH_RECOMPUTE` (ggml-rpc.cpp:1044-1049, a 4-byte device, no reply); a prefill (a prompt
+    after generation: the graph changed) sends it whole, `RPC_CMD_GRAPH_COMPUTE` (ggml-rpc.cpp:1050-1055,
+    `SplitGraph.compute_body`, no reply; dense Llama-family models, `graph_counted`); then one `RPC_CMD_GET_TENSOR`
+    per tensor the next split needs (body rpc_tensor + offset + size, reply the data; ggml-rpc.cpp:977-983): the
+    logits on the output device, else the next split's hidden states (`split_graphs`: two from the client into the
+    first server, one or two between servers; checked against the server's GGML_RPC_DEBUG log,
+    data/engines/llamacpp_rpc_graphs.csv). Servers never talk to each other (cpy_tensor across servers is false,
+    ggml-rpc.cpp:754-770), so every hand-off goes up to the client and down again. Seconds: every wire byte once at
+    the link's rate, the link's per-message endpoint time for each queued command, and a hand-off each way per
+    GET_TENSOR (the only command waited for)."""
+    logits = (OUTPUT_ROWS * model.vocab_size if workload.output_head and model.is_decoder
+              else workload.new_tokens * model.d_model) * F32_BYTES
+    n_layers = sum(layers)
+    holders = holders_of(layers, last)
+    graphs = split_graphs(layers, last, workload.new_tokens)
+    whole_graph = workload.phase == "prefill" and graph_counted(model)
+    first_layer = np.concatenate([[0], np.cumsum(layers)])
+    sent = received = sent_wire = received_wire = link = data = 0.0
     messages = 0
-    for i, a in enumerate(layers):
-        if i == 0 or a == 0:
-            continue
-        out = logits if i == last else act
-        sizes_up = (RPC_HEADER_BYTES + RPC_TENSOR_BYTES + 8 + act,  # set_tensor: tensor, offset, data
-                    RPC_HEADER_BYTES + 4,  # graph_recompute: device
-                    RPC_HEADER_BYTES + RPC_TENSOR_BYTES + 16)  # get_tensor: tensor, offset, size
-        down = RPC_REPLY_HEADER_BYTES + out
-        for size in (*sizes_up, down):
-            a_s, b_s = handoff_time(cluster, size)
-            link, data = link + a_s, data + b_s
-        sent, received, messages = sent + sum(sizes_up), received + down, messages + 4
-    return RpcTraffic(messages, sent, received, link, data)
+    for k, i in enumerate(holders):
+        runs_last = layers[i] > 0 and first_layer[i] + layers[i] == n_layers
+        inputs = server_inputs(model, workload, layers[i] > 0, runs_last, graphs[k].hidden_in)
+        requests = [_request(RPC_TENSOR_BYTES + 1 + 8 + size) for size in inputs]
+        requests.append(_request(graphs[k].compute_body if whole_graph else 4))
+        if i == last:
+            outputs = [logits]
+        else:
+            following = holders[k + 1]
+            rows = workload.new_tokens if layers[following] else OUTPUT_ROWS
+            outputs = [rows * model.d_model * F32_BYTES] * graphs[k + 1].hidden_in
+        requests += [_request(RPC_TENSOR_BYTES + 16) for _ in outputs]
+        replies = [_reply(size) for size in outputs]
+        # the requests are queued without waiting (send_async, ggml-rpc.cpp:434-442): each costs the endpoints'
+        # per-message time only; each GET_TENSOR's reply is waited for: a hand-off each way (`handoff_time`'s
+        # wire and endpoint terms); every byte once at the link's rate
+        one_way = handoff_time(cluster, 0.0)[0]
+        waited = len(outputs)
+        link += (len(requests) - waited) * cluster.topology.link.message_overhead_s + waited * 2 * one_way
+        data += sum(w for _, w in (*requests, *replies)) / cluster.topology.link.bandwidth_bytes_per_s
+        sent += sum(p for p, _ in requests)
+        sent_wire += sum(w for _, w in requests)
+        received += sum(p for p, _ in replies)
+        received_wire += sum(w for _, w in replies)
+        messages += len(requests) + len(replies)
+    return RpcTraffic(messages, sent, received, link, data, sent_wire, received_wire)
 
 
 @dataclass(frozen=True)
@@ -199,9 +373,11 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     cost = plan_cost(coef, PipelinePlan(layers))
     traffic = rpc_traffic(model, cluster, workload, layers, last)
     compute = sum(cost.compute_s) + cost.head_s
+    graph = ("" if workload.phase != "prefill" or graph_counted(model) else
+             "the prefill graph (RPC_CMD_GRAPH_COMPUTE) not counted: its node count is derived for dense Llama only")
+    split = f"RPC layer split {' / '.join(map(str, layers))}, {traffic.messages} client messages/token"
     result = costed("llamacpp_rpc", "llama.cpp", workload.phase, compute + traffic.link_s + traffic.bytes_s,
-                    tuple(d.name for d in cluster.devices),
-                    f"RPC layer split {' / '.join(map(str, layers))}, {traffic.messages} client messages/token",
+                    tuple(d.name for d in cluster.devices), "; ".join(x for x in (split, graph) if x),
                     compute_s=compute, comm_link_latency_s=traffic.link_s, comm_bytes_s=traffic.bytes_s,
                     peak_memory_bytes=cost.memory_bytes, memory_budget_bytes=cost.budget_bytes,
                     extra={"layers": layers, "traffic": traffic})
