@@ -417,7 +417,7 @@ def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[li
         rows.append(EngineRun(
             engine=ENGINE, engine_version=ENGINE_VERSION, commit=COMMIT, build=BUILD, host=platform.node(),
             cpu=cpu_label(), date=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            scheme="llamacpp_rpc", shape=model.name, n_layers=model.n_layers, d_model=model.d_model,
+            scheme=predicted.scheme, shape=model.name, n_layers=model.n_layers, d_model=model.d_model,
             n_heads=model.n_heads, n_kv_heads=model.n_kv_heads, d_head=model.d_head, d_ff=model.d_ff,
             vocab_size=model.vocab_size, n_experts=model.n_experts, n_active_experts=model.n_active_experts,
             format="f16", processes=config.processes, threads=config.threads, link_mbit=float(config.link_mbit),
