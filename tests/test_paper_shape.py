@@ -115,10 +115,12 @@ def sixth(tmp_path, monkeypatch):
 
 def test_the_template_copies_as_a_sixth_paper_changing_only_the_lines_that_name_it(sixth):
     module, root, changed = sixth
+    lines = (TEMPLATE / "toy_notebook.py").read_text().splitlines()
+    import_line = 1 + next(i for i, line in enumerate(lines) if line.startswith("from workbench.papers import"))
     assert changed == {f"data/constants/{NEW}.toml": [1, 8, 14, 20, 26, 32],  # the sources' prose
                        f"data/reported/{NEW}.csv": [2, 3],  # the paper column
                        f"workbench/papers/{NEW}.py": [22],  # PAPER = "..."
-                       f"notebooks/src/{NEW}.py": [19]}  # from workbench.papers import ... as wb
+                       f"notebooks/src/{NEW}.py": [import_line]}  # from workbench.papers import ... as wb
     _check_shape(module, root / "data")
     frame = module.scaling()
     assert frame.speedup.is_monotonic_increasing and (frame.speedup <= frame.devices).all()

@@ -1,4 +1,5 @@
-"""Partition schemes: who computes and who sends what, costed on the shared hardware/network core.
+"""The schemes layer: who computes and who sends what (the papers' and the engines' schemes), costed on the model
+and machine layers; planners/ is the layer above it inside this folder.
 
 Each paper contributes `workbench/schemes/<paper>.py` with evaluator functions of the form
 ``evaluate_<scheme>(model, cluster, workload) -> SchemeResult`` and registers them with `register`, which files
