@@ -9,7 +9,7 @@ import sys
 import pytest
 from commands import bench_command
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
 TARGET_S = 2.0
@@ -27,8 +27,8 @@ def test_whatif_command(benchmark, path, png, tmp_path):
 
 def test_arena_evaluation_only(benchmark):
     """The arena itself (every registered scheme, both phases) on the SBC example, no charts."""
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
     arena_for_config(config)

@@ -10,17 +10,17 @@ import time
 
 import pytest
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 
 CHECK_OVER_SAVE = 0.5
 
 
 @pytest.fixture(scope="module")
 def chart():
-    from workbench.arena import arena_for_config
-    from workbench.arena_charts import breakdown_chart
-    from workbench.chartcheck import check_chart
-    from workbench.userconfig import load_config
+    from workbench.report.chartcheck import check_chart
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.arena_charts import breakdown_chart
+    from workbench.scenarios.userconfig import load_config
 
     built = breakdown_chart(arena_for_config(load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")))
     check_chart(built, "warm-up")  # vl-convert's first call starts its JavaScript engine
@@ -39,7 +39,7 @@ def _median_save_s(chart, folder, rounds: int = 5) -> float:
 
 
 def test_check_costs_at_most_half_of_saving(benchmark, chart, tmp_path):
-    from workbench.chartcheck import check_chart
+    from workbench.report.chartcheck import check_chart
 
     benchmark.pedantic(check_chart, args=(chart, "breakdown"), rounds=5, iterations=1)
     if benchmark.stats is not None:  # None with --benchmark-disable

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from workbench.network import ALGORITHMS, collective_latency
+from workbench.machine.network import ALGORITHMS, collective_latency
 
 N_POINTS = 100_000
 

@@ -3,7 +3,7 @@ llamacpp_campaign.csv: formats x sizes x threads, decode and prefill, one MoE sh
 as predicted / measured:
 
 * `before`: the format's bits at the dense rates of `this_machine_cpu` (the JAX micro-benchmark profile), no engine
-  kernels: what the workbench gave before `workbench.kernel_cost`;
+  kernels: what the workbench gave before `workbench.machine.kernel_cost`;
 * `datasheet`: `this_machine_xeon` (clock, cores, ISA, the core's issue rates; AVX2 as the engines extra builds it),
   llama.cpp's counted kernels;
 * `profile`: `this_machine_llamacpp_t1` / `_t2` (`python -m workbench profile --engine llama.cpp`: the engine's own
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.engines import campaign
-from workbench.engines.cli import compare, summary
-from workbench.hardware import load_device
+from workbench.machine.hardware import load_device
+from workbench.measure.engines import campaign
+from workbench.measure.engines.cli import compare, summary
 
 
 def devices() -> dict[str, dict]:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from workbench.explore import Explorer, chart_specs, compute, state_for_preset
+from workbench.scenarios.explore import Explorer, chart_specs, compute, state_for_preset
 from workbench.schemes.base import load_all
 
 ROUNDS = {8: 30, 64: 5}

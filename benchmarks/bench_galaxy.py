@@ -5,12 +5,12 @@ import time
 
 import numpy as np
 
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
 from workbench.papers.galaxy import environment, nano_cpu, workload
-from workbench.planners.galaxy import capacity_split, evaluate, plan, profile
 from workbench.schemes.base import Cluster
 from workbench.schemes.galaxy import tp_memory_bytes
+from workbench.schemes.planners.galaxy import capacity_split, evaluate, plan, profile
 
 MODEL = "OPT-XL"
 SEQ_LEN = 284

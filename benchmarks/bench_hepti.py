@@ -10,7 +10,7 @@ import time
 import pytest
 
 from workbench.papers.hepti import Setting, random_profiles
-from workbench.planners.hepti import linear_cost, plan, solve_p2
+from workbench.schemes.planners.hepti import linear_cost, plan, solve_p2
 
 SETTING = Setting.from_constants()
 TARGET_S = 1.0

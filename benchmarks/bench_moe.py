@@ -23,10 +23,10 @@ def moe_toml(tmp_path_factory):
 
 
 def test_arena_on_a_64_device_moe_cluster(benchmark, moe_toml):
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
+    from workbench.scenarios.whatif import format_table
     from workbench.schemes.base import load_all
-    from workbench.userconfig import load_config
-    from workbench.whatif import format_table
 
     load_all()
     config = load_config(moe_toml)

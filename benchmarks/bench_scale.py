@@ -12,7 +12,7 @@ import sys
 import pytest
 from commands import bench_command
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 from workbench.schemes.base import load_all
 
 COUNTS = (8, 64, 256, 1024)
@@ -31,7 +31,7 @@ def _toml(tmp_path_factory, count: int):
 
 @pytest.fixture(scope="module")
 def configs(tmp_path_factory):
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
 
     return {n: load_config(_toml(tmp_path_factory, n)) for n in COUNTS}
 
@@ -40,7 +40,7 @@ def configs(tmp_path_factory):
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_scheme_scaling(benchmark, configs, scheme, devices):
     """One scheme, both phases, on `devices` identical Raspberry Pis (n/a schemes measure their refusal)."""
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     config = configs[devices]
     benchmark.group = f"scheme {scheme}"
@@ -54,7 +54,7 @@ def test_scheme_scaling(benchmark, configs, scheme, devices):
 @pytest.mark.parametrize("devices", COUNTS)
 def test_arena_scaling(benchmark, configs, devices):
     """Every scheme, both phases, and the tidy table (what `whatif` computes before its charts)."""
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     config = configs[devices]
     benchmark.group = "arena (all schemes)"

@@ -12,8 +12,8 @@ import sys
 
 from commands import bench_command
 
-from workbench import whatif
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios import whatif
 
 EXAMPLE = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 DEVICES = "1,2,4,8,16"

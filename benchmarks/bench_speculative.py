@@ -21,10 +21,10 @@ def speculative_toml(tmp_path_factory):
 
 
 def test_whatif_with_speculation_on_64_devices(benchmark, speculative_toml):
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
+    from workbench.scenarios.whatif import best_gamma_line, format_table, speculation_rows
     from workbench.schemes.base import load_all
-    from workbench.userconfig import load_config
-    from workbench.whatif import best_gamma_line, format_table, speculation_rows
 
     load_all()
     config = load_config(speculative_toml)

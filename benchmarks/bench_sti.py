@@ -5,9 +5,9 @@ Run: .venv/bin/pytest benchmarks/bench_sti.py --benchmark-enable -q
 
 import numpy as np
 
-from workbench.hardware import load_device
-from workbench.models import get_model
-from workbench.planners.sti import plan_sti
+from workbench.machine.hardware import load_device
+from workbench.model.models import get_model
+from workbench.schemes.planners.sti import plan_sti
 from workbench.schemes.sti import latency_profile
 
 TARGET_S = 0.050

@@ -11,7 +11,7 @@ except RuntimeError:
 from workbench.kernels import reference as ref
 from workbench.kernels import tpi_llm as K
 from workbench.kernels.mesh import make_mesh
-from workbench.models import get_model, tiny_config
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import tpi_llm as T
 from workbench.schemes import tpi_llm as S
 

@@ -6,7 +6,7 @@ import resource
 import subprocess
 import time
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 
 
 def bench_command(benchmark, command: list[str], rounds: int) -> None:

@@ -1,5 +1,5 @@
 """Run distributed-llama (v0.4.0 dense, v0.16.4 dense and Qwen3-MoE) over shaped links and store the decode rows in
-data/engines/dllama_runs.csv (`workbench.engines.dllama.run_dllama`). Needs root, ip, tc and g++; a few minutes.
+data/engines/dllama_runs.csv (`workbench.measure.engines.dllama.run_dllama`). Needs root, ip, tc and g++; a few minutes.
 
     PYTHONPATH=. python scripts/dllama_runs.py [--out data/engines/dllama_runs.csv] [--tokens 32]
 """
@@ -11,9 +11,9 @@ import os
 import re
 from dataclasses import replace
 
-from workbench.engines.dllama import SHAPES, repredicted, run_dllama
-from workbench.engines.pingpong import message_overhead_s
-from workbench.engines.runs import read_runs, write_runs
+from workbench.measure.engines.dllama import SHAPES, repredicted, run_dllama
+from workbench.measure.engines.pingpong import message_overhead_s
+from workbench.measure.engines.runs import read_runs, write_runs
 
 SHARED = ("{n} processes x 1 thread on {cpus} vCPUs ({how}; the workers spin on their sockets, and v0.16.4's root "
           "too); other helpers' niced jobs ran beside them (not paused); ")

@@ -6,7 +6,7 @@ in-program cost of each kernel launched), streaming reads and copies of 1 MiB to
 bandwidth, and how small kernels fall short of it), a GEMV over a 512 MiB matrix (what a decode step
 streams), and 8192-wide GEMMs of 1 to 8192 rows in bf16 and fp32 (JAX's default precision, TF32 on
 Hopper; and at full precision). Layers (`layers.csv`): the reference block of every paper model
-(`workbench.models.MODELS`), prefill at 128 and 512 tokens and (decoders) one decode step at 128 and
+(`workbench.model.models.MODELS`), prefill at 128 and 512 tokens and (decoders) one decode step at 128 and
 1024 cached tokens, in bf16 and fp32, each call rotating over enough weight sets to stream 256 MiB (the
 H100's 50 MB L2 would otherwise hold a small model's layer), with the kernels the compiled block
 launches. `info.json` names the device, driver, clocks and software; `hlo.tar.gz` keeps a few compiled
@@ -55,7 +55,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 def timed(fn, args_list, reps: int) -> tuple[float, float]:
     """(median seconds of a call waited for, mean seconds per call of `reps` calls issued back to back)."""
-    from workbench.accelerator import time_calls
+    from workbench.kernels.accelerator import time_calls
 
     times, pipelined_s = time_calls(fn, args_list, reps)
     return float(np.median(times)), pipelined_s
@@ -65,7 +65,7 @@ def micro(out: Path, smoke: bool = False) -> list[dict]:
     import jax
     import jax.numpy as jnp
 
-    from workbench.accelerator import kernel_count
+    from workbench.kernels.accelerator import kernel_count
 
     rows: list[dict] = []
 
@@ -128,8 +128,8 @@ def micro(out: Path, smoke: bool = False) -> list[dict]:
 def _measure_points(out: Path, points: list, deadline: float, rows: list[dict], hlo: dict[str, str]) -> None:
     import jax
 
-    from workbench.accelerator import _block_call, measure_layer_latency
-    from workbench.models import MODELS
+    from workbench.kernels.accelerator import _block_call, measure_layer_latency
+    from workbench.model.models import MODELS
 
     for name, phase, seq_len, kv_len in points:
         for dtype in DTYPES:
@@ -177,7 +177,7 @@ def gemv_chain(out: Path, smoke: bool = False) -> list[dict]:
     import jax
     import jax.numpy as jnp
 
-    from workbench.accelerator import kernel_count
+    from workbench.kernels.accelerator import kernel_count
 
     rows = []
     sizes_kib = (64, 256) if smoke else (64, 256, 1024, 4096, 16384, 65536)
@@ -210,7 +210,7 @@ def gemv_chain(out: Path, smoke: bool = False) -> list[dict]:
 
 
 def layers(out: Path, deadline: float, models: list[str] | None = None) -> list[dict]:
-    from workbench.models import MODELS
+    from workbench.model.models import MODELS
 
     rows: list[dict] = []
     hlo: dict[str, str] = {}

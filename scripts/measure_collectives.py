@@ -38,7 +38,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
+from workbench.core.io import DATA_DIR, write_csv_atomic, write_text_atomic  # noqa: E402
 
 PARTS = ("micro", "preset", "colocated", "collectives", "fit", "chains", "e2e", "layers", "stacks", "bestofn")
 BEST_OF_N_PROCESSES, BEST_OF_N_BYTES = 8, 32  # the oversubscribed small-message corner (4 per core)
@@ -72,8 +72,8 @@ def wait_for_quiet(max_load: float | None, max_wait_s: float) -> None:
 
 def measure_micro(out: Path, machine: str, date: str) -> None:
     """The campaign's micro-benchmarks -> data/cluster/microbench.csv, then the CPU preset from them."""
-    from workbench.profile.isa import read_isa
-    from workbench.profile.microbench import CAMPAIGN, run_microbenchmarks
+    from workbench.measure.profile.isa import read_isa
+    from workbench.measure.profile.microbench import CAMPAIGN, run_microbenchmarks
 
     bench = run_microbenchmarks(CAMPAIGN)
     bench.insert(0, "date", date)
@@ -88,7 +88,7 @@ def measure_micro(out: Path, machine: str, date: str) -> None:
 def build_preset(out: Path) -> None:
     """data/devices/this_machine_cpu.toml from the stored data/cluster/microbench.csv (no measuring), through
     the one device builder `python -m workbench profile` writes with (`device_toml.write_device_toml`)."""
-    from workbench.profile.device_toml import write_this_machine_cpu
+    from workbench.measure.profile.device_toml import write_this_machine_cpu
 
     bench = pd.read_csv(out / "cluster" / "microbench.csv")
     write_this_machine_cpu(out / "devices" / "this_machine_cpu.toml", bench, "data/cluster/microbench.csv")
@@ -96,7 +96,7 @@ def build_preset(out: Path) -> None:
 
 def measure_colocated(out: Path, quick: bool, machine: str, date: str) -> None:
     """1, 2 and 4 plain processes running the same programs at once (`colocated.run_colocated`)."""
-    from workbench.profile.colocated import colocated_shares, run_colocated
+    from workbench.measure.profile.colocated import colocated_shares, run_colocated
 
     table = run_colocated((1, 2) if quick else (1, 2, 4), reps=3 if quick else 15)
     table.insert(0, "date", date)
@@ -108,7 +108,7 @@ def measure_colocated(out: Path, quick: bool, machine: str, date: str) -> None:
 
 def measure_collectives(out: Path, quick: bool, machine: str, date: str, skip_existing: bool = False,
                         max_load: float | None = None, max_wait_s: float = 300, protocol: str = "osu") -> None:
-    from workbench.cluster.measure import (
+    from workbench.measure.cluster.measure import (
         PROTOCOLS,
         SUMMARY_COLUMNS,
         RepetitionProtocol,
@@ -146,10 +146,10 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     scheduler tick read from this kernel)."""
     import tomllib
 
-    from workbench.cluster.fit import fit_all, fit_constants
-    from workbench.cluster.host import fresh_page_constant, host_model, tick_constant
-    from workbench.constants import constants_toml
-    from workbench.hardware import device_from_table
+    from workbench.core.constants import constants_toml
+    from workbench.machine.hardware import device_from_table
+    from workbench.measure.cluster.fit import fit_all, fit_constants
+    from workbench.measure.cluster.host import fresh_page_constant, host_model, tick_constant
 
     done = pd.read_csv(out / "cluster" / "collectives.csv")
     measured_on = ", ".join(sorted(set(done["date"].astype(str))))
@@ -159,7 +159,7 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
     fresh = fresh_page_constant(date, machine)
     fits = fit_all(done, host_model(device, {"scheduler_tick": tick, "fresh_page": fresh}))
     header = ("Per-message endpoint software time (o), wire latency (L) and per-byte cost (beta) per link class,\n"
-              f"fitted by workbench.cluster.fit on the 2-process psum of {_shown(out / 'cluster' / 'collectives.csv')}, the\n"
+              f"fitted by workbench.measure.cluster.fit on the 2-process psum of {_shown(out / 'cluster' / 'collectives.csv')}, the\n"
               "kernel's scheduler tick (for the oversubscription wait; not fitted) and the cost of a fresh page\n"
               "(buffers above malloc's mmap threshold, allocated per call; measured, not fitted).\n"
               "Calibration on this machine only (shared, 2 cores): not a property of any paper's hardware.")
@@ -173,7 +173,7 @@ def fit_collectives(out: Path, machine: str, date: str) -> None:
 def _links(quick: bool) -> list:
     """Loopback (None), then a `LinkShape` for each rate of E2E_SHAPED_MBIT when this user may shape links
     (root; not in a --quick or --loopback-only run)."""
-    from workbench.cluster.netns import LinkShape, shaping_unavailable
+    from workbench.measure.cluster.netns import LinkShape, shaping_unavailable
 
     shaped = [] if quick or not E2E_SHAPED_MBIT or shaping_unavailable() else list(E2E_SHAPED_MBIT)
     return [None] + [LinkShape(rate) for rate in shaped]
@@ -186,7 +186,7 @@ def _shown(path: Path) -> str:
 
 
 def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
-    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.measure.cluster.launcher import ClusterSpec, launch
 
     rows = []
     links = _links(quick)
@@ -210,7 +210,7 @@ def measure_e2e(out: Path, quick: bool, machine: str, date: str) -> None:
 
 def _fastest_steps(rows: pd.DataFrame) -> dict[int, float]:
     """Per repeat, the fastest decode step (a step ends when its slowest process is done): the time without
-    the scheduler's waits, the statistic the collectives' `min_s` is (see workbench.cluster.fit)."""
+    the scheduler's waits, the statistic the collectives' `min_s` is (see workbench.measure.cluster.fit)."""
     import numpy as np
 
     out = {}
@@ -228,8 +228,8 @@ DECODER_LENGTHS = (1, 4, 16)  # decoder layers per chain
 
 def measure_chains(out: Path, quick: bool, machine: str, date: str) -> None:
     """K star all-reduces in one program (`sync_chain`): per call the slowest process, then min / median / mean."""
-    from workbench.cluster.launcher import ClusterSpec, launch
-    from workbench.cluster.measure import chain_summary
+    from workbench.measure.cluster.launcher import ClusterSpec, launch
+    from workbench.measure.cluster.measure import chain_summary
 
     rows = []
     links = _links(quick)
@@ -257,9 +257,9 @@ STACK_REPS = 15
 
 def measure_bestofn(out: Path, quick: bool, machine: str, date: str) -> None:
     """The fastest of the first N calls (N up to 3000) of every program at 32 B on 8 loopback processes."""
-    from workbench.cluster.launcher import ClusterSpec, launch
-    from workbench.cluster.measure import BEST_OF_N_CALLS, best_of_n
-    from workbench.cluster.programs import PROGRAMS
+    from workbench.measure.cluster.launcher import ClusterSpec, launch
+    from workbench.measure.cluster.measure import BEST_OF_N_CALLS, best_of_n
+    from workbench.measure.cluster.programs import PROGRAMS
 
     calls = (5, 25) if quick else BEST_OF_N_CALLS
     processes = 2 if quick else BEST_OF_N_PROCESSES
@@ -276,7 +276,7 @@ def measure_stacks(out: Path, quick: bool, machine: str, date: str) -> None:
     """Other papers' kernels across processes: per call the slowest process, then min / median / mean."""
     import numpy as np
 
-    from workbench.cluster.launcher import ClusterSpec, launch
+    from workbench.measure.cluster.launcher import ClusterSpec, launch
 
     rows = []
     links = _links(quick)
@@ -298,8 +298,8 @@ def measure_stacks(out: Path, quick: bool, machine: str, date: str) -> None:
 
 
 def measure_layers(out: Path, quick: bool, machine: str, date: str) -> None:
-    from workbench.accelerator import measure_layer_latency
-    from workbench.models import get_model
+    from workbench.kernels.accelerator import measure_layer_latency
+    from workbench.model.models import get_model
 
     rows = []
     for model, phase, seq_len, kv_len in (LAYER_POINTS[:2] if quick else LAYER_POINTS):
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loopback_only:
         globals()["E2E_SHAPED_MBIT"] = ()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from workbench.cluster.measure import machine_label
+    from workbench.measure.cluster.measure import machine_label
 
     out = Path(args.out) if args.out else (Path("/tmp/wb-measure-quick") if args.quick else DATA_DIR)
     machine, date = machine_label(), dt.date.today().isoformat()

@@ -1,5 +1,5 @@
 """Measure the per-message time of this machine's namespace / veth / bridge path with a TCP ping-pong in each
-distributed-llama version's read pattern (`workbench.engines.pingpong`) and store it, measured, in
+distributed-llama version's read pattern (`workbench.measure.engines.pingpong`) and store it, measured, in
 data/constants/netns_links.toml. Needs root, ip, tc and gcc; under a minute. Run it with the machine otherwise
 quiet (it takes /tmp/engine-timing.lock like every timing run).
 
@@ -13,10 +13,10 @@ import os
 import platform
 from datetime import UTC, datetime
 
-from workbench.constants import Constant, constants_toml
-from workbench.engines.pingpong import MODES, measure
-from workbench.engines.timing import timing_slot
-from workbench.io import write_text_atomic
+from workbench.core.constants import Constant, constants_toml
+from workbench.core.io import write_text_atomic
+from workbench.measure.engines.pingpong import MODES, measure
+from workbench.measure.engines.timing import timing_slot
 
 SIZES = (64, 544, 2176)  # a tiny message, d_model Q80 partial and x (F32) of the runs' 512-wide shapes
 GAPS_US = (100, 1000)  # the worker busy before it replies: the root's read then blocks that long first
@@ -30,10 +30,10 @@ def main() -> None:
     parser.add_argument("--link-mbit", type=float, default=1000.0)
     args = parser.parse_args()
     host = f"{platform.node()} ({os.cpu_count()} vCPUs, Linux {platform.release()})"
-    header = ("Per-message time of this machine's namespace path (workbench.cluster.netns: veth -> bridge -> veth, tbf\n"
+    header = ("Per-message time of this machine's namespace path (workbench.measure.cluster.netns: veth -> bridge -> veth, tbf\n"
               "at the link rate), measured apart from every engine run by scripts/netns_pingpong.py\n"
-              "(workbench/engines/native/pingpong.c): half the mean TCP round trip of a small message, each side\n"
-              "reading the way distributed-llama's process does at that version (workbench/engines/pingpong.py).\n"
+              "(workbench/measure/engines/native/pingpong.c): half the mean TCP round trip of a small message, each side\n"
+              "reading the way distributed-llama's process does at that version (workbench/measure/engines/pingpong.py).\n"
               "The prediction of the engine runs charges it per message (Link.message_overhead_s); it is not fitted\n"
               "on those runs.")
     constants = {}

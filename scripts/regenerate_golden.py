@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import subprocess
 
-from workbench.golden import GOLDEN_PATH, load, write
+from workbench.papers.golden import GOLDEN_PATH, load, write
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Rewrite data/cluster/xla_buffers.csv: each measured program's per-execution temp block as XLA compiles it.
 
-The cost model (`workbench.cluster.collectives.fresh_buffers`) reads the ratio temp bytes / message bytes per program
+The cost model (`workbench.measure.cluster.collectives.fresh_buffers`) reads the ratio temp bytes / message bytes per program
 and process count; a test recompiles a few entries and compares. Run after a JAX upgrade:
 `.venv/bin/python scripts/xla_buffers.py` (then review the diff).
 """
@@ -15,9 +15,9 @@ jax.config.update("jax_num_cpu_devices", 8)
 
 import pandas as pd  # noqa: E402
 
-from workbench.cluster.collectives import XLA_BUFFER_MESSAGE_BYTES, XLA_BUFFERS_PATH  # noqa: E402
-from workbench.cluster.programs import PROGRAMS, compiled_temp_bytes, program_input  # noqa: E402
-from workbench.io import write_csv_atomic  # noqa: E402
+from workbench.core.io import write_csv_atomic  # noqa: E402
+from workbench.measure.cluster.collectives import XLA_BUFFER_MESSAGE_BYTES, XLA_BUFFERS_PATH  # noqa: E402
+from workbench.measure.cluster.programs import PROGRAMS, compiled_temp_bytes, program_input  # noqa: E402
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
-"""Shared test data: the smallest micro-benchmark table `workbench.profile.device_toml.device_constants` accepts."""
+"""Shared test data: the smallest micro-benchmark table `workbench.measure.profile.device_toml.device_constants` accepts."""
 
 from __future__ import annotations
 
-from workbench.profile.device_toml import Provenance, profile_provenance
+from workbench.measure.profile.device_toml import Provenance, profile_provenance
 
 
 def provenance(machine: str = "2 cores, test machine", date: str = "2020-01-01") -> Provenance:

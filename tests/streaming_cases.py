@@ -3,10 +3,10 @@ split memory streaming out of compute_s (tests/golden/streaming_split_before.jso
 
 from __future__ import annotations
 
-from workbench.arena import run_arena
-from workbench.hardware import load_device
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
+from workbench.scenarios.arena import run_arena
 from workbench.schemes.base import Cluster
 
 CLUSTERS = {  # preset ids, one per device: one board, four, a mixed cluster, laptops, a datacenter GPU, chips

@@ -1,5 +1,5 @@
 """Does every number a notebook table shows carry its column's unit? A reading of column names written apart
-from `workbench.display` (so a wrong suffix rule there cannot also pass here), and a reader of the HTML
+from `workbench.report.display` (so a wrong suffix rule there cannot also pass here), and a reader of the HTML
 tables an executed notebook shows.
 
 The rules, on cells that are one number with at most one unit word after it:

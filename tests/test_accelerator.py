@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from workbench.accelerator import block_operators, kernel_count, measure_layer_latency, roofline
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device, preset_table
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import reference as ref
-from workbench.models import get_model, tiny_config
+from workbench.kernels.accelerator import block_operators, kernel_count, measure_layer_latency, roofline
+from workbench.machine.hardware import load_device, preset_table
+from workbench.model.models import get_model, tiny_config
 
 HLO = """HloModule jit_f
 
@@ -82,7 +82,7 @@ def test_measured_preset_is_the_datasheet_preset_plus_its_measurements():
 
 
 def test_a_preset_based_on_itself_is_refused(tmp_path, monkeypatch):
-    import workbench.hardware as hw
+    import workbench.machine.hardware as hw
 
     (tmp_path / "a.toml").write_text('[meta]\nbased_on = "b"\n')
     (tmp_path / "b.toml").write_text('[meta]\nbased_on = "a"\n')
@@ -129,8 +129,8 @@ def test_an_unfused_block_keeps_the_layers_fixed_time_defined_under_the_fused_co
     study launches its own count, so it adds only what is left of that total (never a negative remainder)."""
     import pandas as pd
 
-    from workbench.accelerator import block_overhead
-    from workbench.hardware import DeviceSpec
+    from workbench.kernels.accelerator import block_overhead
+    from workbench.machine.hardware import DeviceSpec
     from workbench.schemes.common import KERNELS_PER_LAYER
 
     device = DeviceSpec("d", {"fp32": 1e12}, kernel_launch_s=1e-6, layer_overhead_s=4e-6)

@@ -1,4 +1,4 @@
-"""Apportionment (workbench.apportion): exact sums, the tie-breaking each planner relies on, and the copies it
+"""Apportionment (workbench.core.apportion): exact sums, the tie-breaking each planner relies on, and the copies it
 replaced (kept here verbatim as references, so a change of rounding shows up as a failing comparison)."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.apportion import apportion, apportion_capped, even_split, largest_remainder
-from workbench.errors import WorkbenchError
+from workbench.core.apportion import apportion, apportion_capped, even_split, largest_remainder
+from workbench.core.errors import WorkbenchError
 
 
 # ---- the implementations this module replaced (verbatim but for names) --------------------------------------
-def galaxy_apportion(total, weights, minimum=0):  # workbench/planners/galaxy.py before issue 20
+def galaxy_apportion(total, weights, minimum=0):  # workbench/schemes/planners/galaxy.py before issue 20
     w = np.asarray(weights, dtype=float)
     spare = total - minimum * w.size
     quota = spare * w / w.sum()
@@ -32,7 +32,7 @@ def hepti_proportional_split(total, weights):  # workbench/schemes/hepti.py befo
     return tuple(int(v) for v in base)
 
 
-def tpi_apportion(total, weights, minimum=1):  # workbench/planners/tpi_llm.py before issue 20
+def tpi_apportion(total, weights, minimum=1):  # workbench/schemes/planners/tpi_llm.py before issue 20
     w = np.asarray(list(weights), dtype=float)
     quota = total * w / w.sum()
     parts = np.maximum(np.floor(quota).astype(int), minimum)

@@ -11,13 +11,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.arena import (
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.machine.network import Link, Topology, on_topology
+from workbench.model.models import get_model, tiny_config
+from workbench.scenarios.arena import (
     COMPONENTS,
     arena_for_config,
     breakdown_frame,
     run_arena,
 )
-from workbench.arena_charts import (
+from workbench.scenarios.arena_charts import (
     VEGA_LITE_VERSION,
     as_altair,
     breakdown_chart,
@@ -29,13 +34,8 @@ from workbench.arena_charts import (
     records,
     with_data,
 )
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.io import REPO_ROOT
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology, on_topology
+from workbench.scenarios.whatif import add_arguments, format_table, main
 from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all, spec_of
-from workbench.whatif import add_arguments, format_table, main
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
 GIB = 2**30
@@ -354,7 +354,7 @@ def test_arena_equals_tpi_llm_module():
 
 
 def test_arena_for_config_uses_the_config_workload():
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(EXAMPLES[0])
     arena = arena_for_config(config, registry=REGISTRY)
@@ -364,13 +364,13 @@ def test_arena_for_config_uses_the_config_workload():
 
 # ---- regime map and headline claims (stand-in evaluators) -------------------------------------------
 def _base(**kw):
-    from workbench.regimes import Base
+    from workbench.scenarios.regimes import Base
 
     return Base(get_model("Llama 2-7B"), make_cluster(**kw), 128, 16.0, 16.0)
 
 
 def test_sweep_and_winners_pick_the_fastest_scheme_that_fits():
-    from workbench.regimes import NOTHING, sweep, winners
+    from workbench.scenarios.regimes import NOTHING, sweep, winners
 
     swept = sweep(_base(), {"bandwidth_mbps": (1, 10000), "memory_gib": (1, 4, 32)}, ("prefill",),
                   registry=REGISTRY)
@@ -386,7 +386,7 @@ def test_sweep_and_winners_pick_the_fastest_scheme_that_fits():
 
 
 def test_regime_cells_draw_boundaries_between_different_winners():
-    from workbench.regimes import _edges, regime_cells
+    from workbench.scenarios.regimes import _edges, regime_cells
 
     edges = _edges([1, 100, 10000])
     assert edges[100] == pytest.approx((10, 1000)) and edges[1] == pytest.approx((0.1, 10))
@@ -400,7 +400,7 @@ def test_regime_cells_draw_boundaries_between_different_winners():
 
 
 def test_claims_hold_where_the_ratio_exceeds_the_threshold():
-    from workbench.regimes import Claim, claim_rows, claims_summary, crossover
+    from workbench.scenarios.regimes import Claim, claim_rows, claims_summary, crossover
 
     claim = Claim("paper_a", "TP beats one device", "standin_tp", "standin_single", "bandwidth_mbps",
                   (1, 10, 100, 1000, 10000), "prefill")
@@ -414,7 +414,7 @@ def test_claims_hold_where_the_ratio_exceeds_the_threshold():
 
 
 def test_fits_and_superlinear_claims():
-    from workbench.regimes import Claim, claim_rows
+    from workbench.scenarios.regimes import Claim, claim_rows
 
     fits = Claim("paper_a", "TP fits where one device does not", "standin_tp", "standin_single", "memory_gib",
                  (1, 8, 32), "decode", kind="fits")
@@ -429,8 +429,8 @@ def test_fits_and_superlinear_claims():
 
 
 def test_regime_result_rows_are_tidy_numbers():
-    from workbench.regimes import Claim, claim_rows, regime_result_rows, sweep, winners
-    from workbench.results import RESULT_COLUMNS
+    from workbench.report.results import RESULT_COLUMNS
+    from workbench.scenarios.regimes import Claim, claim_rows, regime_result_rows, sweep, winners
 
     win = winners(sweep(_base(), {"bandwidth_mbps": (10, 1000), "latency_ms": (0.1, 1)}, ("prefill",),
                         registry=REGISTRY))
@@ -442,9 +442,9 @@ def test_regime_result_rows_are_tidy_numbers():
 
 
 def test_whatif_table_shows_each_schemes_breakdown_and_why_na():
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
-    from workbench.whatif import format_table
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
+    from workbench.scenarios.whatif import format_table
 
     text = format_table(arena_for_config(load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")))
     assert "time/token breakdown" in text
@@ -455,7 +455,7 @@ def test_whatif_table_shows_each_schemes_breakdown_and_why_na():
 
 
 def test_whatif_sweeps_devices_and_set_keys(tmp_path, capsys):
-    from workbench.whatif import add_arguments, main
+    from workbench.scenarios.whatif import add_arguments, main
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -478,7 +478,7 @@ def test_whatif_sweeps_devices_and_set_keys(tmp_path, capsys):
     (["--set", "network.bandwidth_mbps=-1"], "bandwidth_mbps must be a number"),
 ])
 def test_whatif_sweep_bad_input_is_one_line(argv, match, tmp_path):
-    from workbench.whatif import add_arguments, main
+    from workbench.scenarios.whatif import add_arguments, main
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -487,7 +487,7 @@ def test_whatif_sweep_bad_input_is_one_line(argv, match, tmp_path):
 
 
 def test_whatif_out_must_be_a_folder(tmp_path):
-    from workbench.whatif import add_arguments, main
+    from workbench.scenarios.whatif import add_arguments, main
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from workbench.hardware import load_device
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
 from workbench.schemes import baselines as B
 from workbench.schemes import tpi_llm as TPI
 from workbench.schemes.base import BASELINE_MODULES, Cluster, Workload, load_all

@@ -8,10 +8,10 @@ import argparse
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import OS_RESERVE_KEY, RAM_VARIANTS_KEY, load_device
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import OS_RESERVE_KEY, RAM_VARIANTS_KEY, load_device
+from workbench.scenarios.userconfig import WEIGHT_FORMATS, config_from_text
 from workbench.schemes import load_all
-from workbench.userconfig import WEIGHT_FORMATS, config_from_text
 
 GIB = 2**30
 PI5 = "edge_rpi5_8gb"
@@ -120,7 +120,7 @@ def test_the_budget_reaches_the_memory_check():
 
 
 def test_whatif_reports_the_budget_in_one_line(tmp_path, capsys):
-    from workbench.whatif import main
+    from workbench.scenarios.whatif import main
 
     path = tmp_path / "pi.toml"
     path.write_text(deployment(f'preset = "{PI5}"\nram_gib = 16\nos_reserve_gib = 1.5', model="Llama 3.2-1B"))

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.io import FIGURES_DIR, NOTEBOOKS_DIR
+from workbench.core.io import FIGURES_DIR, NOTEBOOKS_DIR
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -69,7 +69,7 @@ def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
 def voila_url(tmp_path):
     """Serve notebooks/explore.ipynb with Voila on 127.0.0.1; always kill the server afterwards."""
     _require_chromium()
-    from workbench.runner import ensure_kernel
+    from workbench.report.runner import ensure_kernel
 
     ensure_kernel()
     port = _free_port()
@@ -354,7 +354,7 @@ def record_redraws(times: list[float]) -> float:
     import json
     import statistics
 
-    from workbench.io import write_text_atomic
+    from workbench.core.io import write_text_atomic
 
     median = statistics.median(times)
     record = {"median_ms": round(median, 1), "moves_ms": [round(t, 1) for t in times], "moves": len(times),
@@ -394,8 +394,8 @@ def test_the_draft_controls_and_will_more_boards_help_render(voila_url):
         for control in ("draft", "placement", "gamma", "alpha"):
             assert page.locator(f".wb-{control}").count() == 1, control
         assert page.locator(".wb-speculation").inner_text().strip() == ""  # the preset has no draft
-        from workbench.explore import draft_options
-        from workbench.models import get_model
+        from workbench.model.models import get_model
+        from workbench.scenarios.explore import draft_options
 
         label = dict((v, k) for k, v in draft_options(get_model("Llama 2-13B"), "none"))["Llama 2-3B"]
         page.locator(".wb-draft select").select_option(label=label)

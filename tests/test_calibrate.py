@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench import calibrate as C
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.userconfig import config_from_text, parse_config, read_document
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios import calibrate as C
+from workbench.scenarios.userconfig import config_from_text, parse_config, read_document
 
 EXAMPLE = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 TRUE = {"kernel_launch_us": 30.0, "message_overhead_us": 200.0}
@@ -277,8 +277,8 @@ def test_an_unusable_out_is_one_line_before_anything_is_read_or_fitted(tmp_path,
 
 
 def test_an_unwritable_out_folder_is_one_line_before_anything_is_read(tmp_path, monkeypatch, capsys):
-    from workbench import io
     from workbench.__main__ import main
+    from workbench.core import io
 
     monkeypatch.setattr(io.os, "access", lambda path, mode: False)  # as a non-root user on a read-only folder
     out = tmp_path / "x.toml"

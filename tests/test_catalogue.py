@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.moe_advice import REASONS
+from workbench.core.errors import WorkbenchError
+from workbench.scenarios.moe_advice import REASONS
 from workbench.schemes.base import load_all, spec_of
 from workbench.schemes.catalogue import PARTITIONS, Catalogue, SchemeSpec
 
@@ -71,7 +71,7 @@ def test_a_catalogue_holds_specs_removes_them_and_orders_them_by_module():
 
 def test_most_schemes_cost_a_mixture_of_experts_and_the_rest_say_why():
     """Issue 41: every scheme the catalogue marks dense-only gives its one-line reason, and the refusal carries it."""
-    from workbench.models import get_model
+    from workbench.model.models import get_model
     from workbench.schemes.workload import Workload
 
     catalogue = load_all()
@@ -84,8 +84,8 @@ def test_most_schemes_cost_a_mixture_of_experts_and_the_rest_say_why():
 
 def test_every_result_carries_its_operator_rows_or_says_why():
     """Issue 41: a result's rows (`operators`) or its declared reason (`no_operators`), never silently neither."""
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     for example in ("examples/laptops_wifi.toml", "examples/qwen3_moe_pi5.toml"):
         arena = arena_for_config(load_config(example))
@@ -109,8 +109,8 @@ def test_a_scheme_whose_result_has_no_rows_must_say_why():
 
 def load_all_breakdown():
     """One real operator breakdown (a megatron_tp result's) to build an inconsistent result from."""
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     arena = arena_for_config(load_config("examples/laptops_wifi.toml"), phases=("decode",), schemes=["megatron_tp"])
     return next(e.result.operators for e in arena.entries if e.result is not None)

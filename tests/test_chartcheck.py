@@ -9,9 +9,10 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from workbench.arena import arena_for_config
-from workbench.arena_charts import figure_specs
-from workbench.chartcheck import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.papers.charts import diagonal, log_base, speedup_chart
+from workbench.report.chartcheck import (
     _marks,
     chart_problems,
     check_chart,
@@ -21,11 +22,10 @@ from workbench.chartcheck import (
     title_texts,
     vl_version,
 )
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.papers.charts import diagonal, log_base, speedup_chart
-from workbench.results import Recorder
-from workbench.userconfig import load_config
+from workbench.report.results import Recorder
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.arena_charts import figure_specs
+from workbench.scenarios.userconfig import load_config
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.toml"))
 LATENCY = pd.DataFrame({"model": ["a", "b", "c"], "latency_s": [0.004, 0.3, 2.5]})
@@ -146,7 +146,7 @@ def test_guide_labels_read_every_axis_and_legend():
 
 def test_regime_chart_ticks_exactly_its_grid_values():
     """A log axis left to itself ticked 0.8, 3, 5, 7 beside the grid's 1, 2, 4, 8 devices (moe/regime_decode.png)."""
-    from workbench.regimes import regime_chart
+    from workbench.scenarios.regimes import regime_chart
 
     win = pd.DataFrame([{"n_devices": n, "memory_gib": m, "phase": "decode", "winner": "a" if n * m < 32 else "b",
                          "paper": "p", "latency_s": 0.1, "runner_up": "c", "margin": 1.5}

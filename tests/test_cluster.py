@@ -19,7 +19,10 @@ import pandas as pd
 import pytest
 from sigint import restore_default_sigint
 
-from workbench.accelerator import (
+from workbench.core.constants import constants_toml, load_constants
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import DATA_DIR, REPO_ROOT
+from workbench.kernels.accelerator import (
     block_operators,
     compare,
     layer_latency,
@@ -27,9 +30,13 @@ from workbench.accelerator import (
     ridge_point,
     roofline,
 )
-from workbench.cluster import ClusterSpec, LinkShape, ProcessDied, parse_rate, run_cluster
-from workbench.cluster import launcher as launcher_mod
-from workbench.cluster.collectives import (
+from workbench.kernels.mesh import make_mesh
+from workbench.kernels.traffic import compiled_collectives
+from workbench.machine.hardware import device_from_table, load_device
+from workbench.machine.network import collective_cost
+from workbench.measure.cluster import ClusterSpec, LinkShape, ProcessDied, parse_rate, run_cluster
+from workbench.measure.cluster import launcher as launcher_mod
+from workbench.measure.cluster.collectives import (
     HostModel,
     LinkModel,
     active_steps,
@@ -39,7 +46,7 @@ from workbench.cluster.collectives import (
     oversubscription_wait,
     program_cost,
 )
-from workbench.cluster.fit import (
+from workbench.measure.cluster.fit import (
     fit_all,
     fit_constants,
     fit_link,
@@ -50,27 +57,25 @@ from workbench.cluster.fit import (
     tbf_burst_bytes,
     validation_summary,
 )
-from workbench.cluster.host import kernel_hz, tick_constant
-from workbench.cluster.measure import SUMMARY_COLUMNS, CampaignPoint, default_campaign, summarize
-from workbench.cluster.netns import ShapedNetwork, list_namespaces, shaping_unavailable
-from workbench.cluster.predict import E2E_OPTIONS, predict_generation, shared_device, this_machine_cluster
-from workbench.cluster.programs import (
+from workbench.measure.cluster.host import kernel_hz, tick_constant
+from workbench.measure.cluster.measure import SUMMARY_COLUMNS, CampaignPoint, default_campaign, summarize
+from workbench.measure.cluster.netns import ShapedNetwork, list_namespaces, shaping_unavailable
+from workbench.measure.cluster.predict import (
+    E2E_OPTIONS,
+    predict_generation,
+    shared_device,
+    this_machine_cluster,
+)
+from workbench.measure.cluster.programs import (
     PROGRAMS,
     check_output,
     global_input,
     make_program,
     program_input,
 )
-from workbench.constants import constants_toml, load_constants
-from workbench.errors import WorkbenchError
-from workbench.hardware import device_from_table, load_device
-from workbench.io import DATA_DIR, REPO_ROOT
-from workbench.kernels.mesh import make_mesh
-from workbench.kernels.traffic import compiled_collectives
-from workbench.models import get_model, tiny_config
-from workbench.network import collective_cost
-from workbench.profile.device_toml import campaign_provenance, device_constants, device_toml
-from workbench.profile.microbench import chain_stream_rate, fixed_costs
+from workbench.measure.profile.device_toml import campaign_provenance, device_constants, device_toml
+from workbench.measure.profile.microbench import chain_stream_rate, fixed_costs
+from workbench.model.models import get_model, tiny_config
 from workbench.schemes.base import Workload
 
 ROOT_REASON = shaping_unavailable()
@@ -312,8 +317,8 @@ def test_shaped_network_setup_and_teardown():
 # ---- TPI-LLM end to end -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_tpi_llm_on_4_processes_generates_the_reference_tokens():
-    from workbench.cluster.e2e import e2e_params, e2e_prompt
     from workbench.kernels.reference import generate_greedy
+    from workbench.measure.cluster.e2e import e2e_params, e2e_prompt
 
     n_new, prompt_len, seed = 4, 6, 3
     run = run_cluster("tpi_llm", 4, {"model": "tiny", "prompt_len": prompt_len, "n_new": n_new, "seed": seed,
@@ -499,7 +504,7 @@ def test_summarize_keeps_median_mean_and_wrong_results():
 
 
 def test_a_wrong_collective_result_is_retried_by_every_process_and_counted(monkeypatch):
-    from workbench.cluster import experiments, programs
+    from workbench.measure.cluster import experiments, programs
 
     outcomes = iter([False, True])  # the first call holds a wrong result, the second is right
     calls = []
@@ -717,7 +722,7 @@ def test_this_machine_preset_is_a_micro_benchmark():
 # ---- the `cluster` command's table and CSV: one row per point, latency quartiles, no lists -----------------
 def _collectives_run(times_by_process):
     """A ClusterRun as the collectives experiment returns it: {process: {(program, bytes): [times]}}."""
-    from workbench.cluster import ClusterRun
+    from workbench.measure.cluster import ClusterRun
 
     rows = [{"process": p, "program": prog, "requested_bytes": size, "message_bytes": size, "n_devices": 2,
              "reps": len(times), "times_s": times, "wrong_results": 0}
@@ -727,7 +732,7 @@ def _collectives_run(times_by_process):
 
 
 def test_tidy_collectives_rows_are_one_row_per_point_with_latency_quartiles():
-    from workbench.cluster import tidy_rows
+    from workbench.measure.cluster import tidy_rows
 
     run = _collectives_run({0: {("psum", 4): [1.0, 5.0, 3.0, 2.0], ("psum", 4096): [9.0, 9.0, 9.0, 9.0]},
                             1: {("psum", 4): [2.0, 1.0, 4.0, 2.0], ("psum", 4096): [1.0, 1.0, 1.0, 1.0]}})
@@ -742,7 +747,7 @@ def test_tidy_collectives_rows_are_one_row_per_point_with_latency_quartiles():
 
 
 def test_tidy_tpi_llm_and_other_rows_hold_numbers_not_lists():
-    from workbench.cluster import ClusterRun, tidy_rows
+    from workbench.measure.cluster import ClusterRun, tidy_rows
 
     common = {"repeat": 0, "model": "tiny", "allreduce": "star", "prompt_len": 8, "n_new": 3, "n_devices": 2,
               "tokens": [5, 6, 7]}
@@ -765,7 +770,7 @@ def test_tidy_tpi_llm_and_other_rows_hold_numbers_not_lists():
 def test_cluster_command_prints_latency_quartiles_and_writes_a_tidy_csv(monkeypatch, tmp_path, capsys):
     import argparse
 
-    from workbench.cluster import add_arguments, main
+    from workbench.measure.cluster import add_arguments, main
 
     run = _collectives_run({0: {("psum", 4): [0.001, 0.003, 0.002], ("star", 4): [0.004, 0.004, 0.004]},
                             1: {("psum", 4): [0.001, 0.001, 0.001], ("star", 4): [0.002, 0.002, 0.002]}})
@@ -931,8 +936,8 @@ def test_galaxy_and_mcu_stacks_match_the_reference_across_two_processes():
 
 
 def test_stack_prediction_is_the_arenas_scheme_and_names_bad_input():
-    from workbench.cluster.layer_runs import layer_model
-    from workbench.cluster.predict import predict_scheme
+    from workbench.measure.cluster.layer_runs import layer_model
+    from workbench.measure.cluster.predict import predict_scheme
     from workbench.schemes.base import Workload, load_all
 
     cfg = layer_model("BERT-base", 1)
@@ -941,7 +946,7 @@ def test_stack_prediction_is_the_arenas_scheme_and_names_bad_input():
     link = LinkModel("loopback", 100e-6, 0.0, 1e-9)
     workload = Workload("prefill", seq_len=128, weight_bits=32, activation_bits=32)
     out = predict_scheme("galaxy_hmp", cfg, load_device("this_machine_cpu"), link, 2, workload)
-    from workbench.cluster.predict import this_machine_cluster
+    from workbench.measure.cluster.predict import this_machine_cluster
     direct = load_all()["galaxy_hmp"][1](cfg, this_machine_cluster(load_device("this_machine_cpu"), 2, link), workload)
     assert out["latency_s"] == pytest.approx(direct.row()["latency_s"]) and device.name
     slower = predict_scheme("galaxy_hmp", cfg, load_device("this_machine_cpu"),
@@ -993,7 +998,7 @@ def test_chain_stream_rate_is_the_slope_not_the_mean_rate():
 
 
 def test_a_flat_chain_is_flat_within_float_rounding():
-    from workbench.profile.microbench import grows
+    from workbench.measure.profile.microbench import grows
 
     span, largest = 12 * 2**24, 1e-3  # the chain above: 4 to 16 x 2^24 B, about 1 ms a call
     assert not grows(6.9e-28, span, largest)  # polyfit's slope through three equal times on one BLAS build
@@ -1003,7 +1008,7 @@ def test_a_flat_chain_is_flat_within_float_rounding():
 
 # ---- fresh pages: buffers above malloc's mmap threshold are new memory on every call ------------------
 def test_fresh_pages_are_charged_only_for_buffers_above_the_mmap_threshold():
-    from workbench.cluster.collectives import (
+    from workbench.measure.cluster.collectives import (
         GLIBC_MMAP_THRESHOLD_MAX,
         PAGE_BYTES,
         fresh_buffers,
@@ -1027,7 +1032,7 @@ def test_fresh_pages_are_charged_only_for_buffers_above_the_mmap_threshold():
 
 
 def test_fresh_page_cost_is_measured_here():
-    from workbench.cluster.host import fresh_page_seconds
+    from workbench.measure.cluster.host import fresh_page_seconds
 
     seconds = fresh_page_seconds(region_bytes=8 * 2**20, reps=2)
     assert 1e-8 < seconds < 1e-4  # a page fault and the kernel's zeroing of 4 KiB
@@ -1057,7 +1062,12 @@ def test_the_compiled_temp_block_is_a_fresh_buffer_and_every_process_faults_at_o
     # XLA keeps the star kernel's 2(n-1) collective-permute outputs in one per-execution temp block: 14
     # buffers at 8 processes, fresh memory on every call above the mmap threshold; all 8 processes fault
     # their own pages at once on 2 cores, so the fastest call takes 4x one process's faults
-    from workbench.cluster.collectives import PAGE_BYTES, fresh_buffers, fresh_page_time, xla_temp_bytes
+    from workbench.measure.cluster.collectives import (
+        PAGE_BYTES,
+        fresh_buffers,
+        fresh_page_time,
+        xla_temp_bytes,
+    )
 
     big = 64 * 2**20
     assert xla_temp_bytes("star", 8, big) == pytest.approx(14 * big, rel=1e-6)
@@ -1079,8 +1089,8 @@ def test_the_compiled_temp_block_is_a_fresh_buffer_and_every_process_faults_at_o
 @pytest.mark.parametrize("program,processes", [("star", 4), ("ring_ppermute", 8), ("psum_scatter", 2)])
 def test_the_stored_temp_blocks_are_what_xla_compiles(program, processes):
     # data/cluster/xla_buffers.csv is a golden table (scripts/xla_buffers.py): recompile and compare
-    from workbench.cluster.collectives import XLA_BUFFER_MESSAGE_BYTES, xla_temp_bytes
-    from workbench.cluster.programs import compiled_temp_bytes, program_input
+    from workbench.measure.cluster.collectives import XLA_BUFFER_MESSAGE_BYTES, xla_temp_bytes
+    from workbench.measure.cluster.programs import compiled_temp_bytes, program_input
 
     m = program_input(program, XLA_BUFFER_MESSAGE_BYTES, processes).message_bytes
     assert xla_temp_bytes(program, processes, m) == pytest.approx(compiled_temp_bytes(program, processes, m),
@@ -1089,7 +1099,7 @@ def test_the_stored_temp_blocks_are_what_xla_compiles(program, processes):
 
 def test_the_large_loopback_stars_are_predicted_within_half_with_the_temp_block():
     # before the temp block the 8 and 64 MiB stars at 4 and 8 processes were 2.3-5.7x the model
-    from workbench.cluster.fit import fit_all, predict
+    from workbench.measure.cluster.fit import fit_all, predict
     from workbench.studies import cluster as stored
 
     folder = stored.latest_collectives_dir()
@@ -1105,7 +1115,7 @@ def test_the_large_loopback_stars_are_predicted_within_half_with_the_temp_block(
 def test_a_reduce_scatter_waits_for_its_data_messages_only():
     # gloo's halving-doubling sends a notification after each round and waits for them once, at the end: of
     # the table's data + notification pair per round only the data's time is on the critical path
-    from workbench.cluster.collectives import endpoint_work
+    from workbench.measure.cluster.collectives import endpoint_work
 
     assert float(program_cost("psum_scatter", 4, 4096).endpoint_messages) == 6  # the messages handled
     assert endpoint_work("psum_scatter", 4, 4096) == pytest.approx(3)  # 2 rounds + the distribution round
@@ -1115,7 +1125,7 @@ def test_a_reduce_scatter_waits_for_its_data_messages_only():
 
 
 def test_the_stored_reduce_scatters_are_predicted_better_counting_data_messages_only(monkeypatch):
-    from workbench.cluster import collectives
+    from workbench.measure.cluster import collectives
     from workbench.studies import cluster as stored
 
     def error() -> float:
@@ -1130,7 +1140,7 @@ def test_the_stored_reduce_scatters_are_predicted_better_counting_data_messages_
 def test_a_tiny_all_reduce_goes_round_the_ring_hop_by_hop():
     # a 4-byte buffer fills one of gloo's segments: its reduction and its result pass the n - 1 other ranks one
     # after the other (2 (n - 1) hops, two processes at each), not the busiest endpoint's 2 (n - 1) / n messages
-    from workbench.cluster.collectives import active_steps, endpoint_work, tiny_ring_hops
+    from workbench.measure.cluster.collectives import active_steps, endpoint_work, tiny_ring_hops
 
     assert [tiny_ring_hops("psum", n, 4) for n in (2, 4, 8)] == [2, 6, 14]
     assert tiny_ring_hops("psum", 4, 4096) == 0 and tiny_ring_hops("all_gather", 4, 4) == 0
@@ -1142,7 +1152,7 @@ def test_a_tiny_all_reduce_goes_round_the_ring_hop_by_hop():
 
 
 def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch):
-    from workbench.cluster import collectives
+    from workbench.measure.cluster import collectives
     from workbench.studies import cluster as stored
 
     def error() -> float:
@@ -1158,7 +1168,7 @@ def test_the_stored_tiny_all_reduces_are_predicted_better_hop_by_hop(monkeypatch
 
 # ---- the repetition protocol (OSU's) and the campaign measured with it ----------------------------------
 def test_the_osu_protocol_times_1000_small_and_100_large_calls_and_checks_its_arguments():
-    from workbench.cluster.measure import OSU_PROTOCOL, PROTOCOLS, RepetitionProtocol
+    from workbench.measure.cluster.measure import OSU_PROTOCOL, PROTOCOLS, RepetitionProtocol
 
     assert (OSU_PROTOCOL.max_reps, OSU_PROTOCOL.max_reps_large, OSU_PROTOCOL.large_bytes) == (1000, 100, 8192)
     assert PROTOCOLS["legacy"].max_reps == PROTOCOLS["legacy"].max_reps_large == 25
@@ -1173,7 +1183,7 @@ def test_a_collectives_point_caps_its_calls_by_size():
     # max_reps_large (a generous target_seconds, so the cap decides)
     from types import SimpleNamespace
 
-    from workbench.cluster.experiments import collectives
+    from workbench.measure.cluster.experiments import collectives
 
     rows = collectives(SimpleNamespace(n_devices=8), programs=("psum",), sizes=(32, 65536), min_reps=1,
                        max_reps=6, max_reps_large=2, large_bytes=8192, target_seconds=1e3, rounds=1, warmup=0)
@@ -1215,7 +1225,7 @@ def test_the_latest_collectives_campaign_is_the_last_one_stored(monkeypatch):
 
 
 def test_the_full_osu_campaign_takes_osus_repetitions_in_full():
-    from workbench.cluster.measure import OSU_FULL_PROTOCOL
+    from workbench.measure.cluster.measure import OSU_FULL_PROTOCOL
     from workbench.studies import cluster as wb
 
     assert OSU_FULL_DIR in [folder for _, folder, _, _ in wb.collective_campaigns()]
@@ -1230,8 +1240,8 @@ def test_the_full_osu_campaign_takes_osus_repetitions_in_full():
 
 
 def test_run_point_sends_the_protocols_repetitions_to_every_process(monkeypatch):
-    from workbench.cluster import measure
-    from workbench.cluster.launcher import ClusterRun
+    from workbench.measure.cluster import measure
+    from workbench.measure.cluster.launcher import ClusterRun
 
     sent = []
 
@@ -1251,7 +1261,7 @@ def test_run_point_sends_the_protocols_repetitions_to_every_process(monkeypatch)
 
 # ---- the fastest of N calls: how the scheduler-free statistic depends on how many calls are timed ---------
 def test_best_of_n_takes_each_calls_slowest_process_then_the_fastest_of_the_first_n():
-    from workbench.cluster.measure import best_of_n
+    from workbench.measure.cluster.measure import best_of_n
 
     rows = pd.DataFrame({"program": ["psum", "psum"], "message_bytes": [32, 32], "process": [0, 1],
                          "times_s": [[5.0, 1.0, 4.0, 0.5], [2.0, 3.0, 1.0, 0.6]]})
@@ -1280,7 +1290,7 @@ def test_the_best_of_n_diagnostic_says_what_the_notebook_says():
 
 
 def test_the_full_osu_protocol_times_every_point_its_whole_count():
-    from workbench.cluster.measure import OSU_FULL_PROTOCOL, OSU_PROTOCOL, PROTOCOLS
+    from workbench.measure.cluster.measure import OSU_FULL_PROTOCOL, OSU_PROTOCOL, PROTOCOLS
 
     params = OSU_FULL_PROTOCOL.params()
     assert (params["max_reps"], params["max_reps_large"], params["large_bytes"]) == (1000, 100, 8192)

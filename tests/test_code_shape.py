@@ -2,7 +2,7 @@
 
 import ast
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 
 MAX_FUNCTION_LINES = 80
 
@@ -27,12 +27,12 @@ def test_no_function_in_the_package_is_over_80_lines():
 
 
 def test_mbit_per_s_and_bytes_per_s_are_converted_in_one_place():
-    """Links are rated in Mbit/s and costed in B/s: `workbench.units` converts; no module repeats the factor."""
+    """Links are rated in Mbit/s and costed in B/s: `workbench.core.units` converts; no module repeats the factor."""
     import re
 
     inline = re.compile(r"\*\s*8\s*/\s*1e6|\*\s*1e6\s*/\s*8|/\s*8e6|\*\s*125_?000\b")
     found = [f"{path.relative_to(REPO_ROOT)}:{n}" for path in sorted((REPO_ROOT / "workbench").rglob("*.py"))
              if path.name != "units.py" for n, line in enumerate(path.read_text().splitlines(), 1)
              if inline.search(line)]
-    assert not found, f"convert with workbench.units (mbps_to_bytes_per_s / bytes_per_s_to_mbps): {found}"
+    assert not found, f"convert with workbench.core.units (mbps_to_bytes_per_s / bytes_per_s_to_mbps): {found}"
     assert inline.search("rate * 8 / 1e6") and inline.search("mbps * 1e6 / 8")

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from workbench import network as net
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import tpi_llm as K
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives
+from workbench.machine import network as net
 
 WIDTH = 24  # floats per device: divisible by every n below, so the ring's chunks are exact
 

@@ -10,9 +10,10 @@ import inspect
 import pytest
 from deploy_toml import board_deployment
 
-from workbench.errors import WorkbenchError
-from workbench.fields import declared_fields
-from workbench.hardware import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import declared_fields
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import (
     KERNEL_RATE_PREFIX,
     OS_RESERVE_KEY,
     RAM_VARIANTS_KEY,
@@ -21,7 +22,6 @@ from workbench.hardware import (
     load_device,
     preset_table,
 )
-from workbench.io import REPO_ROOT
 
 # Preset constants no code reads: the inputs a preset's derived numbers were computed from (its peak from
 # flops_per_cycle_per_core x clock x cores, a GPU's from cuda_cores x gpu_frequency, the MCU's power per core),
@@ -34,9 +34,9 @@ DERIVATION_INPUTS = {"flops_per_cycle_per_core", "gpu_frequency", "cuda_cores", 
                      "dram_bus_width", "achieved_stream_bandwidth", "nic_bandwidth"}
 # The functions that may look a constant up in a device's provenance: the typical-efficiency notice reads the
 # constant's name and source (where the value comes from), never its value.
-PROVENANCE_READERS = {("workbench/hardware.py", "is_typical_efficiency"),
-                      ("workbench/hardware.py", "efficiency_notices"),
-                      ("workbench/hardware.py", "budget_notices")}  # cites the OS reserve's kind and source
+PROVENANCE_READERS = {("workbench/machine/hardware.py", "is_typical_efficiency"),
+                      ("workbench/machine/hardware.py", "efficiency_notices"),
+                      ("workbench/machine/hardware.py", "budget_notices")}  # cites the OS reserve's kind and source
 NEW_KEYS = {  # the nine provenance-only preset constants and the stack what-if: field -> (TOML key, TOML value, SI)
     "clock_hz": ("clock_mhz", 825, 825e6), "program_dispatch_s": ("program_dispatch_us", 11, 11e-6),
     "layer_time_floor_s": ("layer_time_floor_ms", 60, 0.06),
@@ -108,7 +108,7 @@ def test_each_new_field_is_set_from_a_deployment_toml(field_name):
     """Each field is read from its TOML key in the key's unit (the access link's two keys come together)."""
     key, value, si = NEW_KEYS[field_name]
     extra = {"access_link_mbps": "\naccess_link_latency_ms = 1", "access_link_latency_ms": "\naccess_link_mbps = 100"}
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
     text = board_deployment(f'{key} = {value}{extra.get(key, "")}\ndevice_class = "cpu"', bandwidth_gb_per_s=17)
     device = config_from_text(text, "t.toml").cluster.devices[0]
     assert getattr(device, field_name) == pytest.approx(si, rel=1e-12)
@@ -154,7 +154,7 @@ def test_every_registered_evaluator_takes_exactly_model_cluster_workload():
 @pytest.mark.parametrize("collective", ["all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter"])
 def test_a_star_on_equal_access_links_is_the_tables_star_across_two_hops(collective):
     """Equal spokes: the table's star with each path two links long (worker -> router -> master)."""
-    from workbench.network import collective_latency, star_on_access_links
+    from workbench.machine.network import collective_latency, star_on_access_links
     n, m, bw, lat = 5, 3e5, 40e6, 2e-3
     link, data = star_on_access_links(collective, m, [bw] * n, [lat] * n)
     assert (link, data) == pytest.approx(collective_latency("star", collective, n, m, bw, lat, path_hops=2,
@@ -164,7 +164,7 @@ def test_a_star_on_equal_access_links_is_the_tables_star_across_two_hops(collect
 def test_the_slowest_access_link_binds_a_star():
     """The master's link serialises the busiest bytes; a slow enough worker link binds instead, and the slowest
     worker's latency sets the path."""
-    from workbench.network import collective_cost, star_on_access_links
+    from workbench.machine.network import collective_cost, star_on_access_links
     m, cost = 1e6, collective_cost("star", "all_reduce", 3, 1e6)
     link, data = star_on_access_links("all_reduce", m, [100e6, 100e6, 100e6], [1e-3, 2e-3, 5e-3])
     assert link == pytest.approx(float(cost.steps) * 6e-3) and data == pytest.approx(float(cost.busiest_bytes) / 100e6)
@@ -178,7 +178,7 @@ def test_tpi_costs_the_laptops_access_links_through_the_table():
     """TPI-LLM's star and hand-off on the Table 7 laptops are `network.star_on_access_links` of their own links."""
     import numpy as np
 
-    from workbench.network import star_on_access_links
+    from workbench.machine.network import star_on_access_links
     from workbench.papers.tpi_llm import laptop_cluster
     from workbench.schemes.tpi_llm import collective_time, p2p_time
     cluster = laptop_cluster()
@@ -200,7 +200,7 @@ def test_an_overridden_access_link_is_the_field_and_says_it_is_assumed():
 
 # ---- the network stack's CPU cost: a device field, costed in the collective table's bytes term ------------------
 def test_the_collective_table_moves_bytes_no_faster_than_the_stack():
-    from workbench.network import collective_cost, collective_latency
+    from workbench.machine.network import collective_cost, collective_latency
     busiest = float(collective_cost("ring", "all_reduce", 4, 1e6).busiest_bytes)
     args = ("ring", "all_reduce", 4, 1e6, 125e6, 1e-4)
     assert collective_latency(*args, breakdown=True, stack_s_per_byte=1e-9)[1] == busiest / 125e6  # wire binds
@@ -211,7 +211,7 @@ def test_the_collective_table_moves_bytes_no_faster_than_the_stack():
 
 def test_a_devices_stack_cost_slows_galaxys_collectives_through_its_field():
     """The slowest endpoint's stack sets Megatron-LM's bytes time; the what-if is the field, not a keyword."""
-    from workbench.models import get_model
+    from workbench.model.models import get_model
     from workbench.papers.galaxy import environment, with_network_stack, workload
     from workbench.schemes.base import Cluster
     from workbench.schemes.galaxy import evaluate_megatron_tp

@@ -1,6 +1,6 @@
 """The edge-device library (data/devices/edge_*.toml) and the link classes (data/constants/links.toml).
 
-Every preset's every constant carries a kind and a source (parsed by `workbench.constants.parse_constants`, the
+Every preset's every constant carries a kind and a source (parsed by `workbench.core.constants.parse_constants`, the
 one check every data file goes through; a fixture with a missing source shows it fails); the derived peaks equal
 their factors (cores x per-cycle rate x clock), the DRAM peak its transfer rate x bus width, and memory_efficiency
 the quoted achieved rate over that peak (a preset with no quoted rate says its efficiency is assumed). Each preset
@@ -15,13 +15,13 @@ from functools import cache
 
 import pytest
 
-from workbench.constants import KINDS, load_constants, parse_constants
-from workbench.errors import WorkbenchError
-from workbench.hardware import DEVICES_DIR, device_from_table, load_device
-from workbench.models import get_model
-from workbench.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, link_class
+from workbench.core.constants import KINDS, load_constants, parse_constants
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import DEVICES_DIR, device_from_table, load_device
+from workbench.machine.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, link_class
+from workbench.model.models import get_model
+from workbench.scenarios.userconfig import WEIGHT_FORMATS
 from workbench.schemes import Cluster, Workload, load_all
-from workbench.userconfig import WEIGHT_FORMATS
 
 EDGE = sorted(p.stem for p in DEVICES_DIR.glob("edge_*.toml"))
 REL = 1e-5  # the files hold 6 significant digits
@@ -164,9 +164,9 @@ def test_link_constants_split_the_quoted_round_trips():
 def test_a_deployment_names_a_link_class_and_overrides_one_of_its_numbers(tmp_path):
     """`[network] link_class` gives the class's cited bandwidth, latency and per-message time; a key beside it wins;
     an unknown class is one line listing the classes."""
-    from workbench.errors import WorkbenchError
-    from workbench.network import link_class
-    from workbench.userconfig import load_config
+    from workbench.core.errors import WorkbenchError
+    from workbench.machine.network import link_class
+    from workbench.scenarios.userconfig import load_config
 
     text = '''
 [model]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from table_units import unit_problems
 
-from workbench.display import (
+from workbench.report.display import (
     MISSING,
     SECONDS,
     column_quantity,

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from workbench.engines import campaign
-from workbench.engines.cli import compare
-from workbench.hardware import load_device
+from workbench.machine.hardware import load_device
+from workbench.measure.engines import campaign
+from workbench.measure.engines.cli import compare
 
 # |predicted / measured - 1| over the stored rows (dense: per phase; MoE: every row). The kernels issue's targets are
 # 15 % median / 30 % worst (dense) and 25 % (MoE); the model reached 20 % / 28 % median and 82 % / 67 % worst (decode

@@ -10,14 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import engines as K
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives, compiled_hlo, parse_collectives
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model, tiny_config
 from workbench.schemes import engines as S
 from workbench.schemes.base import SCHEMES, Cluster, Workload, load_all
 
@@ -232,8 +232,8 @@ def test_root_prefill_is_s_single_token_forwards():
 
 
 def test_registered_and_in_the_arena_on_the_sbc_example():
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     registry = load_all()
     assert {"dllama_allgather_tp", "dllama_root_tp"} <= set(registry)
@@ -352,8 +352,8 @@ def test_old_versions_prefill_is_s_single_token_forwards(scheme):
 
 
 def test_old_versions_are_registered_and_run_in_the_arena():
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     assert set(OLD) <= set(load_all())
     table = arena_for_config(load_config("examples/sbc_gigabit.toml"), schemes=list(OLD)).table()

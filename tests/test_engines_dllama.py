@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench.cluster.netns import LinkShape, list_namespaces, shaping_unavailable
-from workbench.engines import dllama, dllama_model
-from workbench.engines.runs import read_runs
-from workbench.errors import WorkbenchError
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError
+from workbench.measure.cluster.netns import LinkShape, list_namespaces, shaping_unavailable
+from workbench.measure.engines import dllama, dllama_model
+from workbench.measure.engines.runs import read_runs
+from workbench.model.models import TransformerConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dllama"
 RUNS = Path(__file__).parents[1] / "data" / "engines" / "dllama_runs.csv"
@@ -200,7 +200,7 @@ def test_ctrl_c_mid_run_kills_the_engine_and_removes_the_namespaces(tmp_path, v0
     from sigint import restore_default_sigint
 
     binary = v04_binary
-    script = (f"from pathlib import Path\nfrom workbench.cluster.netns import LinkShape\nfrom workbench.engines import "
+    script = (f"from pathlib import Path\nfrom workbench.measure.cluster.netns import LinkShape\nfrom workbench.measure.engines import "
               f"dllama\ndllama.run_once('v0.4.0', dllama.SHAPES['dense-512x4'], 2, LinkShape(1.0), 150, "
               f"Path({str(tmp_path / 'run')!r}), Path({str(binary)!r}), timeout_s=120)\n")
     child = subprocess.Popen([sys.executable, "-c", script], preexec_fn=restore_default_sigint,

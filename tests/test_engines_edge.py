@@ -9,16 +9,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
+from workbench.scenarios.userconfig import parse_config
 from workbench.schemes import edge_engines as E
 from workbench.schemes.base import SCHEMES, Cluster, Workload, load_all
 from workbench.schemes.galaxy import megatron_tp_on
 from workbench.schemes.pipeline import PipelinePlan, evaluate_pipeline, handoff_time
-from workbench.userconfig import parse_config
 
 EXAMPLE = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 
@@ -76,7 +76,7 @@ def test_rpc_per_message_time_grows_with_every_board():
 
 
 def test_tensor_split_from_the_toml_reaches_the_evaluator():
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     doc = tomllib.loads(EXAMPLE.read_text())
     doc["model"]["name"] = "Llama 2-7B"
@@ -133,8 +133,8 @@ def test_exo_tensor_is_megatron_with_the_head_replicated():
 
 
 def test_registered_and_running_on_the_sbc_example():
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     names = ["llamacpp_rpc", "exo_pipeline", "exo_tensor"]
     assert set(names) <= set(load_all())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engines.gguf_model import write_gguf
-from workbench.engines.profile import tiny_model
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.measure.engines.gguf_model import write_gguf
+from workbench.measure.engines.profile import tiny_model
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="the engines extra (llama-cpp-python) is not installed: "
                                 "pip install '.[engines]' builds it (make test does)")
@@ -15,7 +15,7 @@ gguf = pytest.importorskip("gguf", reason="gguf is not installed")
 
 
 def test_a_tiny_gguf_is_written_quantized_and_timed(tmp_path):
-    from workbench.engines.llamacpp import quantize, time_model
+    from workbench.measure.engines.llamacpp import quantize, time_model
 
     model = tiny_model(2)
     source = write_gguf(model, tmp_path / "tiny.gguf")
@@ -34,7 +34,7 @@ def test_a_tiny_gguf_is_written_quantized_and_timed(tmp_path):
 
 
 def test_a_bad_format_is_one_line(tmp_path):
-    from workbench.engines.llamacpp import quantize
+    from workbench.measure.engines.llamacpp import quantize
 
     with pytest.raises(WorkbenchError, match="format must be one of") as caught:
         quantize(tmp_path / "x.gguf", tmp_path / "y.gguf", "q4_9")
@@ -46,8 +46,8 @@ def test_profile_engine_writes_a_device_with_measured_kernel_rates(tmp_path):
     import subprocess
     import sys
 
-    from workbench.hardware import device_from_table
-    from workbench.io import REPO_ROOT
+    from workbench.core.io import REPO_ROOT
+    from workbench.machine.hardware import device_from_table
 
     out = tmp_path / "box.toml"
     done = subprocess.run([sys.executable, "-m", "workbench", "profile", "--engine", "llama.cpp", "--threads", "1",

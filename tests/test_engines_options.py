@@ -8,14 +8,14 @@ import tomllib
 import pandas as pd
 import pytest
 
-from workbench.arena import arena_for_config
-from workbench.calibrate import predict_parts, read_measurements
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.calibrate import predict_parts, read_measurements
+from workbench.scenarios.userconfig import config_keys_table, parse_config
 from workbench.schemes import engines as S
 from workbench.schemes.base import load_all
 from workbench.schemes.options import apply_options, parse_text
-from workbench.userconfig import config_keys_table, parse_config
 
 EXAMPLE = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 

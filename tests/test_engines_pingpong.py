@@ -11,11 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.cluster.netns import list_namespaces, shaping_unavailable
-from workbench.constants import load_constants
-from workbench.engines import dllama, pingpong, timing
-from workbench.engines.runs import read_runs
-from workbench.errors import WorkbenchError
+from workbench.core.constants import load_constants
+from workbench.core.errors import WorkbenchError
+from workbench.measure.cluster.netns import list_namespaces, shaping_unavailable
+from workbench.measure.engines import dllama, pingpong, timing
+from workbench.measure.engines.runs import read_runs
 
 RUNS = dllama.project_root() / "data" / "engines" / "dllama_runs.csv"
 

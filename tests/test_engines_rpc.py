@@ -15,10 +15,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.engines.rpc import RUNS_CSV, WIRE_CSV, RpcConfig, offload, phase_bytes, predict, rows_from
-from workbench.engines.rpc_worker import parse_net_dev
-from workbench.engines.runs import COLUMNS, EngineRun, read_runs, runs_csv, write_runs
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.measure.engines.rpc import (
+    RUNS_CSV,
+    WIRE_CSV,
+    RpcConfig,
+    offload,
+    phase_bytes,
+    predict,
+    rows_from,
+)
+from workbench.measure.engines.rpc_worker import parse_net_dev
+from workbench.measure.engines.runs import COLUMNS, EngineRun, read_runs, runs_csv, write_runs
 from workbench.schemes.edge_engines import (
     FRAME_BYTES,
     SplitGraph,
@@ -209,8 +217,8 @@ def test_from_32_tokens_two_hidden_states_cross_between_servers():
 
 # ---- the shaped link ---------------------------------------------------------------------------------------
 def test_engine_runs_shape_each_message_with_a_one_frame_bucket():
-    from workbench.cluster.netns import FRAME_BYTES as FRAME
-    from workbench.cluster.netns import LinkShape, tight_burst_bytes
+    from workbench.measure.cluster.netns import FRAME_BYTES as FRAME
+    from workbench.measure.cluster.netns import LinkShape, tight_burst_bytes
 
     assert FRAME == 1514
     assert tight_burst_bytes(10) == tight_burst_bytes(100) == 1514  # 100 us of 100 Mbit is 1250 B: one frame
@@ -224,7 +232,7 @@ def test_engine_runs_shape_each_message_with_a_one_frame_bucket():
 
 
 def test_burst_bytes_reaches_the_run_and_its_method():
-    from workbench.engines.rpc import predicted_link_line
+    from workbench.measure.engines.rpc import predicted_link_line
 
     args = _engines_args("run", "llama.cpp", "--link-mbit", "100", "--burst-bytes", "3028")
     assert args.burst_bytes == 3028 and _engines_args("run", "llama.cpp").burst_bytes is None
@@ -238,7 +246,7 @@ def test_burst_bytes_reaches_the_run_and_its_method():
 
 
 def test_prediction_uses_the_measured_endpoint_time_and_latency():
-    from workbench.engines.rpc import rpc_link_times
+    from workbench.measure.engines.rpc import rpc_link_times
 
     times = rpc_link_times()
     assert 0 < times.message_overhead_s < 1e-3  # ggml-rpc's raw sockets: microseconds, not gloo's 651 us
@@ -252,8 +260,8 @@ def test_prediction_uses_the_measured_endpoint_time_and_latency():
 def test_link_constants_are_half_the_loopback_round_trip_and_a_quarter_of_what_the_link_adds():
     import tomllib
 
-    from workbench.constants import parse_constants
-    from workbench.engines.rpc import PING_GAP_S, link_constants_toml
+    from workbench.core.constants import parse_constants
+    from workbench.measure.engines.rpc import PING_GAP_S, link_constants_toml
 
     def row(rate, path, gap, median):
         return {"link_mbit": rate, "burst_bytes": 1514, "path": path, "gap_s": gap, "median_s": median,
@@ -304,7 +312,7 @@ def test_stored_predictions_are_the_scheme_today():
 # ---- live --------------------------------------------------------------------------------------------------
 def live_unavailable() -> str | None:
     """Why a live RPC run cannot happen here (None when it can)."""
-    from workbench.cluster.netns import shaping_unavailable
+    from workbench.measure.cluster.netns import shaping_unavailable
 
     reason = shaping_unavailable()
     if reason:
@@ -319,7 +327,7 @@ def live_unavailable() -> str | None:
 
 @pytest.mark.skipif(live_unavailable() is not None, reason=str(live_unavailable()))
 def test_a_live_two_process_run_carries_the_predicted_payload(tmp_path):
-    from workbench.engines.rpc import run_llamacpp_rpc
+    from workbench.measure.engines.rpc import run_llamacpp_rpc
 
     config = RpcConfig(shape="rpc-tiny", processes=2, link_mbit=1000.0, prompt_tokens=16, decode_tokens=16,
                        repeats=1, idle_s=0.5)
@@ -335,8 +343,8 @@ def test_a_live_two_process_run_carries_the_predicted_payload(tmp_path):
 
 @pytest.mark.skipif(live_unavailable() is not None, reason=str(live_unavailable()))
 def test_the_tight_bucket_shapes_a_10_kb_message_and_the_default_does_not():
-    from workbench.cluster.linkcheck import check_link
-    from workbench.cluster.netns import LinkShape, tight_burst_bytes
+    from workbench.measure.cluster.linkcheck import check_link
+    from workbench.measure.cluster.netns import LinkShape, tight_burst_bytes
 
     tight = check_link(LinkShape(100.0, burst_bytes=tight_burst_bytes(100.0)), bulk_s=0.3)
     assert 0.8 < tight["message_over_rate"] < 1.25 and 0.8 < tight["bulk_over_rate"] < 1.1
@@ -413,7 +421,7 @@ def test_ctrl_c_mid_run_leaves_no_process_and_no_namespace(tmp_path):
 
 # ---- the own-hardware notebook's table ---------------------------------------------------------------------
 def test_side_by_side_compares_payload_where_packets_were_counted(tmp_path):
-    from workbench.engines.rpc import merge_wire
+    from workbench.measure.engines.rpc import merge_wire
     from workbench.studies.engine_runs import result_rows, side_by_side, stored_runs
 
     (tmp_path / "engines").mkdir()
@@ -439,7 +447,7 @@ def _engines_args(*argv: str):
     """`python -m workbench engines ARGV` parsed."""
     import argparse
 
-    from workbench.engines.cli import add_arguments
+    from workbench.measure.engines.cli import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -447,7 +455,7 @@ def _engines_args(*argv: str):
 
 
 def test_run_names_the_engines_it_knows():
-    from workbench.engines.cli import main
+    from workbench.measure.engines.cli import main
 
     with pytest.raises(WorkbenchError, match="engine 'foo'; allowed: llama.cpp, distributed-llama"):
         main(_engines_args("run", "foo"))
@@ -458,9 +466,9 @@ def test_run_names_the_engines_it_knows():
 def test_distributed_llama_says_in_one_line_when_its_runner_is_absent():
     import importlib.util
 
-    from workbench.engines.cli import main
+    from workbench.measure.engines.cli import main
 
-    if importlib.util.find_spec("workbench.engines.dllama") is not None:
-        pytest.skip("workbench.engines.dllama is present: the dispatch runs it")
-    with pytest.raises(WorkbenchError, match=r"^distributed-llama's runner \(workbench.engines.dllama\) is not in"):
+    if importlib.util.find_spec("workbench.measure.engines.dllama") is not None:
+        pytest.skip("workbench.measure.engines.dllama is present: the dispatch runs it")
+    with pytest.raises(WorkbenchError, match=r"^distributed-llama's runner \(workbench.measure.engines.dllama\) is not in"):
         main(_engines_args("run", "distributed-llama"))

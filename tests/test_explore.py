@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 from test_arena import REGISTRY  # stand-in evaluators (tests only)
 
-from workbench.arena import COMPONENTS
-from workbench.arena_charts import COMPONENT_COLORS, format_gib, format_rate
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.explore import (
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import device_names, load_device
+from workbench.report.results import RESULT_COLUMNS
+from workbench.scenarios.arena import COMPONENTS
+from workbench.scenarios.arena_charts import COMPONENT_COLORS, format_gib, format_rate
+from workbench.scenarios.explore import (
     ALL,
     Explorer,
     State,
@@ -24,10 +27,7 @@ from workbench.explore import (
     state_for_preset,
     view_result_rows,
 )
-from workbench.hardware import device_names, load_device
-from workbench.io import REPO_ROOT
-from workbench.regimes import with_budget
-from workbench.results import RESULT_COLUMNS
+from workbench.scenarios.regimes import with_budget
 
 GIB = 2**30
 
@@ -178,7 +178,7 @@ def _notebook_code() -> list[str]:
 def test_notebook_shows_the_best_line_once_live_only_in_the_widget(tmp_path, capsys, monkeypatch):
     import importlib
 
-    for module in ("workbench.explore.compute", "workbench.explore.view"):  # small registry: the notebook's own flow
+    for module in ("workbench.scenarios.explore.compute", "workbench.scenarios.explore.view"):  # small registry: the notebook's own flow
         monkeypatch.setattr(importlib.import_module(module), "load_all", lambda: REGISTRY)
     shown: list = []
     scope = {"display": shown.append}
@@ -302,7 +302,7 @@ def _bar_widths(svg: str) -> list[float]:
 
 
 def test_log_breakdown_keeps_the_winner_readable_and_linear_is_a_choice():
-    from workbench.arena_charts import render_svg
+    from workbench.scenarios.arena_charts import render_svg
 
     view = compute(state_for_preset("sbc_gigabit", memory_gib=16.0, model="Llama 2-70B", n_devices=8), REGISTRY)
     t = view.table().sort_values("latency_s")
@@ -320,7 +320,7 @@ def test_log_breakdown_keeps_the_winner_readable_and_linear_is_a_choice():
 def test_log_axis_labels_only_decades():
     import re
 
-    from workbench.arena_charts import render_svg
+    from workbench.scenarios.arena_charts import render_svg
 
     view = compute(state_for_preset("sbc_gigabit"), REGISTRY)
     for name in ("ranking", "breakdown"):
@@ -348,7 +348,7 @@ def test_explorer_caches_views_and_switches_the_breakdown_axis_without_recomputi
 def test_composition_share_axis_labels_do_not_collide():
     import re
 
-    from workbench.arena_charts import breakdown_spec, render_svg
+    from workbench.scenarios.arena_charts import breakdown_spec, render_svg
 
     view = compute(state_for_preset("sbc_gigabit"), REGISTRY)
     svg = render_svg(breakdown_spec(view.arena, composition=True))
@@ -393,7 +393,7 @@ def _profiled_toml(tmp_path):
     import pandas as pd
     from profile_rows import base_profile_rows
 
-    from workbench.profile.device_toml import device_constants, device_toml, profile_provenance
+    from workbench.measure.profile.device_toml import device_constants, device_toml, profile_provenance
 
     source = profile_provenance("2 cores, test machine", "2020-01-01", reps=5, rounds=3)
     constants = device_constants(pd.DataFrame(base_profile_rows()), source)
@@ -414,8 +414,8 @@ def _q8_activations_toml(tmp_path):
 
 def _whatif_table(path, phase: str):
     """What `whatif FILE.toml` computes (load_config -> arena_for_config), rows of one phase."""
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     table = arena_for_config(load_config(path)).table()
     return table[table.phase == phase].reset_index(drop=True)
@@ -470,13 +470,15 @@ def test_moving_a_control_keeps_what_no_control_shows(tmp_path):
     assert (moved.kv_bits, moved.kv_format, moved.weight_format) == (6.0, "", "q4_0")
     assert control_values(moved)["kv_format"] == "6 bit"
     assert configure(base) == base
-    from workbench.regimes import vary_cluster  # the regime map's grid points move the cluster the same way
+    from workbench.scenarios.regimes import (
+        vary_cluster,  # the regime map's grid points move the cluster the same way
+    )
 
     assert vary_cluster(base.cluster, 3, 1000.0, 0.5, 2.0) == moved.cluster
 
 
 def test_the_live_chart_module_is_bundled_for_offline_use():
-    from workbench.livechart import LiveChart, bundled_js
+    from workbench.report.livechart import LiveChart, bundled_js
 
     js = bundled_js()
     assert "esm.sh" not in js and "wb_title" in js and ".view.data(" in js  # rows swapped in the running view
@@ -487,10 +489,10 @@ def test_the_live_chart_module_is_bundled_for_offline_use():
 def test_a_llama_cpp_file_type_is_a_weight_format_whose_bits_follow_the_model():
     """'Q4_K_M' in the weight-format control is that model's file's average bits (formats.recipe_bits); choosing
     another model keeps the file type and recomputes its bits; the dropdown lists the file types."""
-    from workbench.explore import configure, format_options
-    from workbench.formats import recipe_bits
-    from workbench.models import get_model
-    from workbench.userconfig import load_config
+    from workbench.model.formats import recipe_bits
+    from workbench.model.models import get_model
+    from workbench.scenarios.explore import configure, format_options
+    from workbench.scenarios.userconfig import load_config
 
     base = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
     q4km = configure(base, model="Llama 3.1-8B", weight_format="Q4_K_M")
@@ -520,10 +522,10 @@ def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
     costliest part and n/a reason (whatif.speculation_rows), and whatif's best gamma for the fastest scheme."""
     import pandas as pd
 
-    from workbench import whatif
-    from workbench.arena import arena_for_config
-    from workbench.speculative import BEST_COLUMNS
-    from workbench.userconfig import load_config
+    from workbench.scenarios import whatif
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.speculative import BEST_COLUMNS
+    from workbench.scenarios.userconfig import load_config
 
     path = _speculative_toml(tmp_path)
     explorer = Explorer(state_for_preset(str(path)))  # prefill shown: the draft's table is of decode all the same
@@ -549,8 +551,8 @@ def test_the_explorer_and_whatif_agree_on_a_speculative_deployment(tmp_path):
 
 
 def test_the_speculation_controls_show_the_file_and_round_trip(tmp_path):
-    from workbench.explore import NO_DRAFT, START_ALPHA
-    from workbench.speculative import Speculation
+    from workbench.scenarios.explore import NO_DRAFT, START_ALPHA
+    from workbench.scenarios.speculative import Speculation
 
     path = _speculative_toml(tmp_path, example="sbc_gigabit")
     base = load_preset(str(path))
@@ -577,7 +579,7 @@ def test_the_speculation_controls_show_the_file_and_round_trip(tmp_path):
 
 
 def test_the_draft_dropdown_lists_smaller_decoders_and_a_bad_combination_is_one_line(tmp_path):
-    from workbench.models import get_model
+    from workbench.model.models import get_model
 
     explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path, example="sbc_gigabit"))), REGISTRY)
     c = explorer.controls
@@ -605,7 +607,7 @@ def test_the_draft_dropdown_lists_smaller_decoders_and_a_bad_combination_is_one_
 
 
 def test_accepted_lengths_and_an_own_draft_device_follow_the_controls(tmp_path):
-    from workbench.speculative import expected_tokens
+    from workbench.scenarios.speculative import expected_tokens
 
     lengths = _speculative_toml(tmp_path, '\n[speculative]\ndraft = "ngram"\ngamma = 3\n'
                                           'accepted_lengths = [0.4, 0.3, 0.2, 0.1]\n')
@@ -624,8 +626,8 @@ def test_accepted_lengths_and_an_own_draft_device_follow_the_controls(tmp_path):
 def test_will_more_boards_help_matches_the_scaling_module_and_follows_the_controls():
     import pandas as pd
 
-    from workbench.explore import board_counts, boards_frame
-    from workbench.scaling import device_sweep, stop_helping_all, stop_helping_frame
+    from workbench.scenarios.explore import board_counts, boards_frame
+    from workbench.scenarios.scaling import device_sweep, stop_helping_all, stop_helping_frame
 
     assert board_counts(4) == (1, 2, 4, 8, 16) and board_counts(1) == (1, 2, 4) and board_counts(6) == (1, 3, 6, 12, 24)
     assert board_counts(1024) == (1, 512, 1024)
@@ -647,7 +649,7 @@ def test_will_more_boards_help_matches_the_scaling_module_and_follows_the_contro
 
 
 def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tmp_path):
-    from workbench.explore import SPECULATION_KINDS, speculation_spec
+    from workbench.scenarios.explore import SPECULATION_KINDS, speculation_spec
 
     explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path))))
     spec = explorer.speculation_chart.spec
@@ -668,7 +670,7 @@ def test_the_speculation_chart_draws_the_tables_numbers_and_follows_the_draft(tm
 def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_gives(tmp_path, monkeypatch):
     import pandas as pd
 
-    from workbench import speculative
+    from workbench.scenarios import speculative
 
     explorer = Explorer(state_for_preset(str(_speculative_toml(tmp_path)), phase="decode"))
     calls = []
@@ -688,8 +690,8 @@ def test_a_gamma_move_reuses_the_best_gammas_and_gives_what_a_fresh_compute_give
 def test_the_explorer_records_into_the_project_it_is_opened_from(tmp_path, monkeypatch):
     """notebooks/explore.ipynb's recording cell, opened from another checkout than the one the package is installed
     from: results.csv goes to that checkout's figures/explore/ (its figures_dir = None), or to figures_dir."""
-    from workbench.explore import compute, state_for_preset, view_result_rows
-    from workbench.results import Recorder
+    from workbench.report.results import Recorder
+    from workbench.scenarios.explore import compute, state_for_preset, view_result_rows
 
     other = tmp_path / "checkout"
     (other / "workbench").mkdir(parents=True)
@@ -710,8 +712,8 @@ def test_the_explorer_records_into_the_project_it_is_opened_from(tmp_path, monke
 
 def test_a_batch_run_draws_the_explorers_charts_as_static_charts():
     """Without a kernel's widgets the executed notebook showed no chart: the batch run saves these as PNGs."""
-    from workbench.chartcheck import chart_problems
-    from workbench.explore import chart_frames, static_charts
+    from workbench.report.chartcheck import chart_problems
+    from workbench.scenarios.explore import chart_frames, static_charts
 
     view = compute(state_for_preset("sbc_gigabit"))
     charts = static_charts(view)

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from workbench.io import REPO_ROOT
+from workbench.core.io import REPO_ROOT
 
-PURE = ("workbench.explore.state", "workbench.explore.compute")
+PURE = ("workbench.scenarios.explore.state", "workbench.scenarios.explore.compute")
 
 
 @pytest.mark.parametrize("module", PURE)
@@ -19,14 +19,14 @@ def test_state_and_compute_import_no_widget_library(module):
 
 @pytest.mark.parametrize("module, later", [("state", ("compute", "view")), ("compute", ("view",))])
 def test_no_module_imports_a_later_one(module, later):
-    text = (REPO_ROOT / "workbench" / "explore" / f"{module}.py").read_text()
-    assert not [name for name in later if f"workbench.explore.{name}" in text]
+    text = (REPO_ROOT / "workbench" / "scenarios" / "explore" / f"{module}.py").read_text()
+    assert not [name for name in later if f"workbench.scenarios.explore.{name}" in text]
 
 
 def test_the_package_keeps_every_public_name_the_notebooks_use():
-    import workbench.explore as explore
-    from workbench.explore import compute as compute_fn
+    import workbench.scenarios.explore as explore
+    from workbench.scenarios.explore import compute as compute_fn
 
-    assert callable(compute_fn) and explore.Explorer.__module__ == "workbench.explore.view"
-    assert explore.State.__module__ == "workbench.explore.state"
-    assert explore.View.__module__ == "workbench.explore.compute"
+    assert callable(compute_fn) and explore.Explorer.__module__ == "workbench.scenarios.explore.view"
+    assert explore.State.__module__ == "workbench.scenarios.explore.state"
+    assert explore.View.__module__ == "workbench.scenarios.explore.compute"

@@ -13,10 +13,10 @@ import workbench.papers.galaxy as G
 import workbench.papers.mcu_siracusa as M
 import workbench.papers.sti as S
 import workbench.papers.tpi_llm as T
-from workbench import fidelity
-from workbench.constants import Constant
-from workbench.errors import WorkbenchError
-from workbench.fidelity import (
+from workbench.core.constants import Constant
+from workbench.core.errors import WorkbenchError
+from workbench.report import fidelity
+from workbench.report.fidelity import (
     ROW_CLASSES,
     calibration_mismatches,
     load_reported,
@@ -25,7 +25,7 @@ from workbench.fidelity import (
     summary,
     write_report,
 )
-from workbench.results import KEY_COLUMNS
+from workbench.report.results import KEY_COLUMNS
 
 HEADER = "paper,artifact,model,setting,quantity,value,unit,source,fitted,tolerance,class\n"
 

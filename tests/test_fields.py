@@ -10,11 +10,11 @@ import tomllib
 import pytest
 from deploy_toml import board_deployment
 
-from workbench.errors import WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, declared_fields
-from workbench.hardware import DeviceSpec, MemoryLevel, load_device
-from workbench.io import REPO_ROOT
-from workbench.userconfig import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import FieldSpec, TomlKey, declared_fields
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel, load_device
+from workbench.scenarios.userconfig import (
     DEVICE_KEYS,
     ENTRY_FIELDS,
     MEMORY_KEYS,
@@ -44,7 +44,7 @@ def readme_table() -> str:
 
 def test_readme_key_table_is_the_generated_one():
     assert readme_table() == config_keys_table(), \
-        "docs/keys.md's <!-- device-keys --> block is stale: paste workbench.userconfig.config_keys_table() into it"
+        "docs/keys.md's <!-- device-keys --> block is stale: paste workbench.scenarios.userconfig.config_keys_table() into it"
 
 
 def test_every_toml_key_is_declared_once_and_accepted_by_the_parser():
@@ -115,10 +115,10 @@ def test_network_and_workload_keys_are_checked_against_their_declaration(section
 
 
 def test_network_workload_and_model_keys_are_declared_on_the_dataclasses_they_set():
-    from workbench.models import TransformerConfig
-    from workbench.network import Link, Topology
+    from workbench.machine.network import Link, Topology
+    from workbench.model.models import TransformerConfig
+    from workbench.scenarios.userconfig import KEY_FIELDS
     from workbench.schemes.base import Workload
-    from workbench.userconfig import KEY_FIELDS
 
     owners = {tk.key: cls for cls in (Link, Topology, Workload, TransformerConfig)
               for _, spec in declared_fields(cls) for tk in spec.toml}

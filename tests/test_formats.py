@@ -7,8 +7,9 @@ import csv
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.formats import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.model.formats import (
     BLOCK_FORMATS,
     RECIPE_DEFAULTS,
     ModelFacts,
@@ -25,8 +26,7 @@ from workbench.formats import (
     weight_format_bits,
     weight_formats,
 )
-from workbench.io import REPO_ROOT
-from workbench.models import MODELS, find_model, tiny_config
+from workbench.model.models import MODELS, find_model, tiny_config
 from workbench.schemes.common import operand_dtype
 
 # sizeof(block_*) as each static_assert in ggml-common.h writes it (QK_K = 256, ggml_half = 2 B), and the
@@ -168,7 +168,7 @@ def test_published_gguf_sizes_follow_their_recipes(row):
     assert row["kind"] == "quoted" and row["source"].startswith("https://")
     model = find_model(row["model"])
     if model is None:
-        pytest.skip(f"{row['model']} is not registered in workbench.models on this branch")
+        pytest.skip(f"{row['model']} is not registered in workbench.model.models on this branch")
     if row["rules"] != "current":
         pytest.skip("made with older llama.cpp rules for this file type (see the row's note)")
     predicted = gguf_file_bytes(model, Recipe(row["recipe"], imatrix=row["imatrix"] == "yes"))
@@ -220,14 +220,14 @@ def deployment(weight: dict) -> dict:
 
 @pytest.mark.parametrize("name, bits", [("q4_k", 4.5), ("q6_k", 6.5625), ("mxfp4", 4.25), ("q4_0", 4.5)])
 def test_a_toml_names_a_block_format(name, bits):
-    from workbench.userconfig import parse_config
+    from workbench.scenarios.userconfig import parse_config
 
     config = parse_config(deployment({"weight_format": name}), "x.toml")
     assert config.weight_bits == bits and config.weight_format == name
 
 
 def test_a_toml_names_a_recipe_and_gets_its_models_average_bits():
-    from workbench.userconfig import parse_config
+    from workbench.scenarios.userconfig import parse_config
 
     config = parse_config(deployment({"weight_format": "Q4_K_M"}), "x.toml")
     assert config.weight_bits == recipe_bits(config.model, "Q4_K_M") and config.weight_format == "Q4_K_M"
@@ -239,7 +239,7 @@ def test_a_toml_names_a_recipe_and_gets_its_models_average_bits():
     ({"weight_format": "Q4_K_M", "weight_bits": 4.8}, "not both"),
 ])
 def test_a_toml_with_a_bad_weight_format_gets_one_line(weight, fragment):
-    from workbench.userconfig import parse_config
+    from workbench.scenarios.userconfig import parse_config
 
     with pytest.raises(WorkbenchError) as info:
         parse_config(deployment(weight), "x.toml")

@@ -10,19 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.fidelity import load_reported
-from workbench.hardware import load_device
-from workbench.io import DATA_DIR
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.io import DATA_DIR
 from workbench.kernels import reference as ref
 from workbench.kernels.galaxy import KERNEL_SCHEMES, expected_collectives, galaxy_forward, program
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import parse_collectives
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology, bottleneck_bytes, endpoint_messages
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology, bottleneck_bytes, endpoint_messages
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import galaxy as G
-from workbench.planners import galaxy as PL
-from workbench.planners.galaxy import evaluate
+from workbench.report.fidelity import load_reported
 from workbench.schemes.base import SCHEMES, Cluster, Workload
 from workbench.schemes.galaxy import (
     Partition,
@@ -31,6 +29,8 @@ from workbench.schemes.galaxy import (
     tp_memory_bytes,
     uniform_partition,
 )
+from workbench.schemes.planners import galaxy as PL
+from workbench.schemes.planners.galaxy import evaluate
 
 SEQ = 11
 
@@ -456,7 +456,7 @@ def test_each_ring_step_is_a_message_with_endpoint_costs():
     costly = _fast(G.environment("C", 1000), message_overhead_s=o)
     part = uniform_partition(m, 4, 384)
     plain = [evaluate("galaxy_hmp", m, c, wl, part) for c in (base, costly)]
-    # 4 ring collectives x 3 steps, each message paid at the endpoints as workbench.network counts them
+    # 4 ring collectives x 3 steps, each message paid at the endpoints as workbench.machine.network counts them
     per_layer = sum(float(endpoint_messages("ring", k, 4)) for k, _ in layer_collectives("galaxy_hmp", m, wl))
     assert per_layer >= 12
     assert plain[1].comm_link_latency_s - plain[0].comm_link_latency_s == pytest.approx(per_layer * o, rel=1e-9)
@@ -548,7 +548,7 @@ def test_pattern_checks_of_the_scaling_claims():
 
 def test_schemes_do_not_import_planners():
     """Layers flow schemes -> planners: the Galaxy scheme module takes its plan; the planning evaluators the
-    arena registers live in workbench.planners.galaxy."""
+    arena registers live in workbench.schemes.planners.galaxy."""
     import ast
     import inspect
 
@@ -557,7 +557,7 @@ def test_schemes_do_not_import_planners():
     tree = ast.parse(inspect.getsource(S))
     imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
         [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    assert not [i for i in imported if i and i.startswith("workbench.planners")]
+    assert not [i for i in imported if i and i.startswith("workbench.schemes.planners")]
     assert SCHEMES["galaxy_hmp_overlap"][1] is PL.evaluate_galaxy_hmp_overlap
     with pytest.raises(WorkbenchError, match="needs its partition"):
         S.evaluate("galaxy_hmp", get_model("BERT-L"), G.environment("A", 125), G.workload(284))

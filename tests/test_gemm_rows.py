@@ -12,13 +12,13 @@ import pytest
 from deploy_toml import board_deployment
 from profile_rows import base_profile_rows, provenance
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
-from workbench.models import get_model
-from workbench.profile.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
+from workbench.core.errors import WorkbenchError
+from workbench.core.units import GIB
+from workbench.machine.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
+from workbench.measure.profile.microbench import GEMM_ROWS, gemm_half_rows, gemm_rows_flops
+from workbench.model.models import get_model
 from workbench.schemes.base import Workload
 from workbench.schemes.common import kernel_times, layer_time, matmul_time, roofline_time
-from workbench.units import GIB
 
 PREFILL = Workload("prefill", seq_len=32, kv_len=32, weight_bits=32, activation_bits=32)
 DECODE = Workload("decode", seq_len=32, kv_len=32, weight_bits=32, activation_bits=32)
@@ -103,7 +103,7 @@ def test_the_half_rows_are_recovered_from_the_sweep():
 
 
 def test_the_microbench_and_the_profile_write_it_measured():
-    from workbench.profile.device_toml import device_constants, device_toml
+    from workbench.measure.profile.device_toml import device_constants, device_toml
 
     rows = base_profile_rows()
     bench = pd.concat([pd.DataFrame(rows), _rows({m: 2e11 * m / (m + 24.0) for m in (32, 512)})], ignore_index=True)
@@ -120,7 +120,7 @@ DEPLOY = board_deployment("gemm_half_rows = 24")
 
 
 def test_the_deployment_key_sets_the_field_and_a_bad_value_is_one_line_naming_it():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     assert config_from_text(DEPLOY, "t.toml").cluster.devices[0].gemm_half_rows == 24.0
     for bad in ("-1", "1e6"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.golden import GOLDEN_PATH, cases, compute, differences, load, tolerance
+from workbench.papers.golden import GOLDEN_PATH, cases, compute, differences, load, tolerance
 
 GOLDEN = load()
 

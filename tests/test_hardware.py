@@ -2,8 +2,8 @@
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
 
 
 def _device(**kw):
@@ -88,7 +88,7 @@ def test_rate_dtype_is_the_one_rule_behind_peak_and_compute_dtype():
 @pytest.mark.parametrize("device_id", device_names())
 def test_every_preset_resolves_every_dtype_at_a_rate_at_least_as_wide(device_id):
     """The papers' presets all list fp32, so every dtype a scheme may ask of them has a rate."""
-    from workbench.hardware import BITS, DTYPES
+    from workbench.machine.hardware import BITS, DTYPES
 
     d = load_device(device_id)
     for dtype in DTYPES:

@@ -9,14 +9,13 @@ import pandas as pd
 import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from workbench import network
-from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.core.errors import InfeasibleError, WorkbenchError
 from workbench.kernels import hepti as hk
 from workbench.kernels import reference as ref
 from workbench.kernels.traffic import parse_collectives
-from workbench.models import get_model, tiny_config
+from workbench.machine import network
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import hepti as wb
-from workbench.planners.hepti import brute_force_p2, build_p2, linear_cost, plan, solve_p2
 from workbench.schemes import SCHEMES, Cluster, Workload, load_all
 from workbench.schemes.hepti import (
     BlockShape,
@@ -28,6 +27,7 @@ from workbench.schemes.hepti import (
     new_slice_bytes,
     weight_slices,
 )
+from workbench.schemes.planners.hepti import brute_force_p2, build_p2, linear_cost, plan, solve_p2
 
 S = 8
 WL_TINY = Workload("prefill", S, weight_bits=32, activation_bits=32)
@@ -168,8 +168,8 @@ def test_ws_replicates_weights_tiled_modes_split_them():
 
 
 def test_registered_schemes_report_oom_when_ws_does_not_fit():
-    from workbench.hardware import load_device
-    from workbench.network import Link, Topology
+    from workbench.machine.hardware import load_device
+    from workbench.machine.network import Link, Topology
 
     load_all()
     assert {k: SCHEMES[k][0] for k in ("hepti_ws", "hepti_1d", "hepti_2d")} == dict.fromkeys(
@@ -325,15 +325,15 @@ def test_dynamic_run_never_exceeds_memory_where_static_does():
     assert dynamic["memory_violations"] == 0 and dynamic["oom_events"] == 0
     assert {"ws", "1d"} <= set(runs["dynamic"].layers["mode"])  # it switched modes
     assert dynamic["completed"] > static["completed"]
-    for run in runs.values():  # the run's times are exactly workbench.simulate's schedule
+    for run in runs.values():  # the run's times are exactly workbench.core.simulate's schedule
         assert run.timeline.makespan == pytest.approx(run.requests.end_s.max(), rel=1e-12)
 
 
 def test_arena_hepti_charges_each_kernel_a_launch_and_the_head_as_serial():
     """Every device launches each block's kernels (a split kernel keeps its launch), the primary the head's."""
-    from workbench.hardware import load_device
-    from workbench.models import get_model
-    from workbench.network import Link, Topology
+    from workbench.machine.hardware import load_device
+    from workbench.machine.network import Link, Topology
+    from workbench.model.models import get_model
     from workbench.schemes.base import Cluster, Workload
     from workbench.schemes.common import KERNELS_PER_LAYER
     from workbench.schemes.hepti import evaluate_hepti_ws
@@ -349,7 +349,7 @@ def test_arena_hepti_charges_each_kernel_a_launch_and_the_head_as_serial():
     assert bare.serial_s > 0 and bare.parts_s == pytest.approx(bare.latency_s)
 
 
-# ---- issue 20: the runtime on workbench.simulate.Scheduler, no assumed storage rate ------------------------------
+# ---- issue 20: the runtime on workbench.core.simulate.Scheduler, no assumed storage rate ------------------------------
 def test_storage_rate_is_the_device_presets_never_an_assumed_one():
     assert wb.Setting.from_constants().storage_bytes_per_s == 45e6  # data/devices/hepti_rpi4.toml
     s = wb.Setting.from_constants(device="a100")  # a preset without storage_read_bandwidth
@@ -381,8 +381,8 @@ def test_arena_costs_a_memory_bound_decode_on_the_roofline(mode):
     paper's compute-only Eq. 5 is about twice as fast; the paper's path (no stream rate) is unchanged."""
     import math
 
-    from workbench.hardware import load_device
-    from workbench.network import Link, Topology
+    from workbench.machine.hardware import load_device
+    from workbench.machine.network import Link, Topology
     from workbench.schemes import hepti as H
 
     load_all()
@@ -406,8 +406,8 @@ def test_arena_costs_a_memory_bound_decode_on_the_roofline(mode):
 
 def test_the_kv_cache_is_held_and_read_at_its_own_width():
     """`Workload.kv_bits` sets the cache's bytes in a device's memory and in what a decode step streams."""
-    from workbench.hardware import load_device
-    from workbench.network import Link, Topology
+    from workbench.machine.hardware import load_device
+    from workbench.machine.network import Link, Topology
 
     load_all()
     pi = load_device("hepti_rpi4").with_memory("DRAM", capacity_bytes=64 * 2**30)

@@ -11,11 +11,17 @@ import pytest
 from deploy_toml import board_deployment
 from profile_rows import base_profile_rows, provenance
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import ISA_FEATURES, device_from_table, device_names, load_device, preset_table
-from workbench.profile import isa as isa_module
-from workbench.profile.device_toml import device_toml, table_isa, write_device_toml
-from workbench.profile.isa import (
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import (
+    ISA_FEATURES,
+    device_from_table,
+    device_names,
+    load_device,
+    preset_table,
+)
+from workbench.measure.profile import isa as isa_module
+from workbench.measure.profile.device_toml import device_toml, table_isa, write_device_toml
+from workbench.measure.profile.isa import (
     IsaReading,
     baseline_reading,
     isa_from_cpuinfo,
@@ -228,13 +234,13 @@ def test_this_machine_preset_states_the_baseline_of_its_unrecorded_epyc():
 
 def _deployment_device(keys: str):
     """The first device of a two-board deployment whose [[devices]] table has `keys`."""
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     return config_from_text(board_deployment(keys), "t.toml").cluster.devices[0]
 
 
 def test_a_deployment_states_isa_for_its_own_device_and_over_a_preset():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     assert _deployment_device('isa = ["neon", "dotprod"]').isa == ("neon", "dotprod")
     assert _deployment_device("").isa == ()
@@ -265,7 +271,7 @@ def test_a_presets_unknown_feature_is_one_line_naming_the_file():
 
 
 def test_the_key_table_lists_isa_as_a_list_that_may_override_a_preset():
-    from workbench.userconfig import config_keys_table
+    from workbench.scenarios.userconfig import config_keys_table
 
     [row] = [r for r in config_keys_table().splitlines() if r.startswith("| `[[devices]]` | `isa` |")]
     assert "| list of text | yes |" in row and "amx_int8" in row

@@ -1,4 +1,4 @@
-"""The engines' quantized kernels cost every weight matmul of an engine's scheme (`workbench.kernel_cost`)."""
+"""The engines' quantized kernels cost every weight matmul of an engine's scheme (`workbench.machine.kernel_cost`)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from workbench import kernel_cost
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.core.errors import WorkbenchError
+from workbench.machine import kernel_cost
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
 from workbench.schemes.base import Cluster, Workload, load_all
 from workbench.schemes.common import Operator, cost
 

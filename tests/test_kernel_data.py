@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from workbench.constants import load_constants
-from workbench.formats import BLOCK_FORMATS
-from workbench.io import DATA_DIR
+from workbench.core.constants import load_constants
+from workbench.core.io import DATA_DIR
+from workbench.model.formats import BLOCK_FORMATS
 
 KERNELS = DATA_DIR / "kernels"
 COLUMNS = ["engine", "version", "commit", "format", "isa_class", "path", "vec_dot_type", "block_weights", "simd_mul",

@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import moe as M
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_hlo, parse_collectives
-from workbench.models import ROUTERS, tiny_config
+from workbench.model.models import ROUTERS, tiny_config
 from workbench.schemes import moe_traffic as T
 from workbench.schemes.pipeline import PipelinePlan
 

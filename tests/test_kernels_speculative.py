@@ -1,7 +1,7 @@
 """The JAX reference of speculative decoding (`workbench.kernels.speculative`): greedy speculation reproduces the
 target's own greedy tokens (monolithic, and partitioned by the all-gather TP kernel on 1, 2, 4 and 8 devices),
 rejection sampling draws from the target's distribution (chi-square), and the verify forwards it makes per token
-are what the cost model (`workbench.speculative.expected_tokens`) says for the acceptance it measured."""
+are what the cost model (`workbench.scenarios.speculative.expected_tokens`) says for the acceptance it measured."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from workbench import speculative as cost
 from workbench.kernels import engines
 from workbench.kernels import reference as ref
 from workbench.kernels import speculative as ks
 from workbench.kernels.mesh import make_mesh
-from workbench.models import tiny_config
+from workbench.model.models import tiny_config
+from workbench.scenarios import speculative as cost
 
 PROMPT = [3, 14, 15, 92, 65, 35]
 N_NEW = 20

@@ -17,7 +17,7 @@ from workbench.schemes.base import PLANNING_EVALUATOR_MODULES, load_all
 
 PACKAGE_DIR = Path(workbench.__file__).parent
 REPO_ROOT = PACKAGE_DIR.parent
-PLANNERS_DIR = Path(workbench.__file__).parent / "planners"
+PLANNERS_DIR = Path(workbench.__file__).parent / "schemes" / "planners"
 MAX_TOP_LEVEL_ENTRIES = 12
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
@@ -159,7 +159,7 @@ def test_an_unknown_module_is_not_aliased():
 def test_planning_evaluator_is_registered_from_the_planner_layer():
     registry = load_all()
     paper, fn = registry["sti_pipeline"]
-    assert paper == "sti" and fn.__module__ == "workbench.planners.sti"
+    assert paper == "sti" and fn.__module__ == "workbench.schemes.planners.sti"
 
 
 def registers_evaluators(source: str) -> bool:
@@ -176,5 +176,5 @@ def test_registers_evaluators_sees_the_decorator():
 @pytest.mark.parametrize("path", sorted(PLANNERS_DIR.glob("*.py")), ids=lambda p: p.stem)
 def test_load_all_imports_every_planner_that_registers(path):
     """A planning evaluator registered in a planner module reaches the arena only if load_all imports it."""
-    module = f"workbench.planners.{path.stem}"
+    module = f"workbench.schemes.planners.{path.stem}"
     assert registers_evaluators(path.read_text()) == (module in PLANNING_EVALUATOR_MODULES)

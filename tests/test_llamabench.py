@@ -1,4 +1,4 @@
-"""llama-bench output as calibrate rows (`workbench.llamabench`): the pasted table, -o json and -o jsonl parse to
+"""llama-bench output as calibrate rows (`workbench.scenarios.llamabench`): the pasted table, -o json and -o jsonl parse to
 the same rows; malformed input is one line naming the file and line; `calibrate` fits on a llama-bench table.
 
 The t/s figures of the tables below are parser inputs (the first table is the example of a pasted
@@ -11,11 +11,11 @@ import json
 import pandas as pd
 import pytest
 
-from workbench import calibrate as C
-from workbench import llamabench as L
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.userconfig import parse_config, read_document
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios import calibrate as C
+from workbench.scenarios import llamabench as L
+from workbench.scenarios.userconfig import parse_config, read_document
 
 EXAMPLE = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 

@@ -9,14 +9,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from workbench import network
-from workbench.constants import load_constants
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import load_device
+from workbench.core.constants import load_constants
+from workbench.core.errors import InfeasibleError, WorkbenchError
 from workbench.kernels import mcu_siracusa as K
 from workbench.kernels import reference as R
 from workbench.kernels.traffic import compiled_collectives
-from workbench.models import get_model, tiny_config
+from workbench.machine import network
+from workbench.machine.hardware import load_device
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import mcu_siracusa as M
 from workbench.schemes import mcu_siracusa as S
 from workbench.schemes.base import Workload, load_all
@@ -132,7 +132,7 @@ def test_tree_is_two_level_on_eight_chips():
     assert K.message_count(8) == 7 and K.tree_depth(64) == 3
 
 
-# ---- chip-to-chip costed through workbench.network -----------------------------------------------
+# ---- chip-to-chip costed through workbench.machine.network -----------------------------------------------
 @pytest.mark.parametrize("n", [4, 16, 64])
 def test_sync_equals_network_hierarchical_allreduce_for_full_groups(n):
     link = network.Link(0.5e9, latency_s=1e-6, energy_pj_per_byte=100)

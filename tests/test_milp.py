@@ -1,4 +1,4 @@
-"""The named-variable MILP builder (workbench.planners.milp): column layout, the arrays HiGHS gets, solving and
+"""The named-variable MILP builder (workbench.schemes.planners.milp): column layout, the arrays HiGHS gets, solving and
 reading back by name, and one-line errors for bad input."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from workbench.errors import WorkbenchError
-from workbench.planners.milp import MilpBuilder, Variable
+from workbench.core.errors import WorkbenchError
+from workbench.schemes.planners.milp import MilpBuilder, Variable
 
 
 def knapsack() -> MilpBuilder:

@@ -12,10 +12,10 @@ import gguf  # a dependency (pyproject): its absence fails here, never skips
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.modelfile import GGUF_ARCHITECTURES, HF_ARCHITECTURES, read_model_file
-from workbench.models import MODELS, TransformerConfig
-from workbench.userconfig import WEIGHT_FORMATS, load_config
+from workbench.core.errors import WorkbenchError
+from workbench.model.modelfile import GGUF_ARCHITECTURES, HF_ARCHITECTURES, read_model_file
+from workbench.model.models import MODELS, TransformerConfig
+from workbench.scenarios.userconfig import WEIGHT_FORMATS, load_config
 
 DATA = Path(__file__).parent / "data"
 Q = gguf.GGMLQuantizationType

@@ -2,8 +2,8 @@
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.models import MODELS, TransformerConfig, get_model, tiny_config
+from workbench.core.errors import WorkbenchError
+from workbench.model.models import MODELS, TransformerConfig, get_model, tiny_config
 
 MIB = 2**20
 
@@ -74,14 +74,14 @@ def test_bad_family_and_sizes():
                                            ("BERT-LARGE", "BERT-L"), ("yi 34b", "Yi-34B"),
                                            ("TinyLlama-42M-64h", "TinyLlama-42M-64h")])
 def test_model_names_any_case_and_aliases(name, expected):
-    from workbench.models import ALIASES, MODELS, get_model
+    from workbench.model.models import ALIASES, MODELS, get_model
 
     assert get_model(name).name == expected
     assert all(target in MODELS for target in ALIASES.values())
 
 
 def test_unknown_model_lists_the_registry():
-    from workbench.models import get_model
+    from workbench.model.models import get_model
 
     with pytest.raises(WorkbenchError, match="registered models"):
         get_model("Llama 9 1T")

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device
-from workbench.models import MODELS, get_model, tiny_config
-from workbench.network import Link, Topology
-from workbench.routing import expected_distinct
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import MODELS, get_model, tiny_config
+from workbench.model.routing import expected_distinct
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, Workload, load_all
 
@@ -152,7 +152,7 @@ def test_gelu_experts_are_refused():
 
 
 def test_a_toml_describes_a_moe_model_by_its_dimensions(tmp_path):
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
     path = tmp_path / "moe.toml"
     path.write_text('''
 [model]
@@ -189,7 +189,7 @@ def test_expected_distinct_is_k_for_one_token_and_tends_to_all_experts():
 
 
 def test_the_workload_routing_keys_reach_the_operator_table(tmp_path):
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
     base = '''
 [model]
 name = "OLMoE-1B-7B"

@@ -6,14 +6,14 @@ parallelism's slowest-device load, and the HiGHS placement planner (memory respe
 import numpy as np
 import pytest
 
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology
-from workbench.planners import moe as planner
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model, tiny_config
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import common, moe
 from workbench.schemes.base import Cluster, Workload, load_all
-from workbench.userconfig import load_config
+from workbench.schemes.planners import moe as planner
 
 QWEN = "Qwen3-30B-A3B"
 Q4, Q80 = 4.5, 8.5  # q4_0 weights, Q80 activations (distributed-llama's only sync format for Q40 weights)

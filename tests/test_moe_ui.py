@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from workbench import routing as routing_module
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.models import MODELS, get_model
-from workbench.moe_advice import REASONS, MoeNumbers, moe_reason, partition_of, scheme_notes
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.model import routing as routing_module
+from workbench.model.models import MODELS, get_model
+from workbench.scenarios.moe_advice import REASONS, MoeNumbers, moe_reason, partition_of, scheme_notes
+from workbench.scenarios.userconfig import WORKLOAD_KEYS, config_from_text, load_config
+from workbench.scenarios.whatif import add_arguments, main
 from workbench.schemes.base import load_all
-from workbench.userconfig import WORKLOAD_KEYS, config_from_text, load_config
-from workbench.whatif import add_arguments, main
 
 EXAMPLE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"
 MOE_MODELS = [name for name, m in MODELS.items() if m.is_moe]
@@ -117,7 +117,7 @@ def test_scheme_notes_name_the_best_count_and_the_oom_reason():
 def test_stop_notes_add_the_moe_reason_to_each_stop_helping_cause():
     from types import SimpleNamespace as Stop
 
-    from workbench.moe_advice import stop_notes
+    from workbench.scenarios.moe_advice import stop_notes
 
     numbers = MoeNumbers(get_model("Qwen3-30B-A3B"), 4.5, 4, 8.5, 7 * 2**30)
     notes = stop_notes(numbers, [Stop(scheme="dllama_allgather_tp", cause="comm_bytes_s"),
@@ -171,8 +171,8 @@ def test_a_device_count_the_engine_cannot_split_names_the_allowed(capsys):
 
 # ---- the [workload] routing keys flow into Workload.routing ---------------------------------------------------------
 def test_moe_routing_keys_reach_the_workload():
-    from workbench.arena import arena_for_config
-    from workbench.regimes import Base
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.regimes import Base
 
     config = config_from_text(example_text("routing = \"skewed\"\nrouting_skew = 1.2\nrouting_locality = 0.3"))
     assert (config.routing.kind, config.routing.skew, config.routing.locality) == ("skewed", 1.2, 0.3)
@@ -183,7 +183,7 @@ def test_moe_routing_keys_reach_the_workload():
 
 
 def test_a_file_without_routing_keys_routes_uniformly():
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     arena = arena_for_config(load_config(EXAMPLE), schemes=["layerwise_mp"])
     assert all(w.routing == routing_module.UNIFORM for w in arena.workloads)
@@ -191,7 +191,7 @@ def test_a_file_without_routing_keys_routes_uniformly():
 
 # ---- the explorer and the regime map ---------------------------------------------------------------------
 def test_explorer_lists_every_moe_model_and_shows_their_na_reasons():
-    from workbench.explore import compute, model_options, state_for_preset
+    from workbench.scenarios.explore import compute, model_options, state_for_preset
 
     state = state_for_preset("qwen3_moe_pi5", phase="decode")
     assert {value for _, value in model_options(state.config)} >= set(MOE_MODELS) and len(MOE_MODELS) >= 6
@@ -203,7 +203,7 @@ def test_explorer_lists_every_moe_model_and_shows_their_na_reasons():
 
 
 def test_moe_controls_follow_the_declared_fields():
-    from workbench.explore import MOE_CONTROLS, MOE_WIDGETS
+    from workbench.scenarios.explore import MOE_CONTROLS, MOE_WIDGETS
 
     assert set(MOE_CONTROLS) <= set(WORKLOAD_KEYS) & set(MOE_WIDGETS)
     assert ("routing_skew" in MOE_CONTROLS) == HAS_ROUTING_KEYS  # hidden exactly when the key is absent
@@ -214,7 +214,7 @@ def test_moe_controls_follow_the_declared_fields():
 def test_explorer_routing_controls_move_the_workload():
     import ipywidgets  # noqa: F401  (the widget needs it)
 
-    from workbench.explore import Explorer, state_for_preset
+    from workbench.scenarios.explore import Explorer, state_for_preset
 
     explorer = Explorer(state_for_preset("qwen3_moe_pi5", phase="decode"))
     explorer.controls["routing"].value = "skewed"
@@ -225,7 +225,7 @@ def test_explorer_routing_controls_move_the_workload():
 
 
 def test_regime_map_takes_a_moe_model():
-    from workbench.regimes import Base, moe_capable, sweep, winners
+    from workbench.scenarios.regimes import Base, moe_capable, sweep, winners
 
     registry = load_all()
     schemes = moe_capable(registry)
@@ -240,7 +240,7 @@ def test_the_workload_expert_cache_reaches_the_layer_pipeline():
     """`[workload] cache_experts` / `expert_reads` set moe_layer_pipeline's cache: a smaller cache misses more (more
     io_stall), prefetching every non-resident expert reads more than routed reads; a dense model with a cache is
     one line."""
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     def latency(extra: str):
         config = config_from_text(example_text(extra))

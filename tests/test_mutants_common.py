@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Workload
 

@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in `workbench/formats.py` (see docs/mutation.md, "Speculative decoding,
+"""Tests that kill mutmut survivors in `workbench/model/formats.py` (see docs/mutation.md, "Speculative decoding,
 GGUF formats, MoE advice, scaling").
 
 * Every tensor of three tiny models (a llama MoE with a dense first layer and shared experts, a GPT-2-style and a
@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import pytest
 
-from workbench import formats as fm
-from workbench.errors import WorkbenchError
-from workbench.models import get_model, tiny_config
+from workbench.core.errors import WorkbenchError
+from workbench.model import formats as fm
+from workbench.model.models import get_model, tiny_config
 
 MOE = tiny_config(n_layers=3, d_model=64, n_heads=4, n_kv_heads=2, d_ff=32, n_experts=4, n_active_experts=2,
                   n_shared_experts=2, n_dense_layers=1, d_dense_ff=96, vocab_size=100)

@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in workbench/hardware.py (see docs/mutation.md): values worked by hand."""
+"""Tests that kill mutmut survivors in workbench/machine/hardware.py (see docs/mutation.md): values worked by hand."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from workbench import fields, hardware
-from workbench.errors import WorkbenchError
-from workbench.hardware import (
+from workbench.core import fields
+from workbench.core.errors import WorkbenchError
+from workbench.machine import hardware
+from workbench.machine.hardware import (
     DeviceSpec,
     FieldSpec,
     MemoryLevel,

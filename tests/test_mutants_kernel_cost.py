@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in the engines' kernel cost model (workbench/kernel_cost.py; see docs/mutation.md,
+"""Tests that kill mutmut survivors in the engines' kernel cost model (workbench/machine/kernel_cost.py; see docs/mutation.md,
 "Engine kernels (kernel_cost.py)").
 
 The expected numbers are worked by hand from the data files, not read back from the code:
@@ -23,11 +23,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from workbench import kernel_cost as kc
-from workbench.errors import WorkbenchError
-from workbench.formats import RECIPE_DEFAULTS, weight_formats
-from workbench.hardware import load_device
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.machine import kernel_cost as kc
+from workbench.machine.hardware import load_device
+from workbench.model.formats import RECIPE_DEFAULTS, weight_formats
+from workbench.model.models import get_model
 
 PI5 = load_device("edge_rpi5_8gb")
 PI5_Q4_0_GEMV = 2.4e9 * 4 * 32 / 2.75  # MAC/s, worked in the module docstring

@@ -1,5 +1,5 @@
-"""Tests that kill mutmut survivors in the MoE / MLA cost code (workbench/models.py's expert and latent-attention
-parts, workbench/routing.py, and the MoE rows of workbench/schemes/common.py; see docs/mutation.md).
+"""Tests that kill mutmut survivors in the MoE / MLA cost code (workbench/model/models.py's expert and latent-attention
+parts, workbench/model/routing.py, and the MoE rows of workbench/schemes/common.py; see docs/mutation.md).
 
 Every expected number is worked by hand from a model card's dimensions (the config.json of each Hugging Face
 repository, as the registry's `source` quotes them), not read back from the code:
@@ -26,11 +26,11 @@ import math
 import numpy as np
 import pytest
 
-from workbench import models, routing
-from workbench.errors import WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, declared_fields
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.models import TransformerConfig, get_model, tiny_config
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import FieldSpec, TomlKey, declared_fields
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.model import models, routing
+from workbench.model.models import TransformerConfig, get_model, tiny_config
 from workbench.schemes import common
 
 QWEN = get_model("Qwen3-30B-A3B")

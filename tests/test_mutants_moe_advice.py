@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in `workbench/moe_advice.py` (see docs/mutation.md, "Speculative decoding,
+"""Tests that kill mutmut survivors in `workbench/scenarios/moe_advice.py` (see docs/mutation.md, "Speculative decoding,
 GGUF formats, MoE advice, scaling").
 
 Every size is worked by hand from the model cards' config.json dimensions, as tests/test_mutants_moe.py does:
@@ -18,9 +18,9 @@ from types import SimpleNamespace as Stop
 
 import pytest
 
-from workbench import moe_advice as ma
-from workbench.errors import WorkbenchError
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.model.models import get_model
+from workbench.scenarios import moe_advice as ma
 
 QWEN = get_model("Qwen3-30B-A3B")
 DSV2 = get_model("DeepSeek-V2-Lite")

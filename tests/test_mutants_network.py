@@ -1,7 +1,7 @@
-"""Tests that kill mutmut survivors in workbench/network.py (see docs/mutation.md).
+"""Tests that kill mutmut survivors in workbench/machine/network.py (see docs/mutation.md).
 
 Every expected value below is worked by hand from the algorithm's definition (docstrings of
-`workbench.network`), for a buffer of m = 24 bytes per device over n = 4 (a power of two) and n = 6 (not):
+`workbench.machine.network`), for a buffer of m = 24 bytes per device over n = 4 (a power of two) and n = 6 (not):
 rows are (steps, busiest-link bytes, injected bytes, endpoint messages).
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench import network as net
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.machine import network as net
 
 M = 24.0
 

@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in `workbench/scaling.py` (see docs/mutation.md, "Speculative decoding,
+"""Tests that kill mutmut survivors in `workbench/scenarios/scaling.py` (see docs/mutation.md, "Speculative decoding,
 GGUF formats, MoE advice, scaling").
 
 The rows are hand-made arena rows (`devices`, `status`, `latency_s`, `notes` and the components), so every
@@ -13,9 +13,9 @@ import math
 import pandas as pd
 import pytest
 
-from workbench import scaling as sc
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios import scaling as sc
 
 
 def row(devices, status="ok", notes="", **parts) -> dict:
@@ -168,7 +168,7 @@ def test_the_answer_frame_has_a_row_per_scheme():
 # ---- the sweep ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("count", [0, 1025, 2.0, True, "4"])
 def test_device_counts_must_be_integers_from_1_to_1024(count):
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
     with pytest.raises(WorkbenchError, match=rf"^device counts must be integers in \[1, 1024\], got {count!r}$"):
@@ -176,7 +176,7 @@ def test_device_counts_must_be_integers_from_1_to_1024(count):
 
 
 def test_a_device_sweep_repeats_the_first_device_over_the_same_network_and_phases():
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
     sweep = sc.device_sweep(config, [1, 3], phases=("prefill",))
@@ -189,9 +189,9 @@ def test_a_device_sweep_hands_each_count_its_own_cluster(monkeypatch):
     many copies of the first device, the same network and the same shared machine; 1024 is allowed."""
     from dataclasses import replace
 
-    from workbench import arena
-    from workbench.hardware import load_device
-    from workbench.userconfig import load_config
+    from workbench.machine.hardware import load_device
+    from workbench.scenarios import arena
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
     first, other, host = config.cluster.devices[0], load_device("a100"), load_device("hepti_rpi4")

@@ -1,11 +1,11 @@
-"""Tests that kill mutmut survivors in workbench/simulate.py (see docs/mutation.md): timelines worked by hand."""
+"""Tests that kill mutmut survivors in workbench/core/simulate.py (see docs/mutation.md): timelines worked by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.simulate import Scheduler, Task, pipeline, schedule
+from workbench.core.errors import WorkbenchError
+from workbench.core.simulate import Scheduler, Task, pipeline, schedule
 
 
 def _two_resources():

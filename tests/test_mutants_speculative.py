@@ -1,4 +1,4 @@
-"""Tests that kill mutmut survivors in `workbench/speculative.py` (see docs/mutation.md, "Speculative decoding,
+"""Tests that kill mutmut survivors in `workbench/scenarios/speculative.py` (see docs/mutation.md, "Speculative decoding,
 GGUF formats, MoE advice, scaling").
 
 Expected numbers are worked by hand from the acceptance model's closed form (1 - alpha^(gamma+1)) / (1 - alpha),
@@ -16,15 +16,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import speculative as sp
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
-from workbench.network import Link, Topology, point_to_point
-from workbench.routing import Routing, expected_distinct
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology, point_to_point
+from workbench.model.models import get_model
+from workbench.model.routing import Routing, expected_distinct
+from workbench.scenarios import speculative as sp
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes.base import Cluster, SchemeResult, Workload, load_all
-from workbench.userconfig import load_config
 
 LAPTOPS = load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")  # 4 laptops on Wi-Fi, Llama 2-13B fp16
 PI5 = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")  # Qwen3-30B-A3B on four Pi 5 boards

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from workbench import network as net
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.machine import network as net
 
 
 def test_tpi_appendix_a1_star_2_vs_tree_ring_4_link_latencies():

@@ -1,6 +1,6 @@
 """Notebook prose describes the present: no date stamp and no typed result in any markdown cell.
 
-A number that describes data is rendered from the frame it describes (`workbench.prose.say`, a code
+A number that describes data is rendered from the frame it describes (`workbench.report.prose.say`, a code
 cell), so it cannot go stale when the data changes. The rule, applied to every markdown line of every
 `notebooks/src/*.py` outside `code spans` and links' targets:
 
@@ -102,12 +102,12 @@ def test_markdown_lines_skip_code_cells():
 @pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
 def test_notebook_prose_has_no_date_or_typed_number(path):
     hits = [f"{path.name}:{n}: {hit}" for n, line in markdown_lines(path.read_text()) for hit in typed_numbers(line)]
-    assert not hits, "render these from the data (workbench.prose.say) or reword:\n" + "\n".join(hits)
+    assert not hits, "render these from the data (workbench.report.prose.say) or reword:\n" + "\n".join(hits)
 
 
 def test_sentence_and_span_render_numbers_from_values():
-    from workbench.errors import WorkbenchError
-    from workbench.prose import sentence, span
+    from workbench.core.errors import WorkbenchError
+    from workbench.report.prose import sentence, span
 
     assert sentence("median |error| {e:.1%}", e=0.2021) == "median |error| 20.2%"
     assert span([0.0023, 0.0057], ".2g", "s") == "0.0023-0.0057 s"
@@ -136,8 +136,8 @@ def test_notebook_prose_names_no_issue(path):
 
 
 def test_listing_and_trend_read_as_sentences():
-    from workbench.errors import WorkbenchError
-    from workbench.prose import listing, trend
+    from workbench.core.errors import WorkbenchError
+    from workbench.report.prose import listing, trend
 
     assert [listing([]), listing([3]), listing([1, 2]), listing([3, 5, 8])] == ["", "3", "1 and 2", "3, 5 and 8"]
     assert trend([0.3, 0.3, 0.30001], ".2f") == "stays at 0.30"
@@ -159,7 +159,7 @@ def executed_pages(tmp_path_factory):
     markdown cell, printed line block, rendered sentence and HTML table of the page."""
     import nbformat
 
-    from workbench.runner import ensure_kernel, run_notebook
+    from workbench.report.runner import ensure_kernel, run_notebook
 
     ensure_kernel()
     figures, build = tmp_path_factory.mktemp("figures"), tmp_path_factory.mktemp("build")
@@ -189,7 +189,7 @@ def page_texts(cell) -> list[tuple[str, str]]:
 
 
 def prose(page: list[tuple[str, str]]) -> list[str]:
-    """The sentences a page renders from its data (`workbench.prose.say`)."""
+    """The sentences a page renders from its data (`workbench.report.prose.say`)."""
     return [text for kind, text in page if kind == "prose"]
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from table_units import table_problems
 
-from workbench.results import RESULT_COLUMNS
-from workbench.runner import ensure_kernel, list_notebooks, run_notebook
+from workbench.report.results import RESULT_COLUMNS
+from workbench.report.runner import ensure_kernel, list_notebooks, run_notebook
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def assert_charts_inline(notebook: Path, figures: Path) -> None:
         assert renderer not in html, renderer
 
 def test_models_notebook_records_registry_numbers(executed):
-    from workbench.models import get_model
+    from workbench.model.models import get_model
 
     figures, build = executed
     assert run_notebook("models", {"quick": True}, figures, build_dir=build, progress=False).error is None

@@ -18,14 +18,14 @@ from functools import cache
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, load_device
-from workbench.io import DATA_DIR, REPO_ROOT
-from workbench.models import MODELS, get_model
-from workbench.network import Link, Topology
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import DATA_DIR, REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import MODELS, get_model
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import SCHEMES, Cluster, Workload, load_all
 from workbench.schemes.base import spec_of
-from workbench.userconfig import load_config
 
 NOT_LOCAL = {
     "tpi_star_tp": "streams every block from storage through its sliding window, also on one device",
@@ -117,7 +117,7 @@ def test_a_one_device_sweep_names_local_the_winner(tmp_path, capsys):
     """The symptom: `whatif --devices 1,...` named a TP scheme (hepti_1d) the best at one device."""
     import argparse
 
-    from workbench import whatif
+    from workbench.scenarios import whatif
 
     parser = argparse.ArgumentParser()
     whatif.add_arguments(parser)

@@ -16,9 +16,9 @@ import sys
 
 import numpy as np
 
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.io import REPO_ROOT
-from workbench.models import tiny_config
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.model.models import tiny_config
 from workbench.schemes.base import Workload
 from workbench.schemes.common import cost, layer_operators
 

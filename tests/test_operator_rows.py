@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.model.models import get_model
 from workbench.schemes import common
 from workbench.schemes.base import SCHEMES, SchemeResult, Workload, load_all, spec_of
 
@@ -156,7 +156,7 @@ def test_extra_holds_no_cost_rows():
 def test_arena_bound_follows_the_busiest_device():
     """On the mixed cluster's decode the slowest board (the Nano-L CPU) is arithmetic-bound on its slice, so a TP
     step is compute-bound, though the whole step spread over every board would read memory-bound."""
-    from workbench.arena import run_arena
+    from workbench.scenarios.arena import run_arena
 
     table = run_arena(LLAMA, cluster("mixed x4"), weight_bits=4.5, phases=("decode",),
                       schemes=["megatron_tp", "tp_ring_allreduce", "dllama_allgather_tp"]).table()

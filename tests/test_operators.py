@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench import accelerator
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.kernels import accelerator
+from workbench.machine.hardware import load_device
+from workbench.model.models import get_model
 from workbench.schemes import common
 from workbench.schemes.base import Workload
 
@@ -29,10 +29,10 @@ ALLOWED = {
     ("workbench/schemes/hepti.py", "stream_rate"): "the per-byte rate of Hepti's Eq. 5 profile",
     ("workbench/schemes/mcu_siracusa.py", "root_work"): "the root's per-byte L2/L3 DMA rate (the MCU paper's memory model)",
     ("workbench/schemes/mcu_siracusa.py", "_chip_cost"): "the chips' L2/L3 DMA transfers at named levels (the MCU paper's)",
-    ("workbench/accelerator.py", "ridge_point"): "a device's ridge point, no operator",
+    ("workbench/kernels/accelerator.py", "ridge_point"): "a device's ridge point, no operator",
 }
-SCANNED = sorted([*(REPO_ROOT / "workbench" / "schemes").glob("*.py"), *(REPO_ROOT / "workbench" / "planners").glob(
-    "*.py"), REPO_ROOT / "workbench" / "accelerator.py"])
+SCANNED = sorted([*(REPO_ROOT / "workbench" / "schemes").glob("*.py"), *(REPO_ROOT / "workbench" / "schemes" / "planners").glob(
+    "*.py"), REPO_ROOT / "workbench" / "kernels" / "accelerator.py"])
 
 
 def _primitive_calls(path: Path) -> list[tuple[str, str, int]]:

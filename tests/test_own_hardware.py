@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.cluster.predict import shared_device
-from workbench.errors import WorkbenchError
-from workbench.hardware import load_device
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import load_device
+from workbench.measure.cluster.predict import shared_device
+from workbench.scenarios.userconfig import parse_config
 from workbench.studies import own_hardware as O
-from workbench.userconfig import parse_config
 
 
 @pytest.mark.parametrize("processes", [2, 4])
@@ -56,7 +56,7 @@ def test_the_link_is_what_a_running_program_pays_per_sync(tmp_path):
     # the deployment's per-message time is the chain fit's (slope of syncs in one program), far below the
     # single-call fit that absorbs each call's dispatch and scheduler waits
     doc = O.deployment(2, "loopback", tmp_path)
-    from workbench.cluster.collectives import link_models
+    from workbench.measure.cluster.collectives import link_models
     from workbench.studies import cluster as stored
 
     chain_o = stored.program_links()["loopback"].message_overhead_s
@@ -75,7 +75,7 @@ def test_fastest_rows_are_never_slower_than_typical_ones():
 def test_serial_work_of_co_located_processes_runs_on_the_whole_machine(tmp_path):
     # the master's embedding, head and host work run while the other processes wait at their next sync:
     # measured 3.5-4.0 ms at 1, 2 and 4 processes (2026-11-24), where the process's share would charge 4.8 / 9.8 ms
-    from workbench.calibrate import predict_parts
+    from workbench.scenarios.calibrate import predict_parts
 
     rows = O.measured_rows()
     rows = rows[(rows.devices == 4) & (rows.link_class == "loopback")].drop(columns=["devices"])
@@ -136,8 +136,8 @@ def test_a_chain_fit_with_no_resolved_per_byte_cost_still_deploys(tmp_path, monk
     # a campaign whose larger syncs cost no more than the small ones fits beta ~ 0 (2026-11-25-drift1 and -drift3 on
     # 2 processes: 1.7e11 Mbit/s), which the deployment parser refuses; the deployment writes the largest bandwidth
     # it accepts, as `profile network` does (one rule: `profile.resolved_bandwidth_mbps`)
-    from workbench.cluster.collectives import LinkModel
-    from workbench.userconfig import NETWORK_FIELDS
+    from workbench.measure.cluster.collectives import LinkModel
+    from workbench.scenarios.userconfig import NETWORK_FIELDS
 
     monkeypatch.setattr(O.stored, "deployed_link", lambda *a, **k: LinkModel("loopback", 3e-4, 0.0, 4.8e-17))
     doc = O.deployment(2, "loopback", tmp_path, phase="decode")

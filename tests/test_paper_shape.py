@@ -13,14 +13,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import workbench.constants as constants_module
-from workbench import fidelity
-from workbench.constants import load_constants, paper_constants, paper_values, values
-from workbench.errors import WorkbenchError
-from workbench.io import DATA_DIR, REPO_ROOT
+import workbench.core.constants as constants_module
+from workbench.core.constants import load_constants, paper_constants, paper_values, values
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import DATA_DIR, REPO_ROOT
 from workbench.papers.base import PaperSetting
-from workbench.results import RESULT_COLUMNS
-from workbench.runner import notebook_parameters
+from workbench.report import fidelity
+from workbench.report.results import RESULT_COLUMNS
+from workbench.report.runner import notebook_parameters
 
 PAPERS = ("galaxy", "hepti", "mcu_siracusa", "sti", "tpi_llm")
 SURFACE = ("PAPER", "constants", "Setting", "reported", "reported_value")

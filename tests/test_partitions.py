@@ -6,13 +6,13 @@ and the Qwen3-30B-A3B Pi 5 example gives a time under every MoE-capable scheme."
 import numpy as np
 import pytest
 
-from workbench.arena import arena_for_config
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.core.io import REPO_ROOT
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import common, galaxy, partitions, tpi_llm
 from workbench.schemes.base import Cluster, Workload
-from workbench.userconfig import load_config
 
 QWEN, LLAMA = "Qwen3-30B-A3B", "Llama 2-7B"
 PI5_MOE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"

@@ -10,19 +10,19 @@ import jax
 import numpy as np
 import pytest
 
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
+from workbench.core.errors import InfeasibleError, WorkbenchError
 from workbench.kernels import pipeline as KP
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology, point_to_point
-from workbench.planners import pipeline as PL
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.machine.network import Link, Topology, point_to_point
+from workbench.model.models import get_model, tiny_config
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import common
 from workbench.schemes import pipeline as PP
 from workbench.schemes.base import Cluster, Workload, load_all
-from workbench.userconfig import load_config
+from workbench.schemes.planners import pipeline as PL
 
 GIB = 2.0**30
 REPO = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,8 @@ def test_profile_writes_a_measured_device_preset(profiled):
 
 
 def test_a_deployment_names_the_profile_by_path_and_the_arena_runs_on_it(profiled, tmp_path):
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     out, _ = profiled
     (tmp_path / "me.toml").write_text(out.read_text())
@@ -73,7 +73,7 @@ count = 2
 ])
 def test_profile_bad_input(argv, match, tmp_path):
     from workbench.__main__ import parse
-    from workbench.profile.cli import main
+    from workbench.measure.profile.cli import main
 
     args = parse(["profile", "--out", str(tmp_path / "x.toml"), *argv])
     with pytest.raises(WorkbenchError, match=match):
@@ -87,7 +87,7 @@ def test_the_profile_and_the_campaign_write_their_device_through_one_function(tm
     from profile_rows import base_profile_rows
 
     from workbench.__main__ import parse
-    from workbench.profile import cli, device_toml
+    from workbench.measure.profile import cli, device_toml
 
     written = []
     real = device_toml.write_device_toml
@@ -114,7 +114,7 @@ def test_this_machine_preset_is_the_one_builder_on_the_stored_table(tmp_path):
     rule made it (cores and MemTotal are read from the machine the test runs on, so they are left out)."""
     import pandas as pd
 
-    from workbench.profile.device_toml import write_this_machine_cpu
+    from workbench.measure.profile.device_toml import write_this_machine_cpu
 
     stored = REPO_ROOT / "data" / "devices" / "this_machine_cpu.toml"
     bench = pd.read_csv(REPO_ROOT / "data" / "cluster" / "microbench.csv")
@@ -127,7 +127,7 @@ def test_this_machine_preset_is_the_one_builder_on_the_stored_table(tmp_path):
 
 def test_profile_out_must_not_be_a_folder(tmp_path):
     from workbench.__main__ import parse
-    from workbench.profile.cli import main
+    from workbench.measure.profile.cli import main
 
     with pytest.raises(WorkbenchError, match="is a folder"):
         main(parse(["profile", "--quick", "--out", str(tmp_path)]))
@@ -136,7 +136,7 @@ def test_profile_out_must_not_be_a_folder(tmp_path):
 @pytest.mark.parametrize("what", [[], ["network"]])
 def test_an_unusable_out_is_one_line_before_anything_is_measured(tmp_path, monkeypatch, capsys, what):
     from workbench.__main__ import main
-    from workbench.profile import cli, network
+    from workbench.measure.profile import cli, network
 
     def measured(*args, **kwargs):
         raise AssertionError("measured before --out was checked")
@@ -156,8 +156,8 @@ def test_profile_network_measures_the_syncs_a_decode_step_sees_and_a_deployment_
     import pandas as pd
 
     from workbench.__main__ import parse
-    from workbench.profile.cli import main
-    from workbench.userconfig import parse_network
+    from workbench.measure.profile.cli import main
+    from workbench.scenarios.userconfig import parse_network
 
     out = tmp_path / "net.toml"
     assert main(parse(["profile", "network", "--quick", "--processes", "2", "--phase", "decode",
@@ -177,7 +177,7 @@ def test_profile_network_by_default_measures_the_syncs_among_a_decoder_layers_ke
     import pandas as pd
 
     from workbench.__main__ import parse
-    from workbench.profile.cli import main
+    from workbench.measure.profile.cli import main
 
     out = tmp_path / "net.toml"
     assert main(parse(["profile", "network", "--quick", "--out", str(out)])) == 0
@@ -192,8 +192,8 @@ def test_profile_network_by_default_measures_the_syncs_among_a_decoder_layers_ke
 def test_an_unresolved_per_byte_cost_is_written_as_a_readable_ceiling_and_says_so():
     """A noisy quick fit can drive the per-byte cost to ~0 (CI once wrote 4e13 Mbit/s, which the parser then
     refused): the file keeps the largest bandwidth a deployment accepts and its source says why."""
-    from workbench.profile.network import resolved_bandwidth_mbps
-    from workbench.userconfig import NETWORK_FIELDS
+    from workbench.measure.profile.network import resolved_bandwidth_mbps
+    from workbench.scenarios.userconfig import NETWORK_FIELDS
 
     assert resolved_bandwidth_mbps(12.5e6, "x") == (100.0, "1 / per-byte cost of x")
     mbps, source = resolved_bandwidth_mbps(5.03e12, "x")
@@ -210,9 +210,9 @@ def test_layers_flow_one_way_cluster_never_imports_profile_and_the_model_never_i
 
     import workbench
 
-    cluster = Path(workbench.__file__).parent / "cluster"
-    upward = {p.name: sorted(n for n in imported_modules(p.read_text(), "workbench.cluster")
-                             if n.startswith("workbench.profile")) for p in sorted(cluster.glob("*.py"))}
+    cluster = Path(workbench.__file__).parent / "measure" / "cluster"
+    upward = {p.name: sorted(n for n in imported_modules(p.read_text(), "workbench.measure.cluster")
+                             if n.startswith("workbench.measure.profile")) for p in sorted(cluster.glob("*.py"))}
     assert len(upward) > 5 and {k: v for k, v in upward.items() if v} == {}
-    model = imported_modules((cluster / "collectives.py").read_text(), "workbench.cluster")
-    assert not any(n.startswith("workbench.cluster.fit") for n in model)
+    model = imported_modules((cluster / "collectives.py").read_text(), "workbench.measure.cluster")
+    assert not any(n.startswith("workbench.measure.cluster.fit") for n in model)

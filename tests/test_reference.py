@@ -4,9 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import reference as ref
-from workbench.models import tiny_config
+from workbench.model.models import tiny_config
 
 
 @pytest.mark.parametrize("family,kv", [("llama", 8), ("llama", 2), ("gpt", None)])

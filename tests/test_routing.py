@@ -1,4 +1,4 @@
-"""The routing model and the expert cache (workbench.routing): the analytic values against a Monte-Carlo of the same
+"""The routing model and the expert cache (workbench.model.routing): the analytic values against a Monte-Carlo of the same
 routing process, the exact special cases, the trace loader and the one-line errors."""
 
 from functools import cache
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.fields import declared_fields
-from workbench.io import DATA_DIR
-from workbench.routing import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import declared_fields
+from workbench.core.io import DATA_DIR
+from workbench.model.routing import (
     WARMUP_TOKENS,
     ExpertCache,
     Routing,

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from sigint import python_sigint, restore_default_sigint
 
-from workbench.errors import WorkbenchError
-from workbench.fidelity import write_report
-from workbench.io import NOTEBOOKS_DIR, REPO_ROOT
-from workbench.results import PARAMETERS_FILE, read_parameters, write_parameters
-from workbench.runner import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import NOTEBOOKS_DIR, REPO_ROOT
+from workbench.report.fidelity import write_report
+from workbench.report.results import PARAMETERS_FILE, read_parameters, write_parameters
+from workbench.report.runner import (
     STAGING_PREFIX,
     ensure_kernel,
     figures_target,
@@ -33,7 +33,7 @@ from workbench.runner import (
 
 # A tiny notebook: writes a chart-like file and results.csv through the Recorder, then fails if `fail`.
 FAKE_SOURCE = """\
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 rec = Recorder("fake", figures_dir)
 rec.out_dir.mkdir(parents=True, exist_ok=True)
 (rec.out_dir / "new.csv").write_text("new\\n")
@@ -282,7 +282,7 @@ def _results(folder: Path, paper: str, rows: list[tuple]) -> None:
 
 
 def test_a_partial_report_covers_only_the_notebooks_that_ran(tmp_path):
-    from workbench.fidelity import load_reported
+    from workbench.report.fidelity import load_reported
 
     reported = load_reported()
     galaxy = reported[reported.paper == "galaxy"].iloc[0]

@@ -10,15 +10,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from workbench.arena import arena_for_config
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.core.io import REPO_ROOT
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
 from workbench.papers import galaxy as PG
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import common
 from workbench.schemes import galaxy as G
 from workbench.schemes.base import Cluster, Workload
-from workbench.userconfig import load_config
 
 
 def scaled_example(tmp_path, count: int):

@@ -8,9 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.scaling import CAUSES, StopHelping, stop_helping, stop_helping_all
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios.scaling import CAUSES, StopHelping, stop_helping, stop_helping_all
 
 COMPONENTS = tuple(CAUSES)
 
@@ -98,8 +98,8 @@ def test_whatif_devices_prints_a_stop_helping_line_per_scheme():
 
 
 def test_device_sweep_repeats_the_first_device_and_the_frame_answers_per_scheme():
-    from workbench.scaling import device_sweep, stop_helping_frame
-    from workbench.userconfig import load_config
+    from workbench.scenarios.scaling import device_sweep, stop_helping_frame
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "sbc_gigabit.toml")
     sweep = device_sweep(config, [1, 2])

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.schemes.base import MoEParts, SchemeResult, costed, over_budget_note
 
 

@@ -8,20 +8,20 @@ import math
 import numpy as np
 import pytest
 
-from workbench.arena import arena_for_config
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel, load_device
-from workbench.io import REPO_ROOT
-from workbench.models import MODELS, get_model
-from workbench.network import Link, Topology
-from workbench.planners import galaxy as PL
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel, load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import MODELS, get_model
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes import baselines as B
 from workbench.schemes import common
 from workbench.schemes import galaxy as G
 from workbench.schemes import hepti as H
 from workbench.schemes import mcu_siracusa as MCU
 from workbench.schemes.base import Cluster, Workload
-from workbench.userconfig import load_config
+from workbench.schemes.planners import galaxy as PL
 
 EXAMPLES = REPO_ROOT / "examples"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from workbench.errors import WorkbenchError
-from workbench.simulate import Scheduler, Task, pipeline, schedule
+from workbench.core.errors import WorkbenchError
+from workbench.core.simulate import Scheduler, Task, pipeline, schedule
 
 
 def test_resource_serialises_and_deps_wait():

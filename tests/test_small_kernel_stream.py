@@ -11,19 +11,19 @@ import pytest
 from deploy_toml import board_deployment
 from profile_rows import base_profile_rows, provenance
 
-from workbench.cluster.predict import shared_device
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
-from workbench.models import get_model
-from workbench.profile.microbench import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.units import GIB, MIB
+from workbench.machine.hardware import DeviceSpec, MemoryLevel, device_from_table, device_names, load_device
+from workbench.measure.cluster.predict import shared_device
+from workbench.measure.profile.microbench import (
     GEMV_SWEEP_BYTES,
     gemv_size_rows,
     gemv_sweep_lengths,
     small_kernel_stream,
 )
+from workbench.model.models import get_model
 from workbench.schemes.base import Workload
 from workbench.schemes.common import layer_time, roofline_time
-from workbench.units import GIB, MIB
 
 BULK = 40e9 * 0.5  # bandwidth x memory_efficiency of `board`
 CORE = 10e9
@@ -129,7 +129,7 @@ def test_the_sweep_rows_are_slopes_past_the_cache():
 
 
 def test_the_profile_writes_both_constants_measured():
-    from workbench.profile.device_toml import device_constants, device_toml
+    from workbench.measure.profile.device_toml import device_constants, device_toml
 
     rows = base_profile_rows()
     bench = pd.concat([pd.DataFrame(rows), _sweep({1: 12.0, 16: 23.0})], ignore_index=True)
@@ -150,7 +150,7 @@ DEPLOY = board_deployment("memory_efficiency = 0.5\nsmall_kernel_mib = 4\ncore_s
 
 
 def test_deployment_keys_set_the_fields_and_a_bad_value_is_one_line_naming_the_key():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     dev = config_from_text(DEPLOY, "t.toml").cluster.devices[0]
     assert (dev.small_kernel_bytes, dev.core_stream_bytes_per_s) == pytest.approx((4 * MIB, 10e9))

@@ -1,4 +1,4 @@
-"""Speculative decoding's cost (`workbench.speculative`): the acceptance model against a Monte-Carlo, a verify
+"""Speculative decoding's cost (`workbench.scenarios.speculative`): the acceptance model against a Monte-Carlo, a verify
 step as the registered scheme's decode of gamma + 1 tokens, the parts of a step, best gamma and bad input."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from workbench import speculative as sp
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.io import REPO_ROOT
-from workbench.network import Link, point_to_point
-from workbench.routing import UNIFORM
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.machine.network import Link, point_to_point
+from workbench.model.routing import UNIFORM
+from workbench.scenarios import speculative as sp
+from workbench.scenarios.userconfig import load_config
 from workbench.schemes.base import Workload, load_all
-from workbench.userconfig import load_config
 
 LAPTOPS = load_config(REPO_ROOT / "examples" / "laptops_wifi.toml")  # 4 laptops on Wi-Fi, Llama 2-13B fp16
 DECODE = Workload("decode", seq_len=128, kv_len=128, weight_bits=16, activation_bits=16)
@@ -78,7 +78,7 @@ def test_a_verify_workload_is_a_decode_of_gamma_plus_one_tokens_attending_kv_len
 def test_every_scheme_either_costs_a_multi_token_verify_or_says_n_a(registry):
     """A scheme whose spec verifies several tokens must cost 5 tokens above 1; one whose spec says why its decode
     carries one token (`SchemeSpec.single_token`) ignores the count, says n/a."""
-    from workbench.models import get_model
+    from workbench.model.models import get_model
     from workbench.schemes.base import spec_of
 
     for name, (_, fn) in registry.items():
@@ -217,7 +217,7 @@ def deployment(speculative: str) -> str:
 
 
 def test_a_speculative_table_reads_into_the_deployment():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     config = config_from_text(deployment('draft = "Llama 2-3B"\ngamma = 5\nalpha = 0.7\n'))
     assert config.speculation == sp.Speculation("Llama 2-3B", "root", 5, 0.7)
@@ -244,7 +244,7 @@ def test_a_speculative_table_reads_into_the_deployment():
     ('draft = "ngram"\nalpha = 0.5\nbeta = 1', r"unknown key speculative\.beta"),
 ])
 def test_bad_speculative_keys_are_one_line_each(body, message):
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     with pytest.raises(WorkbenchError, match=message) as err:
         config_from_text(deployment(body + "\n"))
@@ -254,7 +254,7 @@ def test_bad_speculative_keys_are_one_line_each(body, message):
 def test_whatif_prints_rows_with_and_without_speculation_and_the_best_gamma(tmp_path, capsys):
     import argparse
 
-    from workbench import whatif
+    from workbench.scenarios import whatif
 
     path = tmp_path / "laptops_spec.toml"
     path.write_text(deployment('draft = "Llama 2-3B"\ngamma = 4\nalpha = 0.7\n'))
@@ -279,8 +279,8 @@ def test_a_verify_step_computes_the_logits_of_each_of_its_tokens():
     FLOPs grow with the verify tokens, its bytes do not."""
     from dataclasses import replace as _replace
 
-    from workbench.hardware import load_device
-    from workbench.models import get_model
+    from workbench.machine.hardware import load_device
+    from workbench.model.models import get_model
     from workbench.schemes import common
     from workbench.schemes.base import Workload
 
@@ -302,11 +302,11 @@ def test_a_moe_verify_step_streams_the_distinct_experts_a_simulated_trace_touche
     """For a MoE target the verify step of gamma + 1 tokens streams the experts those tokens touch: the FFN rows'
     bytes over one expert's equal the distinct experts of a simulated routing trace (10^5 tokens, windows of
     gamma + 1) within 2 %, and they grow with gamma as that count does."""
-    from workbench.models import get_model
-    from workbench.routing import Routing, simulate_routing, simulated_distinct
+    from workbench.model.models import get_model
+    from workbench.model.routing import Routing, simulate_routing, simulated_distinct
+    from workbench.scenarios.speculative import verify_workload
     from workbench.schemes import common
     from workbench.schemes.base import Workload
-    from workbench.speculative import verify_workload
 
     model = get_model("Qwen3-30B-A3B")
     route = Routing(**routing)
@@ -329,10 +329,10 @@ def test_a_moe_target_behind_a_small_expert_cache_loses_to_its_verify_misses():
     expert misses; with every expert cached the misses are 0."""
     from dataclasses import replace as _replace
 
-    from workbench.io import REPO_ROOT
-    from workbench.routing import ExpertCache
+    from workbench.core.io import REPO_ROOT
+    from workbench.model.routing import ExpertCache
+    from workbench.scenarios.userconfig import load_config
     from workbench.schemes.base import load_all
-    from workbench.userconfig import load_config
 
     config = load_config(REPO_ROOT / "examples" / "qwen3_moe_pi5.toml")
     spec = sp.Speculation(sp.NGRAM, "root", 4, 0.7)

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import fidelity
-from workbench.constants import check_provenance, load_constants
-from workbench.errors import WorkbenchError
-from workbench.io import NOTEBOOKS_DIR, REPO_ROOT, write_csv_atomic
-from workbench.runner import list_notebooks, parse_parameters, route_parameters, select_notebooks
+from workbench.core.constants import check_provenance, load_constants
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import NOTEBOOKS_DIR, REPO_ROOT, write_csv_atomic
+from workbench.report import fidelity
+from workbench.report.runner import list_notebooks, parse_parameters, route_parameters, select_notebooks
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 import py2nb  # noqa: E402
@@ -111,7 +111,7 @@ def test_outputs_get_the_users_normal_mode(tmp_path):
     import os
     import stat
 
-    from workbench.io import write_text_atomic
+    from workbench.core.io import write_text_atomic
 
     old = os.umask(0o022)
     try:

@@ -7,11 +7,11 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from workbench.cluster.collectives import LinkModel
-from workbench.cluster.predict import evaluate, shared_device, this_machine_cluster
-from workbench.hardware import load_device
-from workbench.models import get_model
-from workbench.profile.microbench import fixed_costs
+from workbench.machine.hardware import load_device
+from workbench.measure.cluster.collectives import LinkModel
+from workbench.measure.cluster.predict import evaluate, shared_device, this_machine_cluster
+from workbench.measure.profile.microbench import fixed_costs
+from workbench.model.models import get_model
 from workbench.schemes import common
 from workbench.schemes.base import Workload
 

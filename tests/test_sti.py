@@ -10,17 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench import minilm
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.fidelity import load_reported
-from workbench.hardware import load_device
+from workbench.core.errors import InfeasibleError, WorkbenchError
 from workbench.kernels import reference as ref
 from workbench.kernels.sti import block_batch, full_selection, mean_pool, submodel_forward
 from workbench.kernels.traffic import compiled_collectives
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import sti as P
-from workbench.planners.sti import (
+from workbench.papers import sti_minilm as minilm
+from workbench.report.fidelity import load_reported
+from workbench.schemes.base import Cluster, Workload, load_all
+from workbench.schemes.planners.sti import (
     compute_plan,
     importance_order,
     io_plan,
@@ -32,15 +33,6 @@ from workbench.planners.sti import (
     plan_sti,
     upgrade_in_order,
 )
-from workbench.quantize import (
-    LOG_LIKELIHOOD_THRESHOLD,
-    check_bits,
-    fit_gaussian,
-    pack_codes,
-    quantize_layer,
-    unpack_codes,
-)
-from workbench.schemes.base import Cluster, Workload, load_all
 from workbench.schemes.sti import (
     LatencyProfile,
     accumulated_io_budgets,
@@ -50,7 +42,15 @@ from workbench.schemes.sti import (
     latency_profile,
     shard_weights,
 )
-from workbench.shards import (
+from workbench.schemes.sti_quantize import (
+    LOG_LIKELIHOOD_THRESHOLD,
+    check_bits,
+    fit_gaussian,
+    pack_codes,
+    quantize_layer,
+    unpack_codes,
+)
+from workbench.schemes.sti_shards import (
     ShardStore,
     assemble_block,
     extract_shard,
@@ -500,9 +500,9 @@ def test_the_scheme_costs_the_plan_it_is_given_and_the_planner_layer_plans_it():
 
 
 def test_arena_sti_schemes_charge_and_show_the_fixed_layer_costs():
-    from workbench.hardware import load_device
-    from workbench.models import get_model
-    from workbench.network import Link, Topology
+    from workbench.machine.hardware import load_device
+    from workbench.machine.network import Link, Topology
+    from workbench.model.models import get_model
     from workbench.schemes import common
     from workbench.schemes.base import Cluster, Workload
     from workbench.schemes.sti import evaluate_single_device_streamed

@@ -11,10 +11,9 @@ import sys
 
 import pytest
 
-from workbench.arena import COMPONENTS, breakdown_frame, run_arena
-from workbench.arena_charts import COMPONENT_COLORS, breakdown_spec
-from workbench.errors import WorkbenchError
-from workbench.hardware import (
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import (
     DEVICE_CLASSES,
     DeviceSpec,
     MemoryLevel,
@@ -24,13 +23,14 @@ from workbench.hardware import (
     load_device,
     typical_memory_efficiency,
 )
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
-from workbench.network import Link, Topology
+from workbench.machine.network import Link, Topology
+from workbench.model.models import get_model
+from workbench.scenarios.arena import COMPONENTS, breakdown_frame, run_arena
+from workbench.scenarios.arena_charts import COMPONENT_COLORS, breakdown_spec
+from workbench.scenarios.userconfig import config_from_text, load_config
+from workbench.scenarios.whatif import breakdown_text
 from workbench.schemes import common
 from workbench.schemes.base import SCHEMES, Cluster, SchemeResult, Workload, load_all, register, spec_of
-from workbench.userconfig import config_from_text, load_config
-from workbench.whatif import breakdown_text
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from deploy_toml import board_deployment  # noqa: E402
@@ -220,7 +220,7 @@ def test_no_silent_memory_efficiency(keys, message):
 
 
 def test_the_examples_state_their_memory_efficiency_and_whatif_prints_the_notice(tmp_path, capsys):
-    from workbench.whatif import add_arguments, main
+    from workbench.scenarios.whatif import add_arguments, main
 
     for name in ("sbc_gigabit", "laptops_wifi", "smart_home"):
         config = load_config(REPO_ROOT / "examples" / f"{name}.toml")

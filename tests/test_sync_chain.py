@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.cluster.collectives import HostModel, LinkModel, model_time
-from workbench.cluster.fit import CHAIN_STATISTIC, chain_slopes, fit_chains, predict_chains
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
+from workbench.measure.cluster.collectives import HostModel, LinkModel, model_time
+from workbench.measure.cluster.fit import CHAIN_STATISTIC, chain_slopes, fit_chains, predict_chains
 
 
 def _chain_rows(per_sync: dict, intercept: float = 3e-4, lengths=(1, 8, 32)) -> pd.DataFrame:
@@ -64,7 +64,7 @@ def test_sync_chain_runs_on_host_devices_and_checks_its_result():
 
     import jax
 
-    from workbench.cluster import experiments
+    from workbench.measure.cluster import experiments
 
     ctx = SimpleNamespace(n_devices=len(jax.devices()))
     rows = experiments.sync_chain(ctx, programs=experiments.CHAIN_PROGRAMS, sizes=(64,), lengths=(1, 4), reps=2,
@@ -76,7 +76,7 @@ def test_sync_chain_runs_on_host_devices_and_checks_its_result():
 
 
 def test_a_sync_after_compute_is_the_step_minus_its_compute():
-    from workbench.cluster.fit import sync_after_compute
+    from workbench.measure.cluster.fit import sync_after_compute
 
     rows = []
     for program, per_step in (("star_after_gemm", 6e-4), ("gemm_only", 4e-4), ("star", 1e-4)):
@@ -88,7 +88,7 @@ def test_a_sync_after_compute_is_the_step_minus_its_compute():
 
 
 def test_the_decoders_link_is_fitted_on_syncs_after_compute():
-    from workbench.cluster.collectives import link_models
+    from workbench.measure.cluster.collectives import link_models
     from workbench.studies import cluster as stored
 
     links, bare = stored.program_links(), stored.chain_table()
@@ -100,8 +100,8 @@ def test_the_decoders_link_is_fitted_on_syncs_after_compute():
 
 
 def test_a_sync_after_compute_needs_every_process_so_co_located_ones_stretch_its_cpu_work():
-    from workbench.cluster.collectives import active_steps, colocated_link, cpu_share
-    from workbench.cluster.fit import AFTER_COMPUTE_SYNC
+    from workbench.measure.cluster.collectives import active_steps, colocated_link, cpu_share
+    from workbench.measure.cluster.fit import AFTER_COMPUTE_SYNC
 
     assert set(a for a, _ in active_steps(AFTER_COMPUTE_SYNC, 4)) == {4}
     assert set(a for a, _ in active_steps("star", 4)) == {2}  # a bare star step: the master and one worker
@@ -115,7 +115,7 @@ def test_a_sync_after_compute_needs_every_process_so_co_located_ones_stretch_its
 
 
 def test_the_stored_four_process_syncs_after_compute_are_predicted_better_with_the_stretch(monkeypatch):
-    from workbench.cluster import collectives
+    from workbench.measure.cluster import collectives
     from workbench.studies import cluster as stored
 
     def loopback_after_compute(table):
@@ -131,7 +131,7 @@ def test_the_stored_four_process_syncs_after_compute_are_predicted_better_with_t
 
 
 def test_a_sync_after_streaming_is_the_streaming_step_minus_its_stream():
-    from workbench.cluster.fit import AFTER_STREAM_SYNC, fit_chains, sync_after_step
+    from workbench.measure.cluster.fit import AFTER_STREAM_SYNC, fit_chains, sync_after_step
 
     rows = []
     for program, per_step in (("star_after_stream", 7e-4), ("stream_only", 3e-4), ("star_after_gemm", 5e-4),
@@ -148,8 +148,8 @@ def test_a_sync_after_streaming_is_the_streaming_step_minus_its_stream():
 
 
 def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_count():
-    from workbench.cluster.collectives import colocated_link, link_models
-    from workbench.cluster.fit import fit_chains
+    from workbench.measure.cluster.collectives import colocated_link, link_models
+    from workbench.measure.cluster.fit import fit_chains
     from workbench.studies import cluster as stored
 
     assert stored.PHASE_SYNC == {"prefill": "after compute", "decode": "after streaming"}
@@ -167,8 +167,8 @@ def test_each_phase_sees_the_syncs_its_layers_end_in_profiled_at_the_deployed_co
 
 
 def test_a_sync_in_decoder_layers_is_half_of_what_the_syncs_add_to_a_layer():
-    from workbench.cluster.collectives import SYNCS_AFTER_WORK, active_steps
-    from workbench.cluster.fit import DECODER_SYNC, sync_after_step
+    from workbench.measure.cluster.collectives import SYNCS_AFTER_WORK, active_steps
+    from workbench.measure.cluster.fit import DECODER_SYNC, sync_after_step
 
     rows = []
     for program, per_layer in (("star_in_decoder", 1.6e-3), ("decoder_only", 1.0e-3)):
@@ -195,7 +195,7 @@ def test_the_decoder_chains_baseline_is_the_same_layers_without_a_single_collect
         tp_empty_cache,
     )
     from workbench.kernels.traffic import compiled_hlo, parse_collectives
-    from workbench.models import tiny_config
+    from workbench.model.models import tiny_config
 
     cfg, mesh = tiny_config("llama"), Mesh(np.array(cpu_devices[:2]), ("x",))
     tp = shard_params(cfg, ref.init_params(cfg, 0), mesh)
@@ -213,8 +213,8 @@ def test_the_decoder_chains_baseline_is_the_same_layers_without_a_single_collect
 
 
 def test_a_campaign_with_decoder_chains_deploys_the_syncs_measured_among_a_decoder_layers_kernels():
-    from workbench.cluster.collectives import colocated_link, link_models
-    from workbench.cluster.fit import DECODER_SYNC, fit_chains
+    from workbench.measure.cluster.collectives import colocated_link, link_models
+    from workbench.measure.cluster.fit import DECODER_SYNC, fit_chains
     from workbench.studies import cluster as stored
     from workbench.studies.own_hardware import CAMPAIGNS
 

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from workbench import whatif
-from workbench.arena import arena_for_config
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.model.models import get_model
+from workbench.scenarios import whatif
+from workbench.scenarios.arena import arena_for_config
+from workbench.scenarios.userconfig import config_from_text
 from workbench.schemes.base import SCHEMES, load_all
 from workbench.schemes.options import key_rows, sections
-from workbench.userconfig import config_from_text
 
 TEMPLATE = Path(__file__).parent / "toy_engine" / "toy_engine.py"
 LAPTOPS = REPO_ROOT / "examples" / "laptops_wifi.toml"
@@ -92,8 +92,8 @@ def test_the_toy_runs_in_whatif(toy, tmp_path, capsys):
 
 def test_the_page_names_every_place_the_toy_fills():
     page = PAGE.read_text()
-    for needle in ("tests/toy_engine/toy_engine.py", "workbench/schemes/<engine>.py", "workbench/kernel_cost.py",
-                   "data/kernels/", "workbench/network.py", "SECTION", "[schemes.<section>]", "@register",
+    for needle in ("tests/toy_engine/toy_engine.py", "workbench/schemes/<engine>.py", "workbench/machine/kernel_cost.py",
+                   "data/kernels/", "workbench/machine/network.py", "SECTION", "[schemes.<section>]", "@register",
                    "origin=", "partition=", "engine=", "options=", "single_token=", "draft_placements=",
                    "tests/test_toy_engine.py", "docs/keys.md"):
         assert needle in page, needle

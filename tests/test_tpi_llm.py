@@ -10,21 +10,21 @@ import pandas as pd
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from workbench import fidelity
-from workbench.constants import check_provenance
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.fidelity import load_reported, scoreboard
-from workbench.hardware import load_device
+from workbench.core.constants import check_provenance
+from workbench.core.errors import InfeasibleError, WorkbenchError
 from workbench.kernels import reference as ref
 from workbench.kernels import tpi_llm as K
 from workbench.kernels.mesh import make_mesh
 from workbench.kernels.traffic import compiled_collectives, traffic_summary
-from workbench.models import get_model, tiny_config
-from workbench.network import Link, Topology, bottleneck_bytes
+from workbench.machine.hardware import load_device
+from workbench.machine.network import Link, Topology, bottleneck_bytes
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import tpi_llm as T
-from workbench.planners.tpi_llm import TPSplit, apportion, plan_split, proportional_split
+from workbench.report import fidelity
+from workbench.report.fidelity import load_reported, scoreboard
 from workbench.schemes import tpi_llm as S
 from workbench.schemes.base import SCHEMES, Cluster
+from workbench.schemes.planners.tpi_llm import TPSplit, apportion, plan_split, proportional_split
 
 GIB = 2**30
 

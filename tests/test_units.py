@@ -2,7 +2,7 @@
 
 import math
 
-from workbench.units import format_seconds, short_number
+from workbench.core.units import format_seconds, short_number
 
 
 def test_a_time_reads_in_its_unit_with_three_significant_digits():

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import device_names
-from workbench.io import REPO_ROOT
-from workbench.userconfig import (
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.machine.hardware import device_names
+from workbench.scenarios.userconfig import (
     WEIGHT_FORMATS,
     config_from_text,
     load_config,
@@ -233,7 +233,7 @@ def valid_configs(draw):
 @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(valid_configs())
 def test_random_valid_configs_run_in_the_arena_raising_only_workbench_errors(table):
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     try:
         config = parse_config(table, "random.toml")
@@ -248,7 +248,7 @@ def test_random_valid_configs_run_in_the_arena_raising_only_workbench_errors(tab
 
 
 def test_fixed_cost_keys_reach_the_device_and_the_link():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     text = """
 [model]
@@ -282,7 +282,7 @@ bandwidth_gb_per_s = 17
 
 
 def test_a_device_file_is_shared_between_configs_by_path(tmp_path):
-    from workbench.userconfig import load_config
+    from workbench.scenarios.userconfig import load_config
 
     board = (REPO_ROOT / "data" / "devices" / "hepti_rpi4.toml").read_text()
     (tmp_path / "boards").mkdir()
@@ -307,7 +307,7 @@ count = 4
 
 
 def test_a_device_error_names_the_file_once():
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     text = """
 [model]
@@ -330,8 +330,8 @@ bandwidth_gb_per_s = 17
 
 
 def test_activation_and_kv_formats_are_separate_from_the_weight_format():
+    from workbench.scenarios.userconfig import config_from_text
     from workbench.schemes import common
-    from workbench.userconfig import config_from_text
 
     base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
     text = base.replace('weight_format = "q4_0"', 'weight_format = "q4_0"\nactivation_format = "q8_0"\nkv_format = "fp16"')
@@ -351,7 +351,7 @@ def test_activation_and_kv_formats_are_separate_from_the_weight_format():
 
 def test_a_registered_model_with_an_override():
     base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     cfg = config_from_text(base.replace('name = "Llama 2-13B"', 'name = "Llama 2-13B"\nn_layers = 20'), "t.toml")
     assert cfg.model.n_layers == 20 and cfg.model.d_model == 5120
@@ -364,7 +364,7 @@ def test_a_registered_model_with_an_override():
     ("bandwidth_mbps = 1000", "bandwidth_mbps = 1e-300", r"bandwidth_mbps must be .*\(at least 0\.001\)"),
 ])
 def test_denormal_rates_are_refused_not_turned_into_inf(old, new, match):
-    from workbench.userconfig import config_from_text
+    from workbench.scenarios.userconfig import config_from_text
 
     base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
     assert old in base
@@ -380,7 +380,7 @@ def test_a_folder_given_as_the_config_says_so(tmp_path):
 def test_a_device_without_a_wide_enough_rate_is_not_given_a_narrower_one():
     """Fail closed: a board listing only an int8 peak has no fp32 or fp16 rate; STI (fp32 arithmetic) is n/a
     with a one-line reason naming the device, instead of running at the int8 rate."""
-    from workbench.arena import arena_for_config
+    from workbench.scenarios.arena import arena_for_config
 
     base = (REPO_ROOT / "examples" / "sbc_gigabit.toml").read_text()
     old = "peak_gflops = { fp32 = 153.6, fp16 = 307.2, int8 = 614.4 }"

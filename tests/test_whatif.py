@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import whatif
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios import whatif
 
 SBC = REPO_ROOT / "examples" / "sbc_gigabit.toml"
 
@@ -89,10 +89,10 @@ def test_the_plain_command_writes_its_documented_default_folder(figures):
 def _na_notes(devices: int) -> dict[str, str]:
     from dataclasses import replace
 
-    from workbench.arena import arena_for_config
-    from workbench.network import Topology
+    from workbench.machine.network import Topology
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
     from workbench.schemes import Cluster
-    from workbench.userconfig import load_config
 
     config = load_config(SBC)
     cluster = Cluster(config.cluster.devices[:1] * devices,
@@ -115,8 +115,8 @@ def test_n_a_reasons_are_never_cut(tmp_path, capsys, figures):
 
 
 def test_the_table_shows_every_n_a_reason_whole():
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     config = load_config(SBC)
     text = " ".join(whatif.format_table(arena_for_config(config)).split())
@@ -186,8 +186,8 @@ MOE = REPO_ROOT / "examples" / "qwen3_moe_pi5.toml"
 
 
 def test_the_bound_column_says_it_is_the_decode_steps(capsys, figures):
-    from workbench.arena import arena_for_config
-    from workbench.userconfig import load_config
+    from workbench.scenarios.arena import arena_for_config
+    from workbench.scenarios.userconfig import load_config
 
     assert run([SBC, "--no-charts"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -265,7 +265,7 @@ def test_quoted_values_with_commas_sweep_as_one_value_each(tmp_path, figures):
     assert set(sweep["schemes.llamacpp.tensor_split"]) == {"3,1,0,0", "1,1,1,1"}
     with pytest.raises(WorkbenchError, match=r"^t\.toml: schemes\.llamacpp\.tensor_split must be 4 comma-separated "
                                              r"numbers .*got '2,1,1' \(3 given\)$"):
-        from workbench.userconfig import parse_config, read_document, set_key
+        from workbench.scenarios.userconfig import parse_config, read_document, set_key
 
         doc = read_document(SBC)
         set_key(doc, "schemes.llamacpp.tensor_split", whatif.parse_set('schemes.llamacpp.tensor_split="2,1,1"')[1][0])
@@ -304,7 +304,7 @@ def test_every_docs_whatif_example_loads(stem, body):
     """Each block's tables, put in place of the example's, make a deployment the parser accepts."""
     import tomllib
 
-    from workbench.userconfig import parse_config
+    from workbench.scenarios.userconfig import parse_config
 
     doc = tomllib.loads((REPO_ROOT / "examples" / f"{stem}.toml").read_text())
     added = tomllib.loads(body)

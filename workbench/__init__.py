@@ -9,7 +9,7 @@ import sys
 import types
 import warnings
 
-from workbench.errors import InfeasibleError, WorkbenchError
+from workbench.core.errors import InfeasibleError, WorkbenchError
 
 __all__ = ["WorkbenchError", "InfeasibleError", "LAYERS", "MOVED"]
 __version__ = "0.1.0"
@@ -22,6 +22,47 @@ LAYERS = ("core", "report", "model", "machine", "schemes", "schemes.planners", "
 
 # regroup: old module -> new module (written by scripts/regroup.py; one release of import shims)
 MOVED: dict[str, str] = {
+    "workbench.errors": "workbench.core.errors",
+    "workbench.units": "workbench.core.units",
+    "workbench.fields": "workbench.core.fields",
+    "workbench.io": "workbench.core.io",
+    "workbench.constants": "workbench.core.constants",
+    "workbench.simulate": "workbench.core.simulate",
+    "workbench.apportion": "workbench.core.apportion",
+    "workbench.results": "workbench.report.results",
+    "workbench.display": "workbench.report.display",
+    "workbench.chartcheck": "workbench.report.chartcheck",
+    "workbench.livechart": "workbench.report.livechart",
+    "workbench.prose": "workbench.report.prose",
+    "workbench.fidelity": "workbench.report.fidelity",
+    "workbench.runner": "workbench.report.runner",
+    "workbench.models": "workbench.model.models",
+    "workbench.formats": "workbench.model.formats",
+    "workbench.routing": "workbench.model.routing",
+    "workbench.modelfile": "workbench.model.modelfile",
+    "workbench.hardware": "workbench.machine.hardware",
+    "workbench.network": "workbench.machine.network",
+    "workbench.kernel_cost": "workbench.machine.kernel_cost",
+    "workbench.quantize": "workbench.schemes.sti_quantize",
+    "workbench.shards": "workbench.schemes.sti_shards",
+    "workbench.planners": "workbench.schemes.planners",
+    "workbench.accelerator": "workbench.kernels.accelerator",
+    "workbench.minilm": "workbench.papers.sti_minilm",
+    "workbench.golden": "workbench.papers.golden",
+    "workbench.userconfig": "workbench.scenarios.userconfig",
+    "workbench.arena": "workbench.scenarios.arena",
+    "workbench.arena_charts": "workbench.scenarios.arena_charts",
+    "workbench.speculative": "workbench.scenarios.speculative",
+    "workbench.moe_advice": "workbench.scenarios.moe_advice",
+    "workbench.scaling": "workbench.scenarios.scaling",
+    "workbench.regimes": "workbench.scenarios.regimes",
+    "workbench.llamabench": "workbench.scenarios.llamabench",
+    "workbench.calibrate": "workbench.scenarios.calibrate",
+    "workbench.whatif": "workbench.scenarios.whatif",
+    "workbench.explore": "workbench.scenarios.explore",
+    "workbench.cluster": "workbench.measure.cluster",
+    "workbench.engines": "workbench.measure.engines",
+    "workbench.profile": "workbench.measure.profile",
 }
 # regroup: end
 

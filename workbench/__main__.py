@@ -6,11 +6,11 @@ import argparse
 import importlib
 import sys
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from workbench.runner import parse_parameters, reproduce
+    from workbench.report.runner import parse_parameters, reproduce
 
     runs = reproduce(only=args.only, params=parse_parameters(args.param), progress=not args.no_progress,
                      build_dir=args.build_dir)
@@ -20,11 +20,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 # Subcommands contributed by other modules: name -> (module, help). Each module defines
 # `add_arguments(parser)` and `main(args) -> int`; it is imported only when its command runs.
 PLUGINS = {
-    "whatif": ("workbench.whatif", "evaluate every scheme on devices/network/model from a TOML file"),
-    "cluster": ("workbench.cluster", "run an experiment across N local processes with jax.distributed"),
-    "calibrate": ("workbench.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
-    "profile": ("workbench.profile.cli", "measure this machine (or a link) and write a device (or [network]) TOML"),
-    "engines": ("workbench.engines.cli", "run llama.cpp here (campaign) and hold the workbench to it (compare)"),
+    "whatif": ("workbench.scenarios.whatif", "evaluate every scheme on devices/network/model from a TOML file"),
+    "cluster": ("workbench.measure.cluster", "run an experiment across N local processes with jax.distributed"),
+    "calibrate": ("workbench.scenarios.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
+    "profile": ("workbench.measure.profile.cli", "measure this machine (or a link) and write a device (or [network]) TOML"),
+    "engines": ("workbench.measure.engines.cli", "run llama.cpp here (campaign) and hold the workbench to it (compare)"),
 }
 
 

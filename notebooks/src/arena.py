@@ -25,12 +25,12 @@ weight_bits = 8.0  # overrides the file's weight format (0 keeps it); 8 bit runs
 # %%
 import pandas as pd
 
-from workbench.arena import arena_for_config, arena_result_rows, breakdown_frame
-from workbench.arena_charts import breakdown_chart, memory_chart, ranking_chart
-from workbench.display import setup_notebook
-from workbench.explore import configure
-from workbench.io import REPO_ROOT
-from workbench.regimes import (
+from workbench.scenarios.arena import arena_for_config, arena_result_rows, breakdown_frame
+from workbench.scenarios.arena_charts import breakdown_chart, memory_chart, ranking_chart
+from workbench.report.display import setup_notebook
+from workbench.scenarios.explore import configure
+from workbench.core.io import REPO_ROOT
+from workbench.scenarios.regimes import (
     SLICES,
     Base,
     claim_chart,
@@ -39,9 +39,9 @@ from workbench.regimes import (
     regime_result_rows,
     study,
 )
-from workbench.results import Recorder
-from workbench.userconfig import load_config
-from workbench.whatif import format_table
+from workbench.report.results import Recorder
+from workbench.scenarios.userconfig import load_config
+from workbench.scenarios.whatif import format_table
 
 rec = Recorder("arena", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -81,7 +81,7 @@ rec.chart(memory_chart(arena, "decode"), "memory", data=arena.memory())
 # %%
 import altair as alt  # noqa: E402
 
-from workbench.scaling import device_sweep, stop_helping_all, stop_helping_frame  # noqa: E402
+from workbench.scenarios.scaling import device_sweep, stop_helping_all, stop_helping_frame  # noqa: E402
 
 counts = [1, 2, 4] if quick else [1, 2, 4, 8, 16]
 sweep = device_sweep(deployment, counts)
@@ -142,6 +142,6 @@ summary
 if interactive:
     from IPython.display import display
 
-    from workbench.explore import Explorer, state_for_preset
+    from workbench.scenarios.explore import Explorer, state_for_preset
 
     display(Explorer(state_for_preset(config)).widget)

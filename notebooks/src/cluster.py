@@ -11,7 +11,7 @@
 # *this* machine (2 cores shared with other users), not any paper's hardware.
 #
 # The model is the workbench's own, with fixed costs: every collective costed as gloo and
-# XLA really run it (`workbench.network`'s `gloo_ring` and `gloo_halving_doubling`, the TPI-LLM kernel's
+# XLA really run it (`workbench.machine.network`'s `gloo_ring` and `gloo_halving_doubling`, the TPI-LLM kernel's
 # ppermute star / ring / tree), a per-message endpoint time beside the wire, the measured per-call dispatch,
 # and the scheduler's tick when more processes than cores must act at once. The end-to-end TPI-LLM run is
 # compared with the **arena's** TPI-LLM scheme on this machine's measured preset.
@@ -28,9 +28,9 @@ live_check = False  # True: also start a real 2-process cluster now (psum smoke 
 import altair as alt
 import pandas as pd
 
-from workbench.display import setup_notebook
+from workbench.report.display import setup_notebook
 from workbench.studies import cluster as wb
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 
 rec = Recorder("cluster", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -74,9 +74,9 @@ bench[bench.benchmark.isin(["jit_dispatch", "kernel_chain", "tiny_layers", "nump
 
 # %% [markdown]
 # ## 1. Calibration: per-message endpoint time, wire latency and per-byte cost
-# Per call of a program on n processes with m bytes per process (`workbench.cluster.collectives.model_time`):
+# Per call of a program on n processes with m bytes per process (`workbench.measure.cluster.collectives.model_time`):
 # dispatch (measured) + endpoint messages x o + steps x L + busiest bytes x beta + the scheduler wait.
-# Steps, messages and bytes come from `workbench.network.collective_cost` for the algorithm the runtime
+# Steps, messages and bytes come from `workbench.machine.network.collective_cost` for the algorithm the runtime
 # runs: psum = gloo's segmented ring (2 or more segments per rank, so a small all-reduce handles twice the
 # ideal ring's messages; a buffer that fills fewer segments than there are ranks goes round the ring hop by
 # hop, 2(n-1) hops with two processes at each: `collectives.tiny_ring_hops`), all_gather = gloo's ring in half blocks, psum_scatter = gloo's
@@ -184,7 +184,7 @@ ticks = wb.tick_table(comparison, float(wb.cluster_constants()["scheduler_tick"]
 ticks
 
 # %%
-from workbench.prose import say, span
+from workbench.report.prose import say, span
 
 tick = float(wb.cluster_constants()["scheduler_tick"].value)
 fresh_page = float(wb.cluster_constants()["fresh_page"].value)
@@ -401,7 +401,7 @@ print(f"at >= {star_question_processes} processes and <= {small_message_bytes} B
 # a tiny config. Runs on loopback and, as root, on links shaped to 100 Mbit (`--shape 100mbit`), with
 # 4 processes (TPI-LLM's setting, twice the cores) and with 2 (one process per core).
 #
-# The prediction is **the arena's**: `workbench.cluster.predict` builds a cluster of n shares of this
+# The prediction is **the arena's**: `workbench.measure.cluster.predict` builds a cluster of n shares of this
 # machine's measured preset (`this_machine_cpu`: GEMM rate, read bandwidth, kernel launch, per-layer time;
 # each process gets 1/n of the rates, or the measured co-located share, and its fixed costs stretch by
 # processes / cores; the master's serial work runs on the whole machine, `Cluster.shared_machine`) joined by
@@ -491,7 +491,7 @@ e2e[["model", "link_class", "processes", "measured_fastest_ttft_s", "predicted_p
 # head-wise block with its hierarchical reduce (`workbench.kernels.mcu_siracusa.stack_program`), one
 # prefill of one block, on one device per process; every process checks its gathered output against the
 # reference block (`matches_reference`). Per call the slowest process counts. The prediction is the
-# arena's registered scheme (`workbench.cluster.predict.predict_scheme`) on shares of this machine's preset,
+# arena's registered scheme (`workbench.measure.cluster.predict.predict_scheme`) on shares of this machine's preset,
 # with the median-fitted link (against the median call) and the fastest-call fit (against the fastest call).
 
 # %%
@@ -500,7 +500,7 @@ stacks
 
 # %% [markdown]
 # ## 6. Accelerator roofline
-# `workbench/accelerator.py` predicts per-layer prefill and decode latency with a roofline for a device
+# `workbench/kernels/accelerator.py` predicts per-layer prefill and decode latency with a roofline for a device
 # preset: per operator of the unfused reference block, the larger of FLOPs / (peak x efficiency) and
 # bytes / (bandwidth x memory efficiency), plus the device's fixed cost for each kernel the operator
 # launches (one per weight matrix, three for attention, one per norm, rotary application, activation and
@@ -581,7 +581,7 @@ _ = rec.write()  # figures/cluster/results.csv (no path in the page: a batch run
 
 # %%
 if live_check:
-    from workbench.cluster import run_cluster
+    from workbench.measure.cluster import run_cluster
 
     live = run_cluster("hello", 2)
     print(live.link_class, live.rows[["process", "psum"]].to_dict("records"))
@@ -598,7 +598,7 @@ if interactive:
     import numpy as np
     from IPython.display import display
 
-    from workbench.network import collective_latency
+    from workbench.machine.network import collective_latency
 
     sizes = np.array([4 * 8**k for k in range(9)], dtype=float)
     loop = fits.set_index("link_class").loc["loopback"]

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Collectives: star, tree, ring and hierarchical all-reduce
 # Cost = (sequential path traversals) x (hops per path) x per-hop latency + bottleneck bytes / bandwidth
-# (`workbench.network`). For the small messages of edge tensor parallelism (a hidden vector per token:
+# (`workbench.machine.network`). For the small messages of edge tensor parallelism (a hidden vector per token:
 # tens of KB) the link-latency term dominates, so the algorithm with the fewest sequential traversals
 # wins (TPI-LLM's Fig. 3 argument); for large messages ring's bandwidth optimality wins.
 
@@ -18,9 +18,9 @@ message_bytes = 32768  # e.g. one Llama 2-7B hidden vector in fp32 is 16 KiB
 # %%
 import altair as alt
 
-from workbench.display import setup_notebook
+from workbench.report.display import setup_notebook
 from workbench.studies import collectives as C
-from workbench.results import Recorder, result_rows
+from workbench.report.results import Recorder, result_rows
 
 rec = Recorder("collectives", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline

@@ -19,7 +19,7 @@ figures_dir = None  # None -> the repository's figures/
 interactive = True  # False in batch runs
 quick = False  # True: the test suite (fewer models and device counts)
 models = "Llama 3.1-8B,Llama 2-3B,OPT-L"  # comma-separated registered models: an 8B, a 3B and a 1B-class
-weight_format = "q4_0"  # weights' format (workbench.userconfig.WEIGHT_FORMATS)
+weight_format = "q4_0"  # weights' format (workbench.scenarios.userconfig.WEIGHT_FORMATS)
 scheme = "dllama_allgather_tp"  # the cluster's scheme (section 4)
 max_devices = 16  # the largest cluster of section 4
 sensitivity_factor = 2.0  # each assumed constant is divided and multiplied by this (fractions capped at 1)
@@ -30,18 +30,18 @@ import math
 import altair as alt
 import pandas as pd
 
-from workbench.arena import evaluate
-from workbench.constants import load_constants
-from workbench.display import setup_notebook
-from workbench.fields import declared_fields
-from workbench.hardware import DEVICES_DIR, DeviceSpec, load_device, preset_table
-from workbench.models import get_model
-from workbench.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, link_class
-from workbench.prose import say, span
-from workbench.results import Recorder, result_rows
+from workbench.scenarios.arena import evaluate
+from workbench.core.constants import load_constants
+from workbench.report.display import setup_notebook
+from workbench.core.fields import declared_fields
+from workbench.machine.hardware import DEVICES_DIR, DeviceSpec, load_device, preset_table
+from workbench.model.models import get_model
+from workbench.machine.network import LINK_CLASSES, LINK_CLASSES_PATH, Link, Topology, link_class
+from workbench.report.prose import say, span
+from workbench.report.results import Recorder, result_rows
 from workbench.schemes import Cluster, Workload, load_all
 from workbench.studies.devices import sensitivity_chart
-from workbench.userconfig import WEIGHT_FORMATS
+from workbench.scenarios.userconfig import WEIGHT_FORMATS
 
 rec = Recorder("devices", figures_dir)
 setup_notebook(interactive)

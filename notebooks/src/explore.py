@@ -8,11 +8,11 @@
 # speculative decoding (a draft: none, n-gram prompt lookup or a registered decoder smaller than the model;
 # where it runs; the tokens it drafts per step, gamma, and the chance each is accepted, alpha: the file's
 # `[speculative]` table), prefill or decode. Every change re-runs the arena
-# (`workbench.explore.compute` calls `arena_for_config`, what whatif runs) and redraws the latency
+# (`workbench.scenarios.explore.compute` calls `arena_for_config`, what whatif runs) and redraws the latency
 # breakdown, the ranking and the memory per device against its budget. With a draft, a table gives each
-# scheme's time per token without and with it, the speed-up and the best gamma (`workbench.speculative`, the
+# scheme's time per token without and with it, the speed-up and the best gamma (`workbench.scenarios.speculative`, the
 # numbers whatif prints). The "will more boards help?" button adds, for every change while it is down, the
-# device count where each scheme stops getting faster and what grows past it (`workbench.scaling`, a sweep of
+# device count where each scheme stops getting faster and what grows past it (`workbench.scenarios.scaling`, a sweep of
 # up to five counts). A setting nothing can run in (a budget nothing fits in, more devices than heads for
 # the chosen scheme, a draft larger than the model) shows one line in orange and keeps the previous charts.
 # In batch runs (`interactive=False`, what `python -m workbench reproduce` and the tests run) there are no
@@ -27,9 +27,9 @@ preset = "sbc_gigabit"  # an example stem, a data/devices id, or a path to a TOM
 phase = "prefill"  # prefill (time to first token) or decode (time per token)
 
 # %%
-from workbench.display import setup_notebook
-from workbench.explore import Explorer, chart_frames, compute, state_for_preset, static_charts, view_result_rows
-from workbench.results import Recorder
+from workbench.report.display import setup_notebook
+from workbench.scenarios.explore import Explorer, chart_frames, compute, state_for_preset, static_charts, view_result_rows
+from workbench.report.results import Recorder
 
 rec = Recorder("explore", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline

@@ -45,12 +45,12 @@ processor = "cpu"  # cpu (Sec. IV-A) | gpu (Sec. IV-E: Nano GPUs at 460 MHz, hom
 import altair as alt
 import pandas as pd
 
-from workbench.display import setup_notebook
-from workbench.fidelity import scoreboard
-from workbench.hardware import load_device
+from workbench.report.display import setup_notebook
+from workbench.report.fidelity import scoreboard
+from workbench.machine.hardware import load_device
 from workbench.papers import base, charts
 from workbench.papers import galaxy as wb
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -218,7 +218,7 @@ rec.chart(fixed_chart, "fixed_cost_sensitivity", data=fixed_sens)
 fixed_sens
 
 # %%
-from workbench.prose import say
+from workbench.report.prose import say
 
 by_scale = fixed_sens.set_index("fixed_scale")
 efficiency = [c for c in fixed_sens if c.startswith("fig10")]

@@ -49,11 +49,11 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from workbench.display import setup_notebook
-from workbench.errors import require_positive
-from workbench.fidelity import scoreboard
+from workbench.report.display import setup_notebook
+from workbench.core.errors import require_positive
+from workbench.report.fidelity import scoreboard
 from workbench.papers import hepti as wb
-from workbench.results import Recorder, result_rows
+from workbench.report.results import Recorder, result_rows
 
 rec = Recorder(wb.PAPER, figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -152,7 +152,7 @@ crossings.assign(paper_threshold=float(reported.value.iloc[0]) if len(reported) 
 # (background load) and bandwidth. Requests run back to back. *Static* keeps the partition planned at
 # t = 0. *Dynamic* profiles at each request and re-plans at each block from what the previous block's
 # results told the primary; switching loads the new weight slices from the boards' own storage, overlapped
-# with compute (`workbench.simulate`). A block that needs more memory on a board than the board has is an
+# with compute (`workbench.core.simulate`). A block that needs more memory on a board than the board has is an
 # out-of-memory event: the request dies and the board reloads its weights.
 
 # %%
@@ -247,7 +247,7 @@ board[["artifact", "model", "setting", "quantity", "reported", "modelled", "rela
 #   a re-partition's loads overlap compute but not memory (old slices are freed at once).
 
 # %%
-from workbench.prose import say
+from workbench.report.prose import say
 
 best = chosen.loc[chosen.latency_s.idxmin()]
 one = chosen.loc[chosen.devices.idxmin()]

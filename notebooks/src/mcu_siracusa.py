@@ -12,7 +12,7 @@
 # the paper's E_total (per-byte energies of L3, L2 and MIPI and a power per core, quoted in
 # `data/devices/siracusa.toml`). The chip-to-chip
 # reduction is the paper's tree (groups of four, reduce to the root, broadcast back) costed through
-# `workbench.network`; the double-buffered prefetch is overlapped with `workbench.simulate`.
+# `workbench.machine.network`; the double-buffered prefetch is overlapped with `workbench.core.simulate`.
 #
 # **Fixed costs.** Every chip launches every kernel of its slice (9 matmuls, softmax, RoPE,
 # SwiGLU: 12 per block whatever the number of chips), each paying `kernel_launch`: 1000 cycles at
@@ -57,10 +57,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from workbench.display import setup_notebook
-from workbench.models import get_model, tiny_config
+from workbench.report.display import setup_notebook
+from workbench.model.models import get_model, tiny_config
 from workbench.papers import mcu_siracusa as wb
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 
 knobs = wb.Knobs(link_bandwidth=link_bandwidth_gbps * 1e9, l3_bandwidth=l3_bandwidth_mbps * 1e6, dtype=dtype,
                 kernel_launch=None if kernel_launch_us is None else kernel_launch_us * 1e-6)
@@ -299,7 +299,7 @@ patterns
 #   (`steady_state_ms` below; the timeline).
 
 # %%
-from workbench.prose import say, span
+from workbench.report.prose import say, span
 
 auto8 = fig5[(fig5.panel == "a") & (fig5.variant == "default") & (fig5.chips == 8)].iloc[0]
 bert4 = fig5[(fig5.panel == "c") & (fig5.chips == 4)].iloc[0]
@@ -342,7 +342,7 @@ dma
 # %% [markdown]
 # ## One configuration: breakdown and the double-buffered timeline
 # The chosen `model`, `mode` and `chips`; every block of one inference step with the L3 prefetch of the
-# next block overlapped (`workbench.simulate.pipeline`, two L2 buffers).
+# next block overlapped (`workbench.core.simulate.pipeline`, two L2 buffers).
 
 # %%
 cost = wb.block(model, mode, chips, knobs)

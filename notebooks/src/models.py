@@ -13,10 +13,10 @@ kv_len = 128  # attended tokens for decode FLOPs
 # %%
 import altair as alt
 
-from workbench.display import setup_notebook
+from workbench.report.display import setup_notebook
 from workbench.papers.charts import log_base
 from workbench.studies.models import model_table, registry_result_rows, size_fidelity_rows
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 
 rec = Recorder("models", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline

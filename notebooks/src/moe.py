@@ -17,12 +17,12 @@ weight_bits = 4.5  # q4_0: 4-bit weights + one fp16 scale per 32 (what the Pi 5 
 import altair as alt
 import pandas as pd
 
-from workbench.arena import COMPONENTS
-from workbench.display import setup_notebook
-from workbench.moe_advice import MoeNumbers
-from workbench.prose import listing, say, span
-from workbench.regimes import Base, moe_capable, regime_chart, sweep, winners
-from workbench.results import Recorder
+from workbench.scenarios.arena import COMPONENTS
+from workbench.report.display import setup_notebook
+from workbench.scenarios.moe_advice import MoeNumbers
+from workbench.report.prose import listing, say, span
+from workbench.scenarios.regimes import Base, moe_capable, regime_chart, sweep, winners
+from workbench.report.results import Recorder
 from workbench.schemes.base import load_all
 from workbench.studies import moe as study
 
@@ -165,7 +165,7 @@ say("Tensor parallel inside every expert (dllama_allgather_tp) runs at {ok} devi
 # %% [markdown]
 # ## 4. Expert-cache hit rate vs memory
 # A device keeps C experts per MoE layer in fast memory; a decode token's k expert reads hit the cache with the
-# routing model's hit rate (`workbench.routing.hit_rate`: uniform, Zipf-skewed, and skewed with temporal locality;
+# routing model's hit rate (`workbench.model.routing.hit_rate`: uniform, Zipf-skewed, and skewed with temporal locality;
 # "pinned" keeps the most popular experts, "lru" the recently used). The memory is C experts x expert bytes x
 # MoE layers at the notebook's weight precision.
 

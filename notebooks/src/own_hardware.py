@@ -31,10 +31,10 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from workbench.calibrate import to_toml
-from workbench.display import setup_notebook
+from workbench.scenarios.calibrate import to_toml
+from workbench.report.display import setup_notebook
 from workbench.papers.charts import diagonal
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 from workbench.studies import cluster as stored
 from workbench.studies import engine_runs as er
 from workbench.studies import own_hardware as wb
@@ -48,7 +48,7 @@ data_dir = wb.CAMPAIGNS[campaign]
 print(f"campaign {campaign}: {data_dir}")
 
 # %%
-from workbench.prose import say, span
+from workbench.report.prose import say, span
 
 # %% [markdown]
 # ## 1. Profile

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Speculative decoding across edge devices: when a draft pays, and when it cannot
 # A draft model proposes `gamma` tokens; the target verifies them in one forward of `gamma + 1` tokens under a
-# registered scheme and keeps, on average, (1 - alpha^(gamma+1)) / (1 - alpha) of them (`workbench.speculative`).
+# registered scheme and keeps, on average, (1 - alpha^(gamma+1)) / (1 - alpha) of them (`workbench.scenarios.speculative`).
 # On a cluster of small devices a decode step is bound by streaming weights and by per-token syncs: a verify
 # step streams the weights once for several tokens, but every scheme whose syncs grow with the rows it carries
 # pays them for every drafted token, accepted or not.
@@ -31,14 +31,14 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from workbench import speculative as sp
-from workbench.display import setup_notebook
-from workbench.io import REPO_ROOT
-from workbench.prose import listing, say, trend
-from workbench.results import Recorder, result_rows
+from workbench.scenarios import speculative as sp
+from workbench.report.display import setup_notebook
+from workbench.core.io import REPO_ROOT
+from workbench.report.prose import listing, say, trend
+from workbench.report.results import Recorder, result_rows
 from workbench.schemes.base import load_all
 from workbench.studies import speculative as charts
-from workbench.userconfig import config_from_text
+from workbench.scenarios.userconfig import config_from_text
 
 rec = Recorder("speculative", figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -192,9 +192,9 @@ pays
 # any loss is the verify step's. The section runs where the registry holds the MoE target.
 
 # %%
-from workbench.hardware import load_device
-from workbench.models import find_model
-from workbench.network import Link, Topology
+from workbench.machine.hardware import load_device
+from workbench.model.models import find_model
+from workbench.machine.network import Link, Topology
 from workbench.schemes.base import Cluster
 
 moe = find_model(moe_target)

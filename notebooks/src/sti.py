@@ -39,12 +39,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from workbench.display import setup_notebook
+from workbench.report.display import setup_notebook
 from workbench.papers import sti as wb
 from workbench.papers.charts import log_base
-from workbench.planners.sti import MIB, plan_method, plan_sti
-from workbench.results import Recorder, result_rows
-from workbench.shards import ShardStore, n_shards
+from workbench.schemes.planners.sti import MIB, plan_method, plan_sti
+from workbench.report.results import Recorder, result_rows
+from workbench.schemes.sti_shards import ShardStore, n_shards
 
 if platform not in wb.PLATFORMS:
     raise ValueError(f"platform must be one of {list(wb.PLATFORMS)}, got {platform!r}")
@@ -254,7 +254,7 @@ memory.round(2)
 
 # %% [markdown]
 # ## 7. The planned pipeline on the core timeline
-# STI's plan vs StdPL-full at the first target on the chosen platform (`workbench.simulate`): with every
+# STI's plan vs StdPL-full at the first target on the chosen platform (`workbench.core.simulate`): with every
 # AIB >= 0, compute never waits; StdPL-full waits for 32-bit weights most of the time.
 
 # %%
@@ -357,7 +357,7 @@ edges
 # * The GPU profile rests on an assumed per-layer floor.
 
 # %%
-from workbench.prose import say, span
+from workbench.report.prose import say, span
 
 held = memory.groupby(["model", "method"], sort=False)
 sti_mib = memory[memory.method == "STI"]

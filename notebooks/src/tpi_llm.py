@@ -4,8 +4,8 @@
 # (`../shared/papers/tpi_llm.txt`): Tables 1-3, Fig. 1(b,c), 3, 5 and 6, and the example of Sec. 3.3.
 #
 # **One cost model.** Every number comes from the registered evaluators in `workbench/schemes/tpi_llm.py`:
-# a timeline (`workbench.simulate`) of each device computing its share of every attention and FFN block,
-# an all-reduce after each (star by default, costed by `workbench.network` on the home-gateway tree:
+# a timeline (`workbench.core.simulate`) of each device computing its share of every attention and FFN block,
+# an all-reduce after each (star by default, costed by `workbench.machine.network` on the home-gateway tree:
 # 4 links between devices), and - with the scheduler on - a loader per device that reads block k
 # once block k - w has been released. Peak memory is read off the same timeline
 # (gamma x resident block weights + runtime overhead + KV cache). The JAX kernel
@@ -49,12 +49,12 @@ laptops = ["Mac Pro", "Mac Air", "Dell", "Dell"]  # Table 7; the first one is th
 import altair as alt
 import pandas as pd
 
-from workbench.display import setup_notebook
-from workbench.fidelity import scoreboard
-from workbench.models import get_model
+from workbench.report.display import setup_notebook
+from workbench.report.fidelity import scoreboard
+from workbench.model.models import get_model
 from workbench.papers import tpi_llm as wb
 from workbench.papers.charts import log_base
-from workbench.results import Recorder
+from workbench.report.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline
@@ -196,7 +196,7 @@ rec.chart(alt.Chart(f3).mark_line(point=True).encode(
 wb.link_latency_hops()
 
 # %%
-from workbench.prose import say
+from workbench.report.prose import say
 
 t_data = wb.sec32_rows().set_index("quantity")["value"]
 say("`t_data` for Llama 2-70B: {star:.1f} ms on the star path, {tree:.1f} ms on the depth-2 tree path; the cost "
@@ -362,7 +362,7 @@ if interactive:
     import ipywidgets as widgets
     from IPython.display import display as show
 
-    from workbench.errors import WorkbenchError
+    from workbench.core.errors import WorkbenchError
 
     w_testbed = widgets.ToggleButtons(options=list(wb.TESTBEDS), value=testbed, description="testbed")
     w_model = widgets.Dropdown(options=list(wb.MODELS), value=model, description="model")

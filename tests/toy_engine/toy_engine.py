@@ -4,10 +4,10 @@ Copy to `workbench/schemes/<engine>.py` (docs/adding_an_engine.md, "Adding an en
 below are the ones every engine's module has, each in the place the page names:
 
 * kernels: `register(..., engine=ENGINE)` makes every weight matmul run that engine's quantized kernels
-  (`workbench.kernel_cost`, data/kernels/); this toy runs llama.cpp's, as prima.cpp does.
-* traffic: what crosses the network per step, costed on the network's tables (`workbench.network`); a pipeline's
+  (`workbench.machine.kernel_cost`, data/kernels/); this toy runs llama.cpp's, as prima.cpp does.
+* traffic: what crosses the network per step, costed on the network's tables (`workbench.machine.network`); a pipeline's
   is one activation hand-off per device boundary (`handoffs`, the bytes `schemes.pipeline` times).
-* options: a frozen dataclass of declared fields (`workbench.fields.declared`) named by `SECTION`, the
+* options: a frozen dataclass of declared fields (`workbench.core.fields.declared`) named by `SECTION`, the
   deployment's `[schemes.<SECTION>]` table; the catalogue hands it to the TOML parser and docs/keys.md.
 * registration: `@register` builds the scheme's `SchemeSpec` (origin, family, partition, what it costs).
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from workbench.errors import WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, check_declared, declared
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import FieldSpec, TomlKey, check_declared, declared
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
     Cluster,
@@ -34,7 +34,7 @@ from workbench.schemes.base import (
 )
 from workbench.schemes.pipeline import PipelinePlan, evaluate_pipeline, handoff_bytes
 
-ENGINE = "llama.cpp"  # whose kernels the toy's matmuls run (`workbench.kernel_cost.ENGINES`)
+ENGINE = "llama.cpp"  # whose kernels the toy's matmuls run (`workbench.machine.kernel_cost.ENGINES`)
 FAMILY = "toyring"  # the engine's schemes (one here)
 SCHEME = "toyring_pipeline"  # the scheme this module registers
 

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from workbench.errors import WorkbenchError
-from workbench.models import get_model
+from workbench.core.errors import WorkbenchError
+from workbench.model.models import get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
 

@@ -14,10 +14,10 @@ quick = False  # True: tiny sweeps (the test suite)
 seq_len = 128  # tokens per inference (the paper's)
 
 # %%
-from workbench.display import setup_notebook
-from workbench.fidelity import scoreboard
 from workbench.papers import toy as wb
-from workbench.results import Recorder
+from workbench.report.display import setup_notebook
+from workbench.report.fidelity import scoreboard
+from workbench.report.results import Recorder
 
 rec = Recorder(wb.PAPER, figures_dir)
 setup_notebook(interactive)  # tables in human units (results.csv keeps full precision); live charts offline

@@ -51,7 +51,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.core.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
 from workbench.kernels.tpi_llm import (
@@ -62,8 +62,8 @@ from workbench.kernels.tpi_llm import (
     star_broadcast,
     tp_empty_cache,
 )
-from workbench.planners.tpi_llm import TPSplit
 from workbench.schemes.engines import check_split, forward_syncs, sync_traffic
+from workbench.schemes.planners.tpi_llm import TPSplit
 
 KINDS = ("allgather", "root", "root6", "root8")
 SCHEME_OF = {"allgather": "dllama_allgather_tp", "root": "dllama_root_tp", "root6": "dllama_root6_tp",

@@ -28,10 +28,10 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError, require_choice
+from workbench.core.errors import WorkbenchError, require_choice
 from workbench.kernels import reference as ref
-from workbench.models import TransformerConfig
-from workbench.network import bottleneck_bytes
+from workbench.machine.network import bottleneck_bytes
+from workbench.model.models import TransformerConfig
 from workbench.schemes.base import Workload
 from workbench.schemes.galaxy import PARALLEL_SCHEMES
 from workbench.schemes.partitions import Partition, layer_collectives, uniform_partition

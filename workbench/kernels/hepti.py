@@ -18,10 +18,10 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import make_grid_mesh, make_mesh
-from workbench.models import TransformerConfig
+from workbench.model.models import TransformerConfig
 from workbench.schemes.hepti import Partition
 
 AXIS = "x"

@@ -31,10 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import reference
 from workbench.kernels.mesh import make_mesh
-from workbench.models import TransformerConfig
+from workbench.model.models import TransformerConfig
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps, tree_strides  # noqa: F401
 
 AXIS = "chips"

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from workbench.errors import WorkbenchError, require_int
+from workbench.core.errors import WorkbenchError, require_int
 
 
 def make_mesh(n_devices: int, axis: str = "x") -> Mesh:

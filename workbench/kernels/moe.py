@@ -58,11 +58,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.core.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import check_line_mesh
 from workbench.kernels.pipeline import ring_pairs
-from workbench.models import TransformerConfig
+from workbench.model.models import TransformerConfig
 from workbench.schemes.pipeline import PipelinePlan
 
 Params = dict[str, Any]

@@ -27,9 +27,9 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.kernels import reference as ref
-from workbench.models import TransformerConfig
+from workbench.model.models import TransformerConfig
 from workbench.schemes.pipeline import PipelinePlan
 
 

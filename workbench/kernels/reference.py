@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from workbench.errors import WorkbenchError, require_int
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError, require_int
+from workbench.model.models import TransformerConfig
 
 Params = dict[str, Any]
 LN_EPS = 1e-5

@@ -1,4 +1,4 @@
-"""Speculative decoding in JAX, the reference `workbench.speculative` costs: a draft proposes gamma tokens, the
+"""Speculative decoding in JAX, the reference `workbench.scenarios.speculative` costs: a draft proposes gamma tokens, the
 target verifies them in one forward of gamma + 1 tokens and keeps the longest agreeing prefix plus its own next
 token; both caches roll back to what was kept.
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field, replace
 import jax.numpy as jnp
 import numpy as np
 
-from workbench.errors import WorkbenchError, require_int
+from workbench.core.errors import WorkbenchError, require_int
 from workbench.kernels import engines
 from workbench.kernels import reference as ref
-from workbench.models import TransformerConfig
+from workbench.model.models import TransformerConfig
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A submodel is a `Selection`: for each of the first n layers, the (shard, bits) pairs to run. Each
 layer's chosen shards (dequantized from a `ShardedModel` or read + decompressed from a `ShardStore`)
-are assembled into a narrower BERT layer (`workbench.shards.assemble_block`) and run with the
+are assembled into a narrower BERT layer (`workbench.schemes.sti_shards.assemble_block`) and run with the
 reference kernel's building blocks (`attention_core`, `layer_norm`, `gelu`), on a padded batch with
 a key-validity mask. With every shard at 32 bits and all M shards of all N layers it computes exactly
 the reference encoder (tests check it). Single device: STI's partition is in time (IO vs compute),
@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from workbench.errors import WorkbenchError, require_int
+from workbench.core.errors import WorkbenchError, require_int
 from workbench.kernels.reference import attention_core, gelu, gelu_is_approximate, layer_norm, norm_eps
-from workbench.models import TransformerConfig
-from workbench.shards import assemble_block, check_shardable, n_shards
+from workbench.model.models import TransformerConfig
+from workbench.schemes.sti_shards import assemble_block, check_shardable, n_shards
 
 Selection = Sequence[Sequence[tuple[int, int]]]  # per layer: ((shard, bits), ...)
 

@@ -1,7 +1,7 @@
 """TPI-LLM's tensor-parallel Llama decoder as a `shard_map` program (TPI-LLM Sec. 3.1, Fig. 2, Alg. 1-2).
 
 * Attention heads and FFN columns are split over a 1-D mesh in proportion to device capability
-  (`workbench.planners.tpi_llm.TPSplit`); uneven splits are padded to the largest share and masked.
+  (`workbench.schemes.planners.tpi_llm.TPSplit`); uneven splits are padded to the largest share and masked.
 * Each device keeps the K/V of its own KV heads: a distributed KV cache.
 * Per block: attention on local heads -> all-reduce -> FFN on local columns -> all-reduce.
 * The embedding, final norm, task head and sampling live on the master (mesh position 0) only; the
@@ -38,16 +38,16 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from workbench.errors import WorkbenchError, require_choice, require_int
+from workbench.core.errors import WorkbenchError, require_choice, require_int
 from workbench.kernels import reference as ref
 from workbench.kernels.mesh import OnLineMesh, check_line_mesh, on_first_device, stack_over_mesh
-from workbench.models import TransformerConfig
-from workbench.network import collective_cost
-from workbench.planners.tpi_llm import TPSplit, check_devices, proportional_split
+from workbench.machine.network import collective_cost
+from workbench.model.models import TransformerConfig
+from workbench.schemes.planners.tpi_llm import TPSplit, check_devices, proportional_split
 
 ALLREDUCE_KINDS = ("star", "ring", "tree", "psum")
 # Not an all-reduce: every device keeps its partial sum (wrong results by design). The timing baseline of the
-# cluster's decoder sync chains (`workbench.cluster.experiments.decoder_chain`): the same program less its syncs.
+# cluster's decoder sync chains (`workbench.measure.cluster.experiments.decoder_chain`): the same program less its syncs.
 NO_SYNC = "none"
 BLOCK_KEYS = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down", "attn_norm", "ffn_norm",
               "kv_map", "head_mask", "ffn_mask")
@@ -152,7 +152,7 @@ def broadcast_from_master(x, axis: str, n: int, kind: str = "star"):
 def allreduce_traffic(kind: str, n: int, message_bytes: float) -> dict[str, float]:
     """What one all-reduce of `message_bytes` compiles to: {'collective-permute': bytes} summed over the
     ppermutes' per-device result buffers (or {'all-reduce': bytes} for psum). For the ppermute kernels
-    this is the network model's busiest-link bytes (`workbench.network.collective_cost`), one definition."""
+    this is the network model's busiest-link bytes (`workbench.machine.network.collective_cost`), one definition."""
     require_choice("allreduce", kind, ALLREDUCE_KINDS)
     require_int("n", n, low=1)
     if n == 1:

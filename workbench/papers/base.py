@@ -16,7 +16,7 @@ Each `workbench/papers/<paper>.py` exposes the same public names:
 `tests/toy_paper/` is the template (docs/development.md, "Adding a paper"); `tests/test_paper_shape.py` checks every paper
 module, and the template copied under a new name, against this list.
 
-This module sits above `workbench.constants`, `workbench.results` and `workbench.fidelity` and below every
+This module sits above `workbench.core.constants`, `workbench.report.results` and `workbench.report.fidelity` and below every
 paper module; schemes and planners never import it.
 """
 
@@ -28,10 +28,10 @@ from typing import Any, ClassVar, Self
 
 import pandas as pd
 
-from workbench import fidelity
-from workbench.constants import paper_constants, paper_values
-from workbench.errors import WorkbenchError
-from workbench.results import RESULT_COLUMNS, result_row, result_rows, rows_frame
+from workbench.core.constants import paper_constants, paper_values
+from workbench.core.errors import WorkbenchError
+from workbench.report import fidelity
+from workbench.report.results import RESULT_COLUMNS, result_row, result_rows, rows_frame
 
 __all__ = ["PaperSetting", "RESULT_COLUMNS", "paper_constants", "paper_values", "reported", "reported_value",
            "result_row", "result_rows", "rows_frame"]

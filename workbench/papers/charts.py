@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import altair as alt
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 SPEEDUP_SERIES = ("speedup_over_mlm", "speedup_over_sp")
 

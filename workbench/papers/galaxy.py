@@ -16,15 +16,15 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
-from workbench.hardware import DeviceSpec, load_device
-from workbench.models import TransformerConfig, get_model
-from workbench.network import Link, Topology
+from workbench.core.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.machine.hardware import DeviceSpec, load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import TransformerConfig, get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
-from workbench.planners.galaxy import evaluate, planned_partition
 from workbench.schemes.base import Cluster, SchemeResult, Workload
 from workbench.schemes.galaxy import PARALLEL_SCHEMES, latency_or_nan, overlap_timeline
+from workbench.schemes.planners.galaxy import evaluate, planned_partition
 
 PAPER = "galaxy"
 MODELS = ("DistilBERT", "BERT-L", "GPT2-L", "OPT-L", "OPT-XL")
@@ -650,7 +650,7 @@ def random_cluster(n: int, rng: np.random.Generator, bandwidth_mbps: float = 125
 def planner_gap_study(n_instances: int = 40, seed: int = 0, device_counts=(2, 3, 4),
                       models=MODELS) -> pd.DataFrame:
     """Algorithm 1 vs the exact optimum of Eq. 5 on random heterogeneous instances (deterministic seed)."""
-    from workbench.planners.galaxy import optimality_gap
+    from workbench.schemes.planners.galaxy import optimality_gap
 
     require_int("n_instances", n_instances, low=1)
     rng = np.random.default_rng(seed)

@@ -2,7 +2,7 @@
 re-partitioning over a trace of changing secondary devices (dynamic vs static partition).
 
 Every number comes from the one cost model of `workbench.schemes.hepti` and the MILP planner of
-`workbench.planners.hepti`; the settings default to `data/constants/hepti.toml`.
+`workbench.schemes.planners.hepti`; the settings default to `data/constants/hepti.toml`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from workbench.errors import (
+from workbench.core.errors import (
     InfeasibleError,
     WorkbenchError,
     require_choice,
@@ -24,12 +24,13 @@ from workbench.errors import (
     require_non_negative,
     require_positive,
 )
-from workbench.hardware import load_device
-from workbench.io import DATA_DIR
-from workbench.models import get_model
+from workbench.core.io import DATA_DIR
+from workbench.core.simulate import Scheduler, Task
+from workbench.core.units import MIB, mbps_to_bytes_per_s
+from workbench.machine.hardware import load_device
+from workbench.model.models import get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, rows_frame
-from workbench.planners.hepti import Plan, linear_cost, plan, solve_p2
 from workbench.schemes.base import Workload
 from workbench.schemes.hepti import (
     COMM_MODELS,
@@ -41,8 +42,7 @@ from workbench.schemes.hepti import (
     profile_from_device,
     weight_slices,
 )
-from workbench.simulate import Scheduler, Task
-from workbench.units import MIB, mbps_to_bytes_per_s
+from workbench.schemes.planners.hepti import Plan, linear_cost, plan, solve_p2
 
 PAPER = "hepti"
 TRACE_PATH = DATA_DIR / "traces" / "hepti_trace.csv"
@@ -404,7 +404,7 @@ def _holdings(s: Setting, pl: Plan, n: int) -> list[dict | None]:
 
 class _Runtime:
     """One policy's run in progress: the plan, the primary's estimates, who holds which weights, and the
-    tasks placed so far (`workbench.simulate.Scheduler`, one at a time: every decision depends on when
+    tasks placed so far (`workbench.core.simulate.Scheduler`, one at a time: every decision depends on when
     the block it is taken at starts)."""
 
     def __init__(self, s: Setting, state: TraceState, policy: str) -> None:
@@ -542,7 +542,7 @@ def run_trace(s: Setting, trace: pd.DataFrame, policy: str = "dynamic") -> RunRe
     took), re-solves P2 when the current plan no longer fits the budgets or an estimate moved by more
     than `replan_threshold`, and switches when the plan must (memory) or when the predicted saving
     over `amortize_inferences` requests exceeds the time to load the new weight slices from local
-    storage. Loads run on each device's storage while blocks compute (workbench.simulate timing): a
+    storage. Loads run on each device's storage while blocks compute (workbench.core.simulate timing): a
     block waits until every device holds its slices. A block whose plan needs more memory on a device
     than the device has at any time during the block is an OOM event: the request is aborted and the
     device reloads its slices before the next request.
@@ -603,8 +603,8 @@ def memory_frame(runs: dict[str, RunResult], trace: pd.DataFrame) -> pd.DataFram
 
 def optimality_check(seed: int = 0, n: int = 3) -> pd.DataFrame:
     """A small heterogeneous instance: brute force vs the MILP (integer, heads-integer, relaxed) per mode."""
-    from workbench.models import tiny_config
-    from workbench.planners.hepti import brute_force_p2
+    from workbench.model.models import tiny_config
+    from workbench.schemes.planners.hepti import brute_force_p2
 
     cfg = tiny_config("gpt", n_heads=4, d_model=32, d_ff=12)
     wl = Workload("prefill", 6, weight_bits=32, activation_bits=32)
@@ -639,7 +639,7 @@ def kernel_check(n_devices: int = 4, families=("llama", "gpt", "bert"), seq_len:
     from workbench.kernels import hepti as hk
     from workbench.kernels import reference as ref
     from workbench.kernels.traffic import parse_collectives
-    from workbench.models import tiny_config
+    from workbench.model.models import tiny_config
 
     rows = []
     for family in families:

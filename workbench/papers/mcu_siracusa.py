@@ -16,21 +16,21 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from workbench.errors import (
+from workbench.core.errors import (
     WorkbenchError,
     require_choice,
     require_int,
     require_non_negative,
     require_positive,
 )
-from workbench.hardware import BITS, DeviceSpec, load_device
-from workbench.models import TransformerConfig, get_model
-from workbench.network import Link, Topology
+from workbench.core.simulate import Timeline
+from workbench.machine.hardware import BITS, DeviceSpec, load_device
+from workbench.machine.network import Link, Topology
+from workbench.model.models import TransformerConfig, get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.schemes.base import Cluster, Workload
 from workbench.schemes.mcu_siracusa import PAPER, BlockCost, Placement, block_cost, model_timeline, place
-from workbench.simulate import Timeline
 
 DEVICE_ID = "siracusa"
 MODES = ("autoregressive", "prompt")
@@ -164,7 +164,7 @@ def placement(model: str | TransformerConfig, mode: str, chips: int, knobs: Knob
 
 
 def timeline(model: str | TransformerConfig, mode: str, chips: int, knobs: Knobs = Knobs()) -> Timeline:
-    """All blocks of one inference with the double-buffered L3 prefetch (workbench.simulate)."""
+    """All blocks of one inference with the double-buffered L3 prefetch (workbench.core.simulate)."""
     cfg = get_model(model)
     return model_timeline(block(cfg, mode, chips, knobs), cfg.n_layers)
 

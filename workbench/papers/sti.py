@@ -1,8 +1,8 @@
 """STI experiments as tidy DataFrames: fidelity rows, storage, shard importance, quality vs target, Table 7.
 
 Timing comes from the STI cost model (`workbench.schemes.sti`) on the paper's two platform presets
-(data/devices/sti_*.toml); plans from `workbench.planners.sti`; pipelines are drawn with
-`workbench.simulate`. Quality is a **proxy** (the paper's GLUE accuracies need fine-tuned DynaBERT
+(data/devices/sti_*.toml); plans from `workbench.schemes.planners.sti`; pipelines are drawn with
+`workbench.core.simulate`. Quality is a **proxy** (the paper's GLUE accuracies need fine-tuned DynaBERT
 weights that cannot be downloaded here): the mean cosine similarity between a submodel's mean-pooled
 MiniLM sentence embeddings and the full-precision model's, over the sentences shipped in
 data/sti_eval_sentences.csv (`ProxyQuality`). 1.0 = identical to the full-precision model.
@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int
-from workbench.hardware import DeviceSpec, load_device
-from workbench.io import DATA_DIR
+from workbench.core.errors import InfeasibleError, WorkbenchError, require_choice, require_int
+from workbench.core.io import DATA_DIR
+from workbench.core.simulate import Task, Timeline, pipeline, schedule
 from workbench.kernels.sti import (
     check_selection,
     cosine_rows,
@@ -31,10 +31,11 @@ from workbench.kernels.sti import (
     mean_pool,
     run_blocks,
 )
-from workbench.models import TransformerConfig, get_model
+from workbench.machine.hardware import DeviceSpec, load_device
+from workbench.model.models import TransformerConfig, get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, rows_frame
-from workbench.planners.sti import (
+from workbench.schemes.planners.sti import (
     MIB,
     ShardPlan,
     chosen_shards,
@@ -43,7 +44,6 @@ from workbench.planners.sti import (
     plan_sti,
     upgrade_in_order,
 )
-from workbench.quantize import FULL_BITS
 from workbench.schemes.sti import (
     LatencyProfile,
     accumulated_io_budgets,
@@ -52,7 +52,8 @@ from workbench.schemes.sti import (
     read_bandwidth,
     remaining_io,
 )
-from workbench.shards import (
+from workbench.schemes.sti_quantize import FULL_BITS
+from workbench.schemes.sti_shards import (
     ShardedModel,
     ShardStore,
     assemble_block,
@@ -60,7 +61,6 @@ from workbench.shards import (
     shard_weight_count,
     store_bytes,
 )
-from workbench.simulate import Task, Timeline, pipeline, schedule
 
 PAPER = "sti"
 PLATFORMS = {"odroid": ("sti_odroid_n2plus_cpu", "preload_buffer_odroid"),
@@ -350,9 +350,9 @@ class ProxyQuality:
 @lru_cache(maxsize=4)
 def minilm_setup(n_pairs: int | None = None, bitwidths: tuple[int, ...] | None = None) -> tuple[ShardedModel, pd.DataFrame]:
     """MiniLM quantized at the paper's bitwidths and the evaluation pairs (cached per process)."""
-    from workbench import minilm
+    from workbench.papers import sti_minilm as minilm
     from workbench.schemes.sti import default_bitwidths
-    from workbench.shards import shard_model
+    from workbench.schemes.sti_shards import shard_model
 
     bits = default_bitwidths() if bitwidths is None else bitwidths
     sharded = shard_model(minilm.minilm_config(), minilm.load_params(), bits,
@@ -362,7 +362,7 @@ def minilm_setup(n_pairs: int | None = None, bitwidths: tuple[int, ...] | None =
 
 def proxy_quality(sharded: ShardedModel, pairs: pd.DataFrame) -> ProxyQuality:
     """The proxy metric on the sentences of `pairs` (MiniLM's tokenizer)."""
-    from workbench import minilm
+    from workbench.papers import sti_minilm as minilm
 
     tokens, valid = minilm.tokenize(sentence_list(pairs))
     return ProxyQuality(sharded, tokens, valid)
@@ -515,7 +515,7 @@ def plan_layer_io(profile: LatencyProfile, plan: ShardPlan) -> np.ndarray:
 
 
 def plan_timeline(profile: LatencyProfile, plan: ShardPlan) -> Timeline:
-    """The planned execution on the core timeline (`workbench.simulate`): one IO job and one compute job per layer."""
+    """The planned execution on the core timeline (`workbench.core.simulate`): one IO job and one compute job per layer."""
     io = remaining_io(plan_layer_io(profile, plan), plan.preload_bytes / profile.read_bytes_per_s)
     compute = [profile.t_comp(plan.m)] * plan.n
     if plan.method != "Load&Exec":

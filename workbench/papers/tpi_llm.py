@@ -15,16 +15,17 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from workbench.errors import (
+from workbench.core.errors import (
     WorkbenchError,
     require_choice,
     require_int,
     require_non_negative,
     require_positive,
 )
-from workbench.hardware import DeviceSpec, load_device
-from workbench.models import TransformerConfig, get_model
-from workbench.network import Link, Topology, on_topology, traversals
+from workbench.core.units import GIB, mbps_to_bytes_per_s
+from workbench.machine.hardware import DeviceSpec, load_device
+from workbench.machine.network import Link, Topology, on_topology, traversals
+from workbench.model.models import TransformerConfig, get_model
 from workbench.papers import base
 from workbench.papers.base import result_row, result_rows, rows_frame
 from workbench.schemes.base import Cluster, Workload
@@ -43,7 +44,6 @@ from workbench.schemes.tpi_llm import (
     window_peak_params,
     with_cores,
 )
-from workbench.units import GIB, mbps_to_bytes_per_s
 
 PAPER = "tpi_llm"
 MODELS = ("Llama 2-3B", "Llama 2-7B", "Llama 2-13B", "Llama 2-70B", "Llama 3.1-8B", "Llama 3.1-70B", "Yi-34B")

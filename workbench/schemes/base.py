@@ -6,10 +6,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import Topology
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import Topology
+from workbench.model.models import TransformerConfig
 from workbench.schemes.catalogue import PLAIN_PLACEMENTS, Catalogue, SchemeSpec
 from workbench.schemes.common import Breakdown, memory_share
 from workbench.schemes.workload import PHASES, Workload  # noqa: F401 (PHASES: re-exported, the arena's contract)
@@ -207,7 +207,7 @@ def register(name: str, paper: str, *, origin: str, partition: str, family: str 
     `dense` False costs mixtures of experts only (the MoE engines' partitions).
 
     With `engine` (llama.cpp, distributed-llama) the scheme is that engine's and its weight matmuls run the engine's
-    quantized kernels (`runs_engine`: `Workload.engine`, `workbench.kernel_cost`), whatever the deployment says.
+    quantized kernels (`runs_engine`: `Workload.engine`, `workbench.machine.kernel_cost`), whatever the deployment says.
     `single_token` says why its decode step carries one token (a speculative verify step is then n/a),
     `draft_placements` where a draft may run beside it, `options` its `[schemes.<section>]` options dataclass.
 
@@ -263,7 +263,7 @@ def runs_engine(engine: str, fn: Evaluator) -> Evaluator:
 
     @functools.wraps(fn)
     def evaluator(model: TransformerConfig, cluster: Cluster, workload: Workload, *args, **kwargs) -> SchemeResult:
-        from workbench.kernel_cost import format_for_bits
+        from workbench.machine.kernel_cost import format_for_bits
 
         fmt = workload.weight_format or format_for_bits(engine, workload.weight_bits)
         return fn(model, cluster, replace(workload, engine=engine, weight_format=fmt), *args, **kwargs)
@@ -323,7 +323,7 @@ def with_streaming_split(fn: Evaluator) -> Evaluator:
 
 # Planner modules that register an evaluator that plans (planners sit above schemes, so such an evaluator lives
 # there); named one by one so the registry never imports a planner it does not need (Hepti's MILP pulls in scipy).
-PLANNING_EVALUATOR_MODULES = ("workbench.planners.galaxy", "workbench.planners.sti")
+PLANNING_EVALUATOR_MODULES = ("workbench.schemes.planners.galaxy", "workbench.schemes.planners.sti")
 # Scheme modules no one paper owns (generic baselines): imported after the papers' scheme modules, so the registry
 # lists every paper's schemes first and the baselines after them (their order when tpi_llm.py registered them).
 BASELINE_MODULES = ("workbench.schemes.baselines",)
@@ -368,11 +368,11 @@ def _module_rank(modules: tuple[str, ...]) -> dict[str, int]:
         for node in tree.body:  # top level only: a function's import runs later
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found += [f"{node.module}.{a.name}" for a in node.names] if node.module in ("workbench.schemes",
-                                                                                          "workbench.planners") \
+                                                                                          "workbench.schemes.planners") \
                     else [node.module]
             elif isinstance(node, ast.Import):
                 found += [a.name for a in node.names]
-        return [n for n in found if n.startswith(("workbench.schemes.", "workbench.planners."))]
+        return [n for n in found if n.startswith(("workbench.schemes.", "workbench.schemes.planners."))]
 
     def visit(name: str, seen: set[str]) -> None:
         if name in seen:

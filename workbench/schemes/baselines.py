@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workbench.apportion import even_split
-from workbench.models import TransformerConfig
+from workbench.core.apportion import even_split
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.tpi_llm import (

@@ -7,7 +7,7 @@ experts, or both), whether its decode step verifies several tokens (speculation)
 run beside it, the options section a deployment sets for it, and the engine whose quantized kernels it runs.
 Callers ask the catalogue (`load_all().filter(moe=True)`, `load_all().spec(name).family`), never a table of names.
 
-The catalogue maps a name to the (paper, evaluator) pair the arena evaluates (`workbench.arena.Registry`), so a
+The catalogue maps a name to the (paper, evaluator) pair the arena evaluates (`workbench.scenarios.arena.Registry`), so a
 filtered or options-applied copy of it is a plain mapping of the same shape; `spec(name)` gives the whole record.
 This module imports nothing of `workbench.schemes` (base imports it), so no import circle.
 """
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 # How a scheme splits a layer over its devices: one device (nothing split), tensor parallel (heads and FFN
 # columns), a layer pipeline, experts over devices, the sequence (tokens), or a mix planned per layer (Galaxy's HMP)
 PARTITIONS = ("one", "tp", "pipeline", "expert", "sequence", "hybrid")
-# Where a speculative draft runs (`workbench.speculative.Speculation.placement`): the target's first device, a
+# Where a speculative draft runs (`workbench.scenarios.speculative.Speculation.placement`): the target's first device, a
 # device of its own, or prima.cpp's head device of its piped ring (only a scheme running that ring offers it)
 DRAFT_PLACEMENTS = ("root", "own", "ring")
 PLAIN_PLACEMENTS = ("root", "own")  # what every scheme offers
@@ -42,7 +42,7 @@ class SchemeSpec:
     dense: bool = True  # costs a dense model (False: MoE only, the MoE engines' partitions)
     no_moe: str = ""  # why it cannot cost a mixture of experts (one line; required when moe is False)
     no_operators: str = ""  # why its results carry no operator rows (one line); "": they carry them
-    engine: str = ""  # whose quantized kernels its weight matmuls run (`workbench.kernel_cost`); "": its own
+    engine: str = ""  # whose quantized kernels its weight matmuls run (`workbench.machine.kernel_cost`); "": its own
     single_token: str = ""  # why its decode step carries one token (a verify step is n/a); "": it verifies several
     draft_placements: tuple[str, ...] = PLAIN_PLACEMENTS  # where a speculative draft may run beside it
     options: type | None = None  # its `[schemes.<section>]` options dataclass (`options.SECTION`), None: takes none

@@ -83,11 +83,11 @@ from typing import Any
 
 import numpy as np
 
-from workbench import kernel_cost
-from workbench.errors import WorkbenchError, require_choice, require_int
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.routing import expected_distinct
+from workbench.core.errors import WorkbenchError, require_choice, require_int
+from workbench.machine import kernel_cost
+from workbench.machine.hardware import DeviceSpec
+from workbench.model.models import TransformerConfig
+from workbench.model.routing import expected_distinct
 from workbench.schemes.workload import Workload
 
 # Passes of (tokens, E) activations through memory in one connective block: residual add (read two,
@@ -265,7 +265,7 @@ class Operator:
     rows: Any = None
     kernel_flops: Any = None  # the size its efficiency falls with (default: its FLOPs; a tile passes its own)
     core_limited: bool = True  # a kernel under small_kernel_bytes streams at one core's rate (False: bulk rate)
-    # an engine's quantized kernel (`workbench.kernel_cost`): the engine and ((format, share of the weights), ...);
+    # an engine's quantized kernel (`workbench.machine.kernel_cost`): the engine and ((format, share of the weights), ...);
     # "" = the framework's dense kernel at the device's peak[dtype] x efficiency
     engine: str = ""
     formats: tuple[tuple[str, float], ...] = ()
@@ -432,7 +432,7 @@ def _weight_gemm_rows(model: TransformerConfig, workload: Workload, heads, cols,
 
 def engine_kernel(model: TransformerConfig, workload: Workload, row: str) -> dict:
     """An `Operator`'s engine and formats for weight matmul `row` when the workload names an engine (its quantized
-    kernels cost the row: `workbench.kernel_cost`), else nothing (the framework's dense kernel)."""
+    kernels cost the row: `workbench.machine.kernel_cost`), else nothing (the framework's dense kernel)."""
     if not workload.engine:
         return {}
     return {"engine": workload.engine, "formats": kernel_cost.row_formats(model, workload.weight_format, row)}

@@ -38,9 +38,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.fields import FieldSpec, TomlKey, declared
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import FieldSpec, TomlKey, declared
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
     Cluster,

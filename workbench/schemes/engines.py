@@ -49,7 +49,7 @@ Both older structures send one token per forward and hold the whole classifier o
 
 Costs, all on the core: per-device compute from `workbench.schemes.common` (the four weight GEMMs, the
 local heads' attention, the connective blocks, the per-layer overhead, the output head), communication
-from `workbench.network.on_topology` (the `mesh` and `star` rows of the collective table, with the link's
+from `workbench.machine.network.on_topology` (the `mesh` and `star` rows of the collective table, with the link's
 per-message endpoint time). Syncs are blocking, so nothing overlaps. The merge-add of n partials reads the
 n-1 partials beyond the one the connective block's residual add already reads (a memory-bound pass,
 `common.stream_time`). Root-only work is `serial_s` (all-gather TP: embedding lookup of the F32 table and
@@ -76,10 +76,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from workbench.errors import WorkbenchError, require_choice, require_int
-from workbench.fields import FieldSpec, TomlKey, check_declared, declared
-from workbench.models import TransformerConfig
-from workbench.network import collective_cost, on_topology
+from workbench.core.errors import WorkbenchError, require_choice, require_int
+from workbench.core.fields import FieldSpec, TomlKey, check_declared, declared
+from workbench.machine.network import collective_cost, on_topology
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
     Cluster,

@@ -16,12 +16,12 @@ One layer, per device d holding `a_d` heads, `b_d` FFN columns and `s_d` tokens 
   2 RS + 2 AG, the same bytes as M-LM's two all-reduces, but no replicated connective work.
 * ``galaxy_hmp_overlap``: as HMP, with the all-gather fused into the first GEMM of the next TP block
   and the reduce-scatter fused into its last GEMM, tile by tile around the ring (Sec. III-D); costed
-  as a timeline of tiles on each device's compute and egress link (`workbench.simulate`'s recurrence,
+  as a timeline of tiles on each device's compute and egress link (`workbench.core.simulate`'s recurrence,
   run one ring step of all devices at a time as numpy vectors: `overlap_makespans`).
 
 Compute time follows the shared conventions of `workbench.schemes.common` (operand dtype, GEMM/GEMV
 efficiency, a roofline per kernel, memory-bound connective blocks, the device's per-layer overhead).
-Collectives are ring collectives on the cluster's topology (`workbench.network.collective_latency`);
+Collectives are ring collectives on the cluster's topology (`workbench.machine.network.collective_latency`);
 HMP's reduce-scatters and all-gathers run at the largest sequence shard (one ring step carries one
 shard), and one tile transfer of the overlap is one point-to-point message.
 Memory per device = its share of the weights (+ an equal share of the embeddings for TP-style
@@ -41,11 +41,11 @@ the device with the most of them (carved out of compute); `serial_s` the work on
 output head). What-if (default 0, not part of the model): each device's `DeviceSpec.stack_s_per_byte`, the CPU seconds
 its network stack spends per byte it sends or receives - on a CPU-only device they are taken from the
 GEMM tile that runs meanwhile, and a blocking collective cannot move bytes faster than its slowest
-endpoint's stack handles them (`workbench.network.collective_latency`'s per-byte term;
+endpoint's stack handles them (`workbench.machine.network.collective_latency`'s per-byte term;
 `workbench.papers.galaxy.stack_sensitivity`).
 
 The Galaxy evaluators here take their partition (the plan); Algorithm 1 and the planning evaluators the
-arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workbench.planners.galaxy`.
+arena registers (`galaxy_hmp`, `galaxy_hmp_overlap`) live a layer up in `workbench.schemes.planners.galaxy`.
 """
 
 from __future__ import annotations
@@ -56,10 +56,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import point_to_point
+from workbench.core.errors import WorkbenchError
+from workbench.core.simulate import Task, Timeline, schedule
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import point_to_point
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, with_streaming_split
 from workbench.schemes.common import (  # noqa: F401  (re-exported: the planner and tests use these names)
@@ -107,14 +108,13 @@ from workbench.schemes.partitions import (  # noqa: F401  (the generic partition
     tp_memory_bytes,
     uniform_partition,
 )
-from workbench.simulate import Task, Timeline, schedule
 
 _comm = layer_comm  # one release: the old private name some tests call
 
 # Galaxy's schemes split over devices (each has a shard_map kernel, `workbench.kernels.galaxy`); the catalogue
 # lists all of Galaxy's (`load_all().filter(family="galaxy")`, `local` first)
 LOCAL, MEGATRON_TP, SP = "local", "megatron_tp", "sp"  # the schemes `workbench.schemes.partitions` registers
-HMP, HMP_OVERLAP = "galaxy_hmp", "galaxy_hmp_overlap"  # registered by workbench.planners.galaxy (they plan)
+HMP, HMP_OVERLAP = "galaxy_hmp", "galaxy_hmp_overlap"  # registered by workbench.schemes.planners.galaxy (they plan)
 PARALLEL_SCHEMES = (MEGATRON_TP, SP, HMP, HMP_OVERLAP)
 # Timeline length for the overlap: two layers, extrapolated (layer 2 starts unsynchronised).
 SIMULATED_LAYERS = 2
@@ -166,7 +166,7 @@ def capacity(model: TransformerConfig, device: DeviceSpec, workload: Workload) -
 
 def _require_plan(scheme: str, partition) -> None:
     if partition is None:
-        raise WorkbenchError(f"{scheme} needs its partition (the plan); workbench.planners.galaxy.evaluate plans "
+        raise WorkbenchError(f"{scheme} needs its partition (the plan); workbench.schemes.planners.galaxy.evaluate plans "
                              f"it with Algorithm 1")
 
 
@@ -402,7 +402,7 @@ def overlap_makespans(model: TransformerConfig, cluster: Cluster, workload: Work
                       n_layers: int = SIMULATED_LAYERS) -> list[float]:
     """`overlap_timeline(..., layers).makespan` for layers = 1 .. `n_layers`, without building the tasks.
 
-    The same recurrence as `workbench.simulate.schedule` on the same list of tasks (start = max(its
+    The same recurrence as `workbench.core.simulate.schedule` on the same list of tasks (start = max(its
     resource free, its dependencies' ends), end = start + duration), but one ring step of all n devices
     at a time as numpy vectors instead of n^2 tasks per fused GEMM: every step's tasks depend only on
     the step before, so this is the list order's schedule, with the same additions and maxima on the same
@@ -464,13 +464,13 @@ def evaluate_galaxy_hmp_overlap(model: TransformerConfig, cluster: Cluster, work
 # The schemes on a given partition (Megatron-LM's and SP's split their compute_s as the registry's do).
 EVALUATORS = {"local": evaluate_local, "megatron_tp": with_streaming_split(megatron_tp_on), "sp": with_streaming_split(sp_on),
               "galaxy_hmp": evaluate_galaxy_hmp, "galaxy_hmp_overlap": evaluate_galaxy_hmp_overlap}
-PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.planners.galaxy)
+PLANNED = ("galaxy_hmp", "galaxy_hmp_overlap")  # these take Algorithm 1's plan (workbench.schemes.planners.galaxy)
 
 
 def evaluate(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
              partition: Partition | None = None) -> SchemeResult:
     """Evaluate one of Galaxy's schemes (`EVALUATORS`; a partition applies to the parallel schemes; Galaxy's two need one:
-    `workbench.planners.galaxy.evaluate` plans it)."""
+    `workbench.schemes.planners.galaxy.evaluate` plans it)."""
     if scheme not in EVALUATORS:
         raise WorkbenchError(f"unknown scheme {scheme!r}; allowed: {', '.join(EVALUATORS)}")
     if scheme == "local":

@@ -21,7 +21,7 @@ c_b,i = (A - a_i) x unit bytes for an all-gather or reduce-scatter of a buffer o
 (the paper's own example: (m - a_i) n 4 bytes for the WS row all-gather), 2 (g-1)/g of the buffer
 for an all-reduce, and (g-1) messages of per-message latency. ``comm_model="shared"`` sums the
 devices' link times (Eq. 6: a shared medium such as Wi-Fi serialises them); ``"ring"`` takes the
-busiest link (full-duplex switched links in parallel; equals `workbench.network`'s ring model for
+busiest link (full-duplex switched links in parallel; equals `workbench.machine.network`'s ring model for
 even splits). Compute (Eq. 5): cycles_per_flop x FLOPs / frequency, linear in the split sizes. The
 paper's planner and notebook use Eq. 5 as written; the arena's evaluators (`cluster_profiles(roofline=True)`)
 take each step on each device as the slower of its FLOPs and the weights (and decode KV cache) it streams at
@@ -36,10 +36,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from workbench.apportion import apportion
-from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
+from workbench.core.apportion import apportion
+from workbench.core.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.machine.hardware import DeviceSpec
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.partitions import one_device_is_local
@@ -240,7 +240,7 @@ class BlockShape:
         """FFN matrices (2 GELU, 3 SwiGLU)."""
         return 3 if self.cfg.gated_ffn else 2
 
-    # FLOPs (2 per multiply-add, as workbench.models)
+    # FLOPs (2 per multiply-add, as workbench.model.models)
     def qkv_attention_flops_per_unit(self) -> float:
         """Q/K/V projection and attention of one head unit."""
         e, d = self.cfg.d_model, self.cfg.d_head

@@ -9,7 +9,7 @@ buffered), a working level (L2: what a block runs from) and a backing level (L3:
 *state* on one chip is its weight slice W plus its KV slice. Placement, as the paper narrates it:
   * all_on_chip      - every block's state and the activations fit in L2: no L3 traffic at all;
   * double_buffered  - two blocks' states and the activations fit: the block runs from L2 while the next
-                       block's state is prefetched from L3 (overlap costed with `workbench.simulate`);
+                       block's state is prefetched from L3 (overlap costed with `workbench.core.simulate`);
   * streamed         - otherwise the block's weights and intermediate tensors live in L3 and every L1
                        tile is fetched from L3 through L2 (the paper's 1-4 chip TinyLlama cases).
 Runtime of one block = compute + kernel launches + root work + L2<->L1 transfers + L3 streaming +
@@ -37,16 +37,16 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from workbench import network
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DeviceSpec, MemoryLevel
-from workbench.models import TransformerConfig
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.simulate import Timeline, pipeline
+from workbench.core.units import MIB
+from workbench.machine import network
+from workbench.machine.hardware import DeviceSpec, MemoryLevel
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, register
 from workbench.schemes.mcu_tree import GROUP_SIZE, check_partition, tree_steps
 from workbench.schemes.partitions import one_device_is_local
-from workbench.simulate import Timeline, pipeline
-from workbench.units import MIB
 
 PAPER = "mcu_siracusa"
 SCHEME = "mcu_headwise_tp"

@@ -6,8 +6,8 @@ Used by both the `shard_map` kernel (workbench.kernels.mcu_siracusa) and the cos
 
 from __future__ import annotations
 
-from workbench.errors import WorkbenchError, require_int
-from workbench.models import TransformerConfig
+from workbench.core.errors import WorkbenchError, require_int
+from workbench.model.models import TransformerConfig
 
 GROUP_SIZE = 4  # the paper's groups of four (Sec. II-B, Fig. 1)
 

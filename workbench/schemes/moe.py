@@ -78,7 +78,7 @@ device streams the experts its pairs touch from DRAM: sum_{e in j} 1 - (1 - pi_e
 its load bound over that mean (a decode token's pairs on one device are distinct experts), at most E_j.
 
 The expert cache's hit rate and misses, and the experts' popularity, are the routing model's
-(`workbench.routing.hit_rate`, `expected_misses`, `popularity`: uniform, skewed or traced routing, temporal
+(`workbench.model.routing.hit_rate`, `expected_misses`, `popularity`: uniform, skewed or traced routing, temporal
 locality, pinned or LRU caches).
 """
 
@@ -89,12 +89,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from workbench.apportion import apportion_capped, even_split
-from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import on_topology
-from workbench.routing import (
+from workbench.core.apportion import apportion_capped, even_split
+from workbench.core.errors import InfeasibleError, WorkbenchError, require_choice, require_int
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import on_topology
+from workbench.model.models import TransformerConfig
+from workbench.model.routing import (
     CACHE_POLICIES,
     EXPERT_READS,
     check_cache,

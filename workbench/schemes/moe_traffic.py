@@ -11,7 +11,7 @@ makes none).
 
 from __future__ import annotations
 
-from workbench.errors import require_int, require_positive
+from workbench.core.errors import require_int, require_positive
 
 
 def _check(n: int, tokens: int, bits: float) -> None:

@@ -1,6 +1,6 @@
 """Scheme options a deployment sets: `[schemes.<section>]` tables in the TOML and the `options` column of
 `calibrate`'s CSV ("version=0.7; syncs_per_layer=2"), each key declared once in its scheme's options dataclass
-(`workbench.fields.declared`), from which the parser, the range checks and docs/keys.md's rows derive.
+(`workbench.core.fields.declared`), from which the parser, the range checks and docs/keys.md's rows derive.
 
 Sections are the catalogue's (`sections()`: each registered scheme's `SchemeSpec.options` dataclass, named by its
 `SECTION`): `dllama` (`workbench.schemes.engines.DllamaOptions`: version, syncs_per_layer) and `llamacpp`
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from workbench.errors import WorkbenchError
-from workbench.fields import FieldSpec, declared_fields
+from workbench.core.errors import WorkbenchError
+from workbench.core.fields import FieldSpec, declared_fields
 from workbench.schemes.base import load_all
 
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.apportion import even_split
-from workbench.errors import WorkbenchError
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import collective_latency
+from workbench.core.apportion import even_split
+from workbench.core.errors import WorkbenchError
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import collective_latency
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
     Cluster,

@@ -23,7 +23,7 @@ So device i's reads cost ``o_i r_i - h_i`` with ``h_i = min(r_i, a_prev c_prev)`
 storage_read_mb_per_s; nothing is assumed) and ``c_prev`` the preceding device's seconds per layer.
 
 Latency = sum_i (a_i c_i + o_i r_i - h_i) + hops x hand-off + head, linear in (a, o) apart from the min, which
-the MILP (`workbench.planners.pipeline`) writes with epigraph variables, so its objective is this latency.
+the MILP (`workbench.schemes.planners.pipeline`) writes with epigraph variables, so its objective is this latency.
 
 Memory of device i = (a_i - o_i) resident layers + one staging layer if o_i > 0 + the KV cache of all a_i
 layers (at `Workload.cache_bits`, `Workload.attended` tokens: KV stays resident) + on the master the
@@ -37,14 +37,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workbench.apportion import apportion_capped
-from workbench.errors import InfeasibleError, WorkbenchError
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import collective_latency
+from workbench.core.apportion import apportion_capped
+from workbench.core.errors import InfeasibleError, WorkbenchError
+from workbench.core.units import MIB
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import collective_latency
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
-from workbench.units import MIB
 
 SCHEME = "pipeline_offload"
 PAPER = "prima.cpp"

@@ -7,7 +7,7 @@ layer k-1 computes. The cost model is STI's own offline profile (Sec. 5.2), buil
   + decompression of m shards (`DeviceSpec.decompress_weights_per_s`; 0: not modelled). `floor`
   (`DeviceSpec.layer_time_floor_s`, GPU only; 0: none) is the fixed cost a GPU pays for any part of a layer
   (Sec. 7.3);
-* IO delay of one shard at k bits: its on-disk record (``workbench.shards.shard_record_bytes``) /
+* IO delay of one shard at k bits: its on-disk record (``workbench.schemes.sti_shards.shard_record_bytes``) /
   the device's flash read rate (``storage_read_bandwidth``).
 
 On that profile this module defines Definition 0's accumulated IO budgets and the pipeline recurrence
@@ -18,7 +18,7 @@ stalls iff every AIB is >= 0 (tests check the equivalence on random plans).
 One arena scheme is registered here: ``single_device_streamed`` (the standard layerwise pipeline at the
 workload's weight bits, StdPL-X). ``sti_pipeline`` (STI's planner on the whole model at the target latency
 = its compute time, with the platform's preload buffer) plans, so it is registered one layer up, in
-`workbench.planners.sti`; this module costs the plan it is given (`evaluate_planned_pipeline`) and never
+`workbench.schemes.planners.sti`; this module costs the plan it is given (`evaluate_planned_pipeline`) and never
 imports a planner.
 """
 
@@ -30,22 +30,22 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from workbench.constants import paper_values
-from workbench.errors import WorkbenchError, require_int, require_non_negative, require_positive
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.quantize import FULL_BITS, check_bits
+from workbench.core.constants import paper_values
+from workbench.core.errors import WorkbenchError, require_int, require_non_negative, require_positive
+from workbench.machine.hardware import DeviceSpec
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, costed, register
-from workbench.shards import n_shards, shard_record_bytes
+from workbench.schemes.sti_quantize import FULL_BITS, check_bits
+from workbench.schemes.sti_shards import n_shards, shard_record_bytes
 
 PAPER = "sti"
 STREAMED = "single_device_streamed"  # the scheme this module registers
-PIPELINE = "sti_pipeline"  # registered by workbench.planners.sti (it plans)
+PIPELINE = "sti_pipeline"  # registered by workbench.schemes.planners.sti (it plans)
 
 
 def sti_constants() -> Mapping[str, Any]:
-    """Values of data/constants/sti.toml (the one cached loader, `workbench.constants.paper_values`)."""
+    """Values of data/constants/sti.toml (the one cached loader, `workbench.core.constants.paper_values`)."""
     return paper_values(PAPER)
 
 
@@ -63,7 +63,7 @@ def read_bandwidth(device: DeviceSpec) -> float:
 
 # ---- the offline profile ----------------------------------------------------------------------
 def shard_weights(model: TransformerConfig) -> int:
-    """Weights of one shard: a block's weight matrices / M (= workbench.shards.shard_weight_count for BERT).
+    """Weights of one shard: a block's weight matrices / M (= workbench.schemes.sti_shards.shard_weight_count for BERT).
 
     The cost model extends to decoders (GQA, SwiGLU) this way; STI itself targets BERT (Sec. 3.4).
     """
@@ -191,7 +191,7 @@ def remaining_io(layer_io_s, preloaded_io_s: float) -> np.ndarray:
 def pipeline_times(layer_io_s, layer_compute_s, preloaded_io_s: float = 0.0) -> dict[str, np.ndarray]:
     """IO/compute pipeline: IO back to back in layer order; compute k after its IO and compute k-1.
 
-    The same recurrence as `workbench.simulate.pipeline` (which papers/sti.py uses for the timeline).
+    The same recurrence as `workbench.core.simulate.pipeline` (which papers/sti.py uses for the timeline).
     """
     io = remaining_io(layer_io_s, preloaded_io_s)
     comp = np.asarray(layer_compute_s, dtype=float)
@@ -273,7 +273,7 @@ def evaluate_single_device_streamed(model: TransformerConfig, cluster: Cluster, 
 
 
 class PipelinePlan(Protocol):
-    """What costing a planned pipeline needs of a plan (`workbench.planners.sti.ShardPlan` has it)."""
+    """What costing a planned pipeline needs of a plan (`workbench.schemes.planners.sti.ShardPlan` has it)."""
 
     preload_bytes: float
     valid: bool
@@ -303,7 +303,7 @@ def first_layer_preload_bytes(profile: LatencyProfile) -> float:
 
 def evaluate_planned_pipeline(model: TransformerConfig, cluster: Cluster, workload: Workload,
                               plan: PipelinePlan) -> SchemeResult:
-    """STI's pipeline costed for a plan chosen above (the arena's `sti_pipeline` plans in workbench.planners.sti).
+    """STI's pipeline costed for a plan chosen above (the arena's `sti_pipeline` plans in workbench.schemes.planners.sti).
 
     Memory: the preload buffer, the working buffer and one layer's shards at full precision.
     """

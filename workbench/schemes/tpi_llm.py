@@ -1,6 +1,6 @@
 """TPI-LLM's cost model: star all-reduce tensor parallelism with the sliding-window memory scheduler.
 
-One timeline (workbench.simulate) per run: for every token, each device computes its share of every
+One timeline (workbench.core.simulate) per run: for every token, each device computes its share of every
 attention and FFN block, an all-reduce follows each block (one task on the network), the master
 embeds before and runs the task head after. With the scheduler on, each device's loader thread reads
 the next blocks from disk while the device computes and all-reduces; load k waits until block k - w
@@ -30,16 +30,22 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from workbench.constants import paper_values
-from workbench.errors import InfeasibleError, WorkbenchError, require_choice, require_int, require_positive
-from workbench.hardware import DeviceSpec
-from workbench.models import TransformerConfig
-from workbench.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
+from workbench.core.constants import paper_values
+from workbench.core.errors import (
+    InfeasibleError,
+    WorkbenchError,
+    require_choice,
+    require_int,
+    require_positive,
+)
+from workbench.core.simulate import Task, Timeline, schedule
+from workbench.core.units import GIB
+from workbench.machine.hardware import DeviceSpec
+from workbench.machine.network import ALGORITHMS, collective_latency, on_topology, star_on_access_links
+from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import Cluster, SchemeResult, Workload, register
 from workbench.schemes.partitions import one_device_is_local
-from workbench.simulate import Task, Timeline, schedule
-from workbench.units import GIB
 
 PAPER = "tpi_llm"
 # the schemes this module registers
@@ -293,7 +299,7 @@ def collective_time(cluster: Cluster, algorithm: str, collective: str, message_b
                     depth: int | None = None) -> tuple[float, float]:
     """(link-latency seconds, bytes seconds) of a collective among the cluster's devices (master = 0).
 
-    Homogeneous: workbench.network on the cluster's topology. Per-device access links (the laptops'
+    Homogeneous: workbench.machine.network on the cluster's topology. Per-device access links (the laptops'
     Wi-Fi, Table 7; `DeviceSpec.access_link_bytes_per_s`): a star goes worker -> router -> master
     (`network.star_on_access_links`); ring/tree cross two access links per hop, each at the slowest.
     """
@@ -683,7 +689,7 @@ def evaluate_tpi_star_tp(model: TransformerConfig, cluster: Cluster, workload: W
 @one_device_is_local
 def evaluate_tpi_star_resident(model: TransformerConfig, cluster: Cluster, workload: Workload) -> SchemeResult:
     """TPI-LLM with its memory scheduler off (Table 1's scheduler=off): every weight resident before the prompt,
-    an even split of heads and FFN columns, TPI-LLM's star all-reduce (what `workbench.cluster` runs)."""
+    an even split of heads and FFN columns, TPI-LLM's star all-reduce (what `workbench.measure.cluster` runs)."""
     options = default_options(scheduler=False, allreduce="star", split="equal", first_token_loads=False)
     return evaluate_tpi(model, cluster, workload, options, scheme="tpi_star_tp_resident")
 

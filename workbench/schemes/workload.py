@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workbench.errors import WorkbenchError, require_choice, require_int, require_positive
-from workbench.fields import FieldSpec, TomlKey, declared
-from workbench.routing import UNIFORM, ExpertCache, Routing
+from workbench.core.errors import WorkbenchError, require_choice, require_int, require_positive
+from workbench.core.fields import FieldSpec, TomlKey, declared
+from workbench.model.routing import UNIFORM, ExpertCache, Routing
 
 PHASES = ("prefill", "decode")
-ENGINE_NAMES = ("llama.cpp", "distributed-llama")  # `workbench.kernel_cost.ENGINES`' names
+ENGINE_NAMES = ("llama.cpp", "distributed-llama")  # `workbench.machine.kernel_cost.ENGINES`' names
 
 
 def _tokens(help: str, key: str) -> FieldSpec:
@@ -41,16 +41,16 @@ class Workload:
     kv_bits: float | None = declared(_bits(  # the KV cache's width (None: the activations'; llama.cpp keeps f16)
         "bits per KV-cache element (or kv_format; default: the activations')", "kv_bits"), None)
     # a decode step's new tokens: 1 for plain decode; gamma + 1 for a speculative verify step (the drafted tokens
-    # and the one after them, `workbench.speculative`), attending kv_len keys. Not a TOML key: [speculative] sets it.
+    # and the one after them, `workbench.scenarios.speculative`), attending kv_len keys. Not a TOML key: [speculative] sets it.
     verify_tokens: int = 1
 
     # whose kernels run the matmuls: "" = the scheme's own framework (dense kernels at the device's peak rates, the
     # papers' rows), else an engine (llama.cpp, distributed-llama) whose quantized kernels cost each weight matmul in
-    # `weight_format` (`workbench.kernel_cost`); an engine scheme sets it, a deployment may name it for the others
+    # `weight_format` (`workbench.machine.kernel_cost`); an engine scheme sets it, a deployment may name it for the others
     engine: str = ""
     weight_format: str = ""  # a block format (q4_k) or a llama.cpp file type (Q4_K_M); "" = bits only
 
-    # which experts a MoE layer's tokens touch (`workbench.routing`); a dense model ignores it
+    # which experts a MoE layer's tokens touch (`workbench.model.routing`); a dense model ignores it
     routing: Routing = UNIFORM
     # a device's expert cache for a MoE model (`routing.ExpertCache`); None: the scheme's default (free memory)
     expert_cache: ExpertCache | None = None
@@ -58,9 +58,9 @@ class Workload:
     def __post_init__(self) -> None:
         require_choice("phase", self.phase, PHASES)
         if self.expert_cache is not None and not isinstance(self.expert_cache, ExpertCache):
-            raise WorkbenchError(f"expert_cache must be a workbench.routing.ExpertCache or None, got {self.expert_cache!r}")
+            raise WorkbenchError(f"expert_cache must be a workbench.model.routing.ExpertCache or None, got {self.expert_cache!r}")
         if not isinstance(self.routing, Routing):
-            raise WorkbenchError(f"routing must be a workbench.routing.Routing, got {self.routing!r}")
+            raise WorkbenchError(f"routing must be a workbench.model.routing.Routing, got {self.routing!r}")
         if not isinstance(self.output_head, bool):
             raise WorkbenchError(f"output_head must be True or False, got {self.output_head!r}")
         require_int("seq_len", self.seq_len, low=1)

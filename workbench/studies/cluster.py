@@ -15,9 +15,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench.accelerator import compare
-from workbench.cluster.collectives import HostModel, LinkModel, colocated_link, link_models
-from workbench.cluster.fit import (
+from workbench.core.constants import load_constants
+from workbench.core.errors import WorkbenchError, require_choice, require_int
+from workbench.core.io import DATA_DIR
+from workbench.core.units import mbps_to_bytes_per_s
+from workbench.kernels.accelerator import compare
+from workbench.machine.hardware import device_from_table, load_device
+from workbench.measure.cluster.collectives import HostModel, LinkModel, colocated_link, link_models
+from workbench.measure.cluster.fit import (
     AFTER_COMPUTE_SYNC,
     AFTER_STREAM_SYNC,
     DECODER_SYNC,
@@ -36,16 +41,11 @@ from workbench.cluster.fit import (
     sync_after_step,
     validation_summary,
 )
-from workbench.cluster.host import host_model
-from workbench.cluster.predict import predict_generation
-from workbench.constants import load_constants
-from workbench.errors import WorkbenchError, require_choice, require_int
-from workbench.hardware import device_from_table, load_device
-from workbench.io import DATA_DIR
-from workbench.models import get_model
-from workbench.profile.colocated import colocated_shares
-from workbench.results import RESULT_COLUMNS
-from workbench.units import mbps_to_bytes_per_s
+from workbench.measure.cluster.host import host_model
+from workbench.measure.cluster.predict import predict_generation
+from workbench.measure.profile.colocated import colocated_shares
+from workbench.model.models import get_model
+from workbench.report.results import RESULT_COLUMNS
 
 CLUSTER_DIR = DATA_DIR / "cluster"
 PAPER = "workbench"
@@ -111,7 +111,7 @@ def collective_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 def fastest_call_comparison(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Every measured point's fastest call beside the scheduler-free model (CPU sharing, the tbf bucket),
-    refitted on the same calibration rows (`workbench.cluster.collectives.SCHEDULER_FREE`)."""
+    refitted on the same calibration rows (`workbench.measure.cluster.collectives.SCHEDULER_FREE`)."""
     data, hm = measurements(data_dir), host(data_dir)
     return predict(data, fit_all(data, hm, "min_s"), hm, "min_s")
 
@@ -143,7 +143,7 @@ def calibration_choices(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 # Collective campaigns, oldest first: (name, data folder, CSV in its cluster/, label). The last one is the notebook's
 # headline, each decided before it ran: 2026-11-25b with OSU's repetitions capped at ~3 s a point
-# (`workbench.cluster.measure.OSU_PROTOCOL`), then 2026-11-25d with them uncapped (`OSU_FULL_PROTOCOL`), after the
+# (`workbench.measure.cluster.measure.OSU_PROTOCOL`), then 2026-11-25d with them uncapped (`OSU_FULL_PROTOCOL`), after the
 # best-of-N diagnostic showed the capped fastest call had not settled at 8 processes.
 OSU_CAMPAIGN, OSU_FULL_CAMPAIGN = "2026-11-25b", "2026-11-25d"
 COLLECTIVE_CAMPAIGNS = (
@@ -282,8 +282,8 @@ def stack_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     """Galaxy's and the MCU paper's kernels measured across processes (`stacks.csv`) beside the arena's
     registered scheme on this machine's preset: the median call against the stored link constants (fitted on
     median calls), the fastest call against the same fit on the fastest calls (`fastest_call_comparison`)."""
-    from workbench.cluster.layer_runs import layer_model
-    from workbench.cluster.predict import predict_scheme
+    from workbench.measure.cluster.layer_runs import layer_model
+    from workbench.measure.cluster.predict import predict_scheme
     from workbench.schemes.base import Workload
 
     runs = _read_csv("stacks.csv", data_dir)
@@ -457,7 +457,7 @@ def e2e_table(data_dir: Path = DATA_DIR) -> pd.DataFrame:
 
 
 def _tiny():
-    from workbench.cluster.e2e import e2e_model
+    from workbench.measure.cluster.e2e import e2e_model
 
     return e2e_model("tiny")
 
@@ -486,8 +486,8 @@ def gpu_layer_table(gpu_dir: Path = GPU_DIR) -> pd.DataFrame:
     (`h100_sxm_measured`: datasheet peaks and bandwidth, measured efficiencies and per-kernel cost) and of
     the pure datasheet preset, with the kernels the model counts (`gpu_kernel_samples` checks the count
     against compiled blocks)."""
-    from workbench.accelerator import roofline
-    from workbench.hardware import BITS
+    from workbench.kernels.accelerator import roofline
+    from workbench.machine.hardware import BITS
 
     measured = pd.read_csv(gpu_dir / "layers.csv")
     device, datasheet = load_device("h100_sxm_measured"), load_device("h100_sxm")
@@ -518,7 +518,7 @@ def gpu_kernel_samples(gpu_dir: Path = GPU_DIR) -> pd.DataFrame:
     counted by `kernel_count`) beside the model's count for the same block."""
     import tarfile
 
-    from workbench.accelerator import block_operators, kernel_count
+    from workbench.kernels.accelerator import block_operators, kernel_count
 
     rows = []
     with tarfile.open(gpu_dir / "hlo_samples.tar.gz") as tar:

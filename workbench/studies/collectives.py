@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from workbench.errors import require_choice, require_non_negative, require_positive
-from workbench.network import ALGORITHMS, PATH_HOPS, TOPOLOGY_KINDS, collective_latency
-from workbench.units import mbps_to_bytes_per_s
+from workbench.core.errors import require_choice, require_non_negative, require_positive
+from workbench.core.units import mbps_to_bytes_per_s
+from workbench.machine.network import ALGORITHMS, PATH_HOPS, TOPOLOGY_KINDS, collective_latency
 
 DEFAULT_SIZES = tuple(int(4 * 4**k) for k in range(13))  # 4 B .. 64 MiB
 

@@ -1,4 +1,4 @@
-"""Distributed engines run here (data/engines/*_runs.csv, `workbench.engines.runs.EngineRun` rows of every engine
+"""Distributed engines run here (data/engines/*_runs.csv, `workbench.measure.engines.runs.EngineRun` rows of every engine
 that has stored runs: llama.cpp's RPC split, distributed-llama) beside the scheme that models each one on the same
 deployment: seconds and link bytes per token, measured and predicted, for the own-hardware notebook."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.engines.runs import read_runs
-from workbench.io import DATA_DIR
-from workbench.results import RESULT_COLUMNS
+from workbench.core.io import DATA_DIR
+from workbench.measure.engines.runs import read_runs
+from workbench.report.results import RESULT_COLUMNS
 
 FRAME_BYTES = 14 + 20 + 32  # Ethernet + IPv4 + TCP-with-timestamps headers a packet (as workbench.schemes.edge_engines)
 COMM_FLOOR = 0.5  # time is held to the model where communication is at least this share (issue 42)

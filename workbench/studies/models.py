@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.models import MODELS, get_model
-from workbench.results import RESULT_COLUMNS
-from workbench.units import GIB, MIB
+from workbench.core.units import GIB, MIB
+from workbench.model.models import MODELS, get_model
+from workbench.report.results import RESULT_COLUMNS
 
 
 def model_table(seq_len: int = 128, kv_len: int = 128) -> pd.DataFrame:

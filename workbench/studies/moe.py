@@ -12,19 +12,19 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from workbench import routing as routing_module
-from workbench.arena import GIB, Arena, Registry, arena_for_config, cluster_label
-from workbench.errors import WorkbenchError
-from workbench.io import REPO_ROOT
-from workbench.models import MODELS, TransformerConfig, get_model
-from workbench.moe_advice import PARTITION_WORDS, REASONS
-from workbench.regimes import moe_capable, with_device_count
-from workbench.results import RESULT_COLUMNS
+from workbench.core.errors import WorkbenchError
+from workbench.core.io import REPO_ROOT
+from workbench.model import routing as routing_module
+from workbench.model.models import MODELS, TransformerConfig, get_model
+from workbench.report.results import RESULT_COLUMNS
+from workbench.scenarios.arena import GIB, Arena, Registry, arena_for_config, cluster_label
+from workbench.scenarios.moe_advice import PARTITION_WORDS, REASONS
+from workbench.scenarios.regimes import moe_capable, with_device_count
+from workbench.scenarios.userconfig import UserConfig, load_config
+from workbench.scenarios.whatif import best_schemes
 from workbench.schemes.base import spec_of
 from workbench.schemes.common import ROUTER_BITS
 from workbench.schemes.moe import DLLAMA_SCHEME, PIPELINE_SCHEME
-from workbench.userconfig import UserConfig, load_config
-from workbench.whatif import best_schemes
 
 MIB = 2**20
 
@@ -194,7 +194,7 @@ def cache_table(models: list[str], weight_bits: float, quick: bool = False) -> p
 # ---- results.csv ------------------------------------------------------------------------------------------
 def result_rows(models: pd.DataFrame, pairs: pd.DataFrame, partitions: pd.DataFrame, cache: pd.DataFrame,
                 regime: pd.DataFrame) -> pd.DataFrame:
-    """Every modelled number of the notebook as tidy rows (workbench.results columns)."""
+    """Every modelled number of the notebook as tidy rows (workbench.report.results columns)."""
     rows = []
     for r in models.itertuples():
         for q, unit in (("stored_params", "params"), ("active_params", "params"), ("stored_gib", "GiB"),

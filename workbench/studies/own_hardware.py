@@ -20,7 +20,7 @@ The model has no scheduler: it predicts the fastest step (`latency_s`: the faste
 the median over repeats of each generation's fastest decode step). The typical step (`typical_s`, the
 medians) is shown beside it with its own error: on this 2-core VM the difference is the scheduler's waits.
 
-A process's device is its share of the machine (`workbench.cluster.predict.shared_device`: the measured
+A process's device is its share of the machine (`workbench.measure.cluster.predict.shared_device`: the measured
 share of one of n co-located processes, data/cluster/colocated.csv, of the compute and bandwidth; fixed costs
 stretched when processes outnumber cores), written as its own device
 file, so the deployment says exactly what the arena costs. Nothing here re-measures.
@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from workbench.calibrate import calibrate
-from workbench.cluster.collectives import LOOPBACK
-from workbench.cluster.predict import shared_device
-from workbench.errors import WorkbenchError, require_int
-from workbench.hardware import DeviceSpec
-from workbench.io import DATA_DIR
-from workbench.profile.network import resolved_bandwidth_mbps
-from workbench.results import RESULT_COLUMNS
+from workbench.core.errors import WorkbenchError, require_int
+from workbench.core.io import DATA_DIR
+from workbench.machine.hardware import DeviceSpec
+from workbench.measure.cluster.collectives import LOOPBACK
+from workbench.measure.cluster.predict import shared_device
+from workbench.measure.profile.network import resolved_bandwidth_mbps
+from workbench.report.results import RESULT_COLUMNS
+from workbench.scenarios.calibrate import calibrate
 from workbench.schemes.tpi_llm import STAR_TP_RESIDENT
 from workbench.studies import cluster as stored
 
@@ -97,7 +97,7 @@ def deployment(processes: int, link_class: str, folder: Path, model: str = "Tiny
     folder.mkdir(parents=True, exist_ok=True)
     device_path = folder / f"this_machine_{processes}p.toml"
     device_path.write_text(device_file_text(share, f"data/devices/this_machine_cpu.toml shared by {processes} "
-                                                    "processes (workbench.cluster.predict.shared_device)"))
+                                                    "processes (workbench.measure.cluster.predict.shared_device)"))
     doc = {"meta": {"name": f"this machine, {processes} processes, {link_class}"},
             "model": {"name": model, "weight_bits": 32, "activation_bits": 32},
             "network": {"topology": "direct", "bandwidth_mbps": bandwidth_mbps,
@@ -134,7 +134,7 @@ def verify(folder: Path, model: str = "TinyLlama-42M", phase_sync: dict[str, str
     """Every stored run beside the arena's prediction on its deployment (one per link class, count and phase),
     with the prediction's breakdown and what it leaves unexplained (measured - predicted). The profile, chains
     and shares come from `data_dir`, the runs from `runs_dir` (default: the same campaign)."""
-    from workbench.calibrate import predict_parts
+    from workbench.scenarios.calibrate import predict_parts
 
     rows = measured_rows(model, data_dir if runs_dir is None else runs_dir)
     parts = []
@@ -163,7 +163,7 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
 # fell to 0.63x of the morning's within two hours, on an idle machine). The stored data/ is the first; the
 # second repeats it with 8 runs per point instead of 3 (scripts/measure_collectives.py --only micro colocated
 # chains e2e --out data/cluster/campaigns/<name>).
-# The third (2026-11-25) adds the decoder chains (`workbench.cluster.experiments.decoder_chain`): the syncs among a
+# The third (2026-11-25) adds the decoder chains (`workbench.measure.cluster.experiments.decoder_chain`): the syncs among a
 # real TP decoder layer's kernels, which its deployments use (`stored.phase_sync_for`).
 CAMPAIGNS = {"2026-11-24a": DATA_DIR, "2026-11-24b": DATA_DIR / "cluster" / "campaigns" / "2026-11-24b",
              "2026-11-25a": DATA_DIR / "cluster" / "campaigns" / "2026-11-25a"}

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 import altair as alt
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 
 OOM_MARK = " (OOM)"
 OOM_CAPTION = "(OOM): the scheme's plan does not fit the devices' memory; its bars are its time if it did"

@@ -1,0 +1,1 @@
+"""The machine layer: devices (peaks, memory, power), links and collectives, and an engine's matmul kernels on a device."""

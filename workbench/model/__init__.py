@@ -1,0 +1,1 @@
+"""The model layer: the Transformer served (sizes, bytes, FLOPs), weight formats, MoE routing and model files."""

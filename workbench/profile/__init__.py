@@ -1,4 +1,0 @@
-"""One way to measure a machine: micro-benchmarks (`microbench`), one device-TOML builder (`device_toml`), the
-storage read (`storage`), co-located processes' shares (`colocated`), the network table (`network`) and the
-`python -m workbench profile` command (`cli`). Layers: profile uses `workbench.cluster` (launcher, fit) for the
-network table; nothing in `workbench.cluster` imports profile."""

@@ -1,0 +1,75 @@
+"""Your own hardware: a deployment TOML (devices, network, model, workload) as a typed `UserConfig`.
+
+`schema` declares the tables' keys and the config, `parse` turns a TOML document into it (one-line errors),
+`edit` changes a document before parsing (`whatif --set`, `calibrate`), `keys_doc` writes the docs/keys.md table.
+"""
+
+from workbench.scenarios.userconfig.edit import check_key, parse_values, set_key, split_values
+from workbench.scenarios.userconfig.keys_doc import config_keys_table, scheme_option_rows
+from workbench.scenarios.userconfig.parse import (
+    check_fits,
+    config_from_text,
+    declared_numbers,
+    load_config,
+    load_preset,
+    missing_sources,
+    parse_config,
+    parse_device,
+    parse_draft,
+    parse_engine,
+    parse_expert_cache,
+    parse_memory,
+    parse_model,
+    parse_network,
+    parse_peaks,
+    parse_routing,
+    parse_scheme_options,
+    parse_speculative,
+    preset_board,
+    preset_memory,
+    read_document,
+    required_keys,
+)
+from workbench.scenarios.userconfig.schema import (
+    BOARD_KEYS,
+    CACHE_FIELDS,
+    CAPACITY_UNITS,
+    CLUSTER_KEYS,
+    DEVICE_KEYS,
+    ENGINE_KEY_HELP,
+    ENTRY_FIELDS,
+    KEY_FIELDS,
+    MEMORY_KEYS,
+    META_KEYS,
+    MODEL_DIMS,
+    MODEL_FIELDS,
+    MODEL_KEYS,
+    NETWORK_FIELDS,
+    NETWORK_KEYS,
+    PRESET_OVERRIDES,
+    ROUTING_FIELDS,
+    SPECULATIVE_EXTRA,
+    SPECULATIVE_FIELDS,
+    SPECULATIVE_KEYS,
+    TOP_KEYS,
+    WEIGHT_FORMATS,
+    WORKLOAD_FIELDS,
+    WORKLOAD_KEYS,
+    TomlField,
+    UserConfig,
+    section_fields,
+    toml_keys,
+    tunable_keys,
+)
+
+__all__ = [
+    "BOARD_KEYS", "CACHE_FIELDS", "CAPACITY_UNITS", "CLUSTER_KEYS", "DEVICE_KEYS", "ENGINE_KEY_HELP", "ENTRY_FIELDS",
+    "KEY_FIELDS", "MEMORY_KEYS", "META_KEYS", "MODEL_DIMS", "MODEL_FIELDS", "MODEL_KEYS", "NETWORK_FIELDS",
+    "NETWORK_KEYS", "PRESET_OVERRIDES", "ROUTING_FIELDS", "SPECULATIVE_EXTRA", "SPECULATIVE_FIELDS",
+    "SPECULATIVE_KEYS", "TOP_KEYS", "WEIGHT_FORMATS", "WORKLOAD_FIELDS", "WORKLOAD_KEYS", "TomlField", "UserConfig",
+    "check_fits", "check_key", "config_from_text", "config_keys_table", "declared_numbers", "load_config",
+    "load_preset", "missing_sources", "parse_config", "parse_device", "parse_draft", "parse_engine",
+    "parse_expert_cache", "parse_memory", "parse_model", "parse_network", "parse_peaks", "parse_routing",
+    "parse_scheme_options", "parse_speculative", "parse_values", "preset_board", "preset_memory", "read_document",
+    "required_keys", "scheme_option_rows", "section_fields", "set_key", "split_values", "toml_keys", "tunable_keys",
+]
