@@ -358,6 +358,9 @@ def main(argv: list[str] | None = None) -> int:
     sort_imports(root, changed)
     print(f"rewrote {len(changed)} files")
     subprocess.run([sys.executable, str(root / "scripts" / "layout_doc.py"), "--root", str(root)], check=True)
+    for source in sorted((root / "notebooks" / "src").glob("*.py")):  # the re-sorted sources' notebooks follow them
+        subprocess.run([sys.executable, str(root / "scripts" / "py2nb.py"), str(source),
+                        str(root / "notebooks" / f"{source.stem}.ipynb")], check=True)
     missed = leftovers(root)
     if missed:
         fail("these lines still name a moved module (rewrite them by hand, or teach rewrite_text): "
