@@ -260,8 +260,10 @@ if not engines.empty:
     engine_points = alt.Chart(engines).mark_point(filled=True, size=90).encode(
         x=alt.X("seconds_per_token:Q", scale=alt.Scale(type="log"), title="measured (s/token)"),
         y=alt.Y("predicted_seconds_per_token:Q", scale=alt.Scale(type="log"), title="predicted by the scheme (s/token)"),
-        color=alt.Color("case:N", legend=alt.Legend(labelLimit=400)), shape="phase:N",
-        tooltip=["case", "phase", "seconds_per_token", "predicted_seconds_per_token"])
+        color=alt.Color("engine_build:N", title="engine"), shape=alt.Shape("phase:N"),
+        opacity=alt.Opacity("time_held:N", title="communication >= half",
+                            scale=alt.Scale(domain=[True, False], range=[1.0, 0.3])),
+        tooltip=["case", "phase", "seconds_per_token", "predicted_seconds_per_token", "contention"])
     engine_exact = diagonal("seconds_per_token", "predicted_seconds_per_token",
                             pd.concat([engines.seconds_per_token, engines.predicted_seconds_per_token]))
     rec.chart(alt.layer(engine_points, engine_exact).properties(

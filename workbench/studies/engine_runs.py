@@ -38,6 +38,11 @@ def stored_runs(data_dir: Path = DATA_DIR) -> pd.DataFrame:
     return out.sort_values(["engine", "shape", "processes", "link_mbit", "phase"]).reset_index(drop=True)
 
 
+def _short_version(version: str) -> str:
+    """The release a row's engine_version names ("llama-cpp-python 0.3.36" -> "0.3.36"; "v0.16.4" stays)."""
+    return str(version).split()[-1]
+
+
 def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     """Measured and predicted per token, with errors (predicted / measured - 1). Bytes are compared as the model
     counts them: llama.cpp's RPC payload (link bytes less 66 B a packet) where packets were counted, else the
@@ -50,15 +55,18 @@ def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     out["time_error"] = out["predicted_seconds_per_token"] / out["seconds_per_token"] - 1
     out["bytes_error"] = out["predicted_bytes_per_token"] / out["measured_bytes"] - 1
     out["time_held"] = out["comm_share"] >= COMM_FLOOR
-    out["case"] = (out["engine"] + " " + out["shape"] + ", " + out["processes"].astype(str) + " proc, "
+    out["engine_build"] = out["engine"] + " " + out["engine_version"].map(_short_version)
+    out["case"] = (out["engine_build"] + " " + out["shape"] + ", " + out["processes"].astype(str) + " proc, "
                    + out["link_mbit"].map(lambda v: f"{v:g}") + " Mbit")
     return out
 
 
 def result_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The side-by-side numbers as tidy result rows (paper `own_hardware`, artifact `engine runs`)."""
-    setting = table.apply(lambda r: f"engine={r.engine},processes={r.processes},link_mbit={r.link_mbit:g},"
-                                    f"phase={r.phase}", axis=1)
+    run = table.groupby(["case", "phase"]).cumcount()  # the k-th stored run of one deployment and phase
+    setting = table.assign(run=run).apply(
+        lambda r: f"engine={r.engine_build},processes={r.processes},link_mbit={r.link_mbit:g},phase={r.phase},"
+                  f"run={r.run}", axis=1)
     parts = []
     for column, unit in (("seconds_per_token", "s"), ("predicted_seconds_per_token", "s"), ("time_error", "1"),
                          ("measured_bytes", "B"), ("link_bytes_per_token", "B"), ("predicted_bytes_per_token", "B"),
