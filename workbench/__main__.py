@@ -24,7 +24,8 @@ PLUGINS = {
     "cluster": ("workbench.measure.cluster", "run an experiment across N local processes with jax.distributed"),
     "calibrate": ("workbench.scenarios.calibrate", "fit named constants of a TOML deployment on your measured latencies"),
     "profile": ("workbench.measure.profile.cli", "measure this machine (or a link) and write a device (or [network]) TOML"),
-    "engines": ("workbench.measure.engines.cli", "run llama.cpp here (campaign) and hold the workbench to it (compare)"),
+    "engines": ("workbench.measure.engines.cli", "run llama.cpp here (campaign), hold the workbench to it (compare), "
+                "run a distributed engine over shaped links (run)"),
 }
 
 
