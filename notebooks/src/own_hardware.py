@@ -194,10 +194,10 @@ campaigns = wb.campaign_table(work, model)
 campaigns
 
 # %%
-diagonal = campaigns[campaigns.same_campaign]
+same = campaigns[campaigns.same_campaign]
 stale = campaigns[~campaigns.same_campaign]
 say("Profiled and run in one sitting, the campaigns' median |error| spans {same}; with another campaign's "
-    "profile, {stale}.", same=span(diagonal.median_abs_error * 100, ".0f", "%"),
+    "profile, {stale}.", same=span(same.median_abs_error * 100, ".0f", "%"),
     stale=span(stale.median_abs_error * 100, ".0f", "%"))
 
 # %% [markdown]

@@ -75,4 +75,5 @@ def result_rows(table: pd.DataFrame) -> pd.DataFrame:
                                    "quantity": column, "value": table[column].astype(float), "unit": unit}))
     if not parts:
         return pd.DataFrame(columns=RESULT_COLUMNS)
-    return pd.concat(parts, ignore_index=True).assign(paper="own_hardware")[RESULT_COLUMNS]
+    rows = pd.concat(parts, ignore_index=True).assign(paper="own_hardware")[RESULT_COLUMNS]
+    return rows[rows.value.notna()].reset_index(drop=True)  # a quantity a run did not measure is no result row
