@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import replace
 
+from workbench.measure.cluster.netns import tight_burst_bytes
 from workbench.measure.engines.dllama import SHAPES, repredicted, run_dllama
 from workbench.measure.engines.pingpong import message_overhead_s
 from workbench.measure.engines.runs import read_runs, write_runs
@@ -25,6 +26,11 @@ CONFIGS = [(v, s, n, mbit, 0) for v, s in (("v0.4.0", "dense-512x4"), ("v0.16.4"
 # 10 Mbit with the smallest bucket tbf takes at HZ 250 (rate / HZ = 5 kB), rounded up to 6 KiB
 CONFIGS += [(v, s, 2, 10.0, 6144) for v, s in (("v0.4.0", "dense-512x4"), ("v0.16.4", "dense-512x4"),
                                                ("v0.16.4", "qwen3moe-512x2"))]
+# one frame (`netns.tight_burst_bytes`, what `engines run` uses): every message is shaped, as on llama.cpp's runs
+CONFIGS += [(v, s, 2, mbit, tight_burst_bytes(mbit)) for v, s in (("v0.4.0", "dense-512x4"),
+                                                                  ("v0.16.4", "dense-512x4"),
+                                                                  ("v0.16.4", "qwen3moe-512x2"))
+            for mbit in (10.0, 100.0)]
 
 
 def _kept(row):

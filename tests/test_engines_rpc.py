@@ -47,7 +47,8 @@ def sample_run(**changes) -> EngineRun:
     base = dict(engine="llama.cpp", engine_version="0.3.36", commit="0c1e57098", build="GGML_RPC=ON", host="h",
                 cpu="x86", date="2026-11-28T13:00:00Z", scheme="llamacpp_rpc", shape="tiny", n_layers=4,
                 d_model=256, n_heads=4, n_kv_heads=2, d_head=64, d_ff=512, vocab_size=8192, n_experts=0,
-                n_active_experts=0, format="F32", processes=2, threads=1, link_mbit=100.0, phase="decode", tokens=32,
+                n_active_experts=0, format="F32", processes=2, threads=1, link_mbit=100.0, link_bucket_bytes=1514.0,
+                phase="decode", tokens=32,
                 seconds_per_token=0.01, root_sent_bytes_per_token=1000.0, root_recv_bytes_per_token=None,
                 link_bytes_per_token=2000.0, predicted_seconds_per_token=0.011, predicted_bytes_per_token=1990.0,
                 comm_share=0.5, load_1min=1.5, contention="2 processes x 1 thread on 2 vCPUs", method="netns")

@@ -44,9 +44,10 @@ PATH_HOPS = {"switch": 2, "gateway_tree": 4, "direct": 1, "ring": 1}
 
 @dataclass(frozen=True)
 class Link:
-    """A network link class: bandwidth (B/s), per-hop wire latency (s), energy per byte (pJ/B), and the
+    """A network link class: bandwidth (B/s), per-hop wire latency (s), energy per byte (pJ/B), the
     software time each endpoint spends per message it sends or receives (s: syscalls, protocol, runtime
-    dispatch; separate from the wire, and serialised at an endpoint that handles many messages)."""
+    dispatch; separate from the wire, and serialised at an endpoint that handles many messages), and for a
+    shaped link (tc tbf, a provider's rate limit) its token bucket in bytes, 0 for a wire."""
 
     bandwidth_bytes_per_s: float = declared(rate_field(
         "bandwidth of every link", "B/s", mbps_to_bytes_per_s(1e7), mbps_to_bytes_per_s(1e-3),
@@ -58,9 +59,11 @@ class Link:
     message_overhead_s: float = declared(number_field(
         "software time per message at each endpoint (a fixed cost)", "s", 0.0, math.inf,
         TomlKey("message_overhead_us", 1e-6, "µs"), file_high=10.0), 0.0)
+    bucket_bytes: float = 0.0  # a shaper's token bucket per port and direction (tc tbf; `token_bucket_time`); 0: a wire
 
     def __post_init__(self) -> None:
         require_positive("bandwidth_bytes_per_s", self.bandwidth_bytes_per_s)
+        require_non_negative("bucket_bytes", self.bucket_bytes)
         require_non_negative("latency_s", self.latency_s)
         require_non_negative("energy_pj_per_byte", self.energy_pj_per_byte)
         require_non_negative("message_overhead_s", self.message_overhead_s)
@@ -392,3 +395,83 @@ def point_to_point(message_bytes, bandwidth, latency, path_hops=1, message_overh
     """Seconds to send one message between two devices (one send and one receive at the endpoints)."""
     return collective_latency("star", "broadcast", 2, message_bytes, bandwidth, latency, path_hops,
                               message_overhead=message_overhead)
+
+
+# ---- shaped links: token buckets, message by message ------------------------------------------------------
+@dataclass(frozen=True)
+class Transfer:
+    """One message on a shaped network: `n_bytes` from port `src` to port `dst`, ready `ready_s` after its step
+    starts (its sender's software time before it enters the wire; queued sends overlap the wire this way)."""
+
+    src: int
+    dst: int
+    n_bytes: float
+    ready_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        require_int("src", self.src, low=0)
+        require_int("dst", self.dst, low=0)
+        if self.src == self.dst:
+            raise WorkbenchError(f"a transfer needs two ports, got src = dst = {self.src}")
+        require_non_negative("n_bytes", self.n_bytes)
+        require_non_negative("ready_s", self.ready_s)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a synchronous protocol does next: `gap_s` without the link (compute, endpoint software; the buckets
+    refill), then `transfers`, all started together; the step ends when the last one has crossed."""
+
+    gap_s: float
+    transfers: tuple[Transfer, ...] = ()
+
+    def __post_init__(self) -> None:
+        require_non_negative("gap_s", self.gap_s)
+        if not all(isinstance(t, Transfer) for t in self.transfers):
+            raise WorkbenchError("transfers must be Transfer records")
+
+
+def token_bucket_time(steps, rate_bytes_per_s: float, bucket_bytes: float, max_periods: int = 100_000) -> float:
+    """Seconds one period of `steps` takes on ports shaped by token buckets in the steady state: the buckets start
+    full and the period repeats until it takes as long as the one before with the buckets as they were (a deep
+    bucket drains over many periods first); `max_periods` of them at most.
+
+    Every port has a bucket each way (tc tbf on both ends of a veth: the sender's egress, the receiver's ingress
+    side of the bridge), `bucket_bytes` deep, refilled at the rate; a message leaves when both its buckets hold its
+    bytes, each port's messages one after another (linux net/sched/sch_tbf.c: tokens are time, capped at the
+    bucket). A message that finds `b` bytes of tokens waits (n_bytes - b) / rate, so after an idle gap a bucket
+    passes a message no larger than itself at once, and both directions refill apart: the busier direction's bytes
+    at the rate bound a long run, not both directions' bytes. With `bucket_bytes` 0 (a wire) every message takes
+    its bytes at the rate. Gaps are included in the result."""
+    require_positive("rate_bytes_per_s", rate_bytes_per_s)
+    require_non_negative("bucket_bytes", bucket_bytes)
+    require_int("max_periods", max_periods, low=1)
+    steps = tuple(steps)
+    if not all(isinstance(s, Step) for s in steps):
+        raise WorkbenchError("steps must be Step records")
+    tokens: dict[tuple[str, int], float] = {}  # bucket -> (bytes of tokens, at time)
+    stamp: dict[tuple[str, int], float] = {}
+    busy: dict[tuple[str, int], float] = {}
+    now = 0.0
+    last = (math.inf, None)
+    for _ in range(max_periods):
+        start = now
+        state = {p: round(tokens[p] + rate_bytes_per_s * (now - stamp[p]), 6) for p in tokens}
+        for step in steps:
+            now += step.gap_s
+            end = now
+            for t in step.transfers:
+                ports = (("out", t.src), ("in", t.dst))
+                leave = max([now + t.ready_s] + [busy.get(p, 0.0) for p in ports])
+                have = min(min(bucket_bytes, tokens.get(p, bucket_bytes) + rate_bytes_per_s * (leave - stamp.get(p, 0.0)))
+                           for p in ports)
+                done = leave + max(t.n_bytes - have, 0.0) / rate_bytes_per_s
+                for p in ports:
+                    level = min(bucket_bytes, tokens.get(p, bucket_bytes) + rate_bytes_per_s * (done - stamp.get(p, 0.0)))
+                    tokens[p], stamp[p], busy[p] = max(level - t.n_bytes, 0.0), done, done
+                end = max(end, done)
+            now = end
+        if math.isclose(now - start, last[0], rel_tol=1e-12, abs_tol=1e-15) and state == last[1]:
+            break
+        last = (now - start, state)
+    return now - start

@@ -40,6 +40,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError
 from workbench.core.fields import FieldSpec, TomlKey, declared
+from workbench.machine.network import Step, Transfer, token_bucket_time
 from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
@@ -274,7 +275,8 @@ def graph_counted(model: TransformerConfig) -> bool:
     return model.family == "llama" and not model.n_experts
 
 
-def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, layers, last: int) -> RpcTraffic:
+def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, layers, last: int,
+                compute_s=None) -> RpcTraffic:
     """Per pass, for each server (device >= 1) holding layers or the output layer, as llama.cpp 0c1e57098 runs it
     (measured: data/engines/llamacpp_rpc_runs.csv): one `RPC_CMD_SET_TENSOR` per input tensor (`server_inputs`;
     body rpc_tensor + cache flag + offset + data, ggml-rpc.cpp:700-710, no reply), then the graph: a decode step
@@ -287,7 +289,8 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     data/engines/llamacpp_rpc_graphs.csv). Servers never talk to each other (cpy_tensor across servers is false,
     ggml-rpc.cpp:754-770), so every hand-off goes up to the client and down again. Seconds: every wire byte once at
     the link's rate, the link's per-message endpoint time for each queued command, and a hand-off each way per
-    GET_TENSOR (the only command waited for)."""
+    GET_TENSOR (the only command waited for). On a shaped link (`Link.bucket_bytes` > 0) the bytes seconds come
+    from the pass's message timeline on token buckets (`shaped_rpc_seconds`), given each device's `compute_s`."""
     logits = (OUTPUT_ROWS * model.vocab_size if workload.output_head and model.is_decoder
               else workload.new_tokens * model.d_model) * F32_BYTES
     n_layers = sum(layers)
@@ -297,6 +300,8 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
     first_layer = np.concatenate([[0], np.cumsum(layers)])
     sent = received = sent_wire = received_wire = link = data = 0.0
     messages = 0
+    steps = []
+    compute = tuple(compute_s) if compute_s is not None else (0.0,) * cluster.n
     for k, i in enumerate(holders):
         runs_last = layers[i] > 0 and first_layer[i] + layers[i] == n_layers
         inputs = server_inputs(model, workload, layers[i] > 0, runs_last, graphs[k].hidden_in)
@@ -317,12 +322,39 @@ def rpc_traffic(model: TransformerConfig, cluster: Cluster, workload: Workload, 
         waited = len(outputs)
         link += (len(requests) - waited) * cluster.topology.link.message_overhead_s + waited * 2 * one_way
         data += sum(w for _, w in (*requests, *replies)) / cluster.topology.link.bandwidth_bytes_per_s
+        steps += rpc_steps(i, requests, replies, compute[0] if k == 0 else 0.0, compute[i],
+                           cluster.topology.link.message_overhead_s, 2 * one_way)
         sent += sum(p for p, _ in requests)
         sent_wire += sum(w for _, w in requests)
         received += sum(p for p, _ in replies)
         received_wire += sum(w for _, w in replies)
         messages += len(requests) + len(replies)
+    if cluster.topology.link.bucket_bytes > 0:
+        data = shaped_rpc_seconds(cluster, steps, link, sum(compute))
     return RpcTraffic(messages, sent, received, link, data, sent_wire, received_wire)
+
+
+def rpc_steps(server: int, requests, replies, before_s: float, compute_s: float, message_s: float,
+              handoff_s: float) -> list[Step]:
+    """One server's part of a pass as timeline steps (client port 0): `before_s` of the client's compute, the
+    queued requests and the first GET_TENSOR, each entering the wire after its sender's `message_s` (so they
+    overlap the wire), the server's compute and a hand-off, its first reply; each further output a request and a
+    reply after a hand-off."""
+    waited = len(replies)
+    queued = requests[:len(requests) - waited + 1]
+    steps = [Step(before_s, tuple(Transfer(0, server, w, (j + 1) * message_s) for j, (_, w) in enumerate(queued))),
+             Step(compute_s + handoff_s, (Transfer(server, 0, replies[0][1]),))]
+    for (_, request), (_, reply) in zip(requests[len(queued):], replies[1:], strict=True):
+        steps += [Step(handoff_s, (Transfer(0, server, request),)), Step(0.0, (Transfer(server, 0, reply),))]
+    return steps
+
+
+def shaped_rpc_seconds(cluster: Cluster, steps, link_s: float, compute_s: float) -> float:
+    """Bytes seconds of a pass on a shaped link: the timeline on token buckets (`network.token_bucket_time`) less
+    the devices' compute and the per-message seconds `link_s` already counts (never below 0)."""
+    link = cluster.topology.link
+    total = token_bucket_time(steps, link.bandwidth_bytes_per_s, link.bucket_bytes)
+    return max(total - compute_s - link_s, 0.0)
 
 
 @dataclass(frozen=True)
@@ -371,7 +403,8 @@ def evaluate_llamacpp(model: TransformerConfig, cluster: Cluster, workload: Work
     last = output_device(model.n_layers, split)
     coef = coefficients(model, cluster, workload)
     cost = plan_cost(coef, PipelinePlan(layers))
-    traffic = rpc_traffic(model, cluster, workload, layers, last)
+    traffic = rpc_traffic(model, cluster, workload, layers, last,
+                          [c + (cost.head_s if i == last else 0.0) for i, c in enumerate(cost.compute_s)])
     compute = sum(cost.compute_s) + cost.head_s
     graph = ("" if workload.phase != "prefill" or graph_counted(model) else
              "the prefill graph (RPC_CMD_GRAPH_COMPUTE) not counted: its node count is derived for dense Llama only")

@@ -78,7 +78,7 @@ import numpy as np
 
 from workbench.core.errors import WorkbenchError, require_choice, require_int
 from workbench.core.fields import FieldSpec, TomlKey, check_declared, declared
-from workbench.machine.network import collective_cost, on_topology
+from workbench.machine.network import Step, Transfer, collective_cost, on_topology, token_bucket_time
 from workbench.model.models import TransformerConfig
 from workbench.schemes import common
 from workbench.schemes.base import (
@@ -301,6 +301,48 @@ def comm_time(cluster: Cluster, syncs, n_layers: int) -> tuple[float, float]:
     return link, data
 
 
+def sync_transfers(sync: Sync, n: int) -> tuple[Transfer, ...]:
+    """The messages of one sync among n nodes, node 0 the root, each of its `repeats` buffers at once: a star
+    broadcast sends the root's buffer to every worker, a star reduce every worker's to the root, a mesh all-reduce
+    every node's to every other (`collective_cost`'s star and mesh rows, message by message)."""
+    m = sync.message_bytes * sync.repeats
+    if sync.algorithm == "star" and sync.collective == "broadcast":
+        return tuple(Transfer(0, w, m) for w in range(1, n))
+    if sync.algorithm == "star" and sync.collective == "reduce":
+        return tuple(Transfer(w, 0, m) for w in range(1, n))
+    if sync.algorithm == "mesh" and sync.collective == "all_reduce":
+        return tuple(Transfer(i, j, m) for i in range(n) for j in range(n) if i != j)
+    raise WorkbenchError(f"sync {sync.name!r}: no message pattern for {sync.algorithm} {sync.collective} "
+                         f"(star broadcast / reduce, mesh all_reduce)")
+
+
+def shaped_comm_time(cluster: Cluster, syncs, n_layers: int, compute_s: float) -> tuple[float, float]:
+    """(per-message, bytes) seconds of `syncs` on a shaped link (`Link.bucket_bytes` > 0): the per-message terms
+    as `comm_time`'s; the bytes term from the forward's message timeline on token buckets (`token_bucket_time`),
+    the forward's compute spread evenly between its per-layer syncs and each sync's per-message time before it
+    (the buckets refill meanwhile), less those gaps."""
+    n, link = cluster.n, cluster.topology.link
+    per_message = [float(on_topology(cluster.topology, s.algorithm, s.collective, s.message_bytes,
+                                     breakdown=True)[0]) * s.repeats for s in syncs]
+    layer = [i for i, s in enumerate(syncs) if s.per_layer]
+    gap = compute_s / (n_layers * len(layer)) if layer else 0.0
+    order = [i for i in range(len(syncs)) if not layer or i < layer[0]] + layer * n_layers + \
+        [i for i in range(len(syncs)) if layer and i > layer[-1] and not syncs[i].per_layer]
+    steps = [Step(per_message[i] + (gap if syncs[i].per_layer else 0.0), sync_transfers(syncs[i], n)) for i in order]
+    if not layer:
+        steps.append(Step(compute_s))
+    total = token_bucket_time(steps, link.bandwidth_bytes_per_s, link.bucket_bytes)
+    return comm_time(cluster, syncs, n_layers)[0], max(total - sum(step.gap_s for step in steps), 0.0)
+
+
+def forward_comm(cluster: Cluster, syncs, n_layers: int, compute_s: float) -> tuple[float, float]:
+    """(per-message, bytes) seconds of a forward's syncs: `comm_time` on a wire, `shaped_comm_time` on a shaped
+    link."""
+    if cluster.topology.link.bucket_bytes > 0:
+        return shaped_comm_time(cluster, syncs, n_layers, compute_s)
+    return comm_time(cluster, syncs, n_layers)
+
+
 # ---- compute --------------------------------------------------------------------------------------------
 def merge_time(model: TransformerConfig, device, workload: Workload, n: int, rows: int) -> float:
     """Seconds of the merge-add's extra reads: the n-1 partials (wire format) beyond the residual add's one."""
@@ -367,9 +409,10 @@ def allgather_forward(model: TransformerConfig, cluster: Cluster, workload: Work
     fixed = L * max(common.fixed_layer_time(d) for d in cluster.devices)
     if _head_on(model, workload):
         fixed += max(float(d.launch_time(1)) for d in cluster.devices)
-    link, data = comm_time(cluster, forward_syncs("dllama_allgather_tp", model, n, rows, workload.activation_bits,
-                                                  _head_on(model, workload)), L)
-    return Forward(L * layer + head + serial, fixed, serial, link, data)
+    compute = L * layer + head + serial
+    link, data = forward_comm(cluster, forward_syncs("dllama_allgather_tp", model, n, rows, workload.activation_bits,
+                                                     _head_on(model, workload)), L, compute)
+    return Forward(compute, fixed, serial, link, data)
 
 
 def root_layer_times(scheme: str, model: TransformerConfig, cluster: Cluster, workload: Workload,
@@ -406,9 +449,10 @@ def root_forward(model: TransformerConfig, cluster: Cluster, workload: Workload,
         if sample:
             serial += root_pass_time(root, workload, model.vocab_size * F32_BYTES)
     fixed = L * max(common.fixed_layer_time(d, WORKER_KERNELS_ROOT_TP) for d in cluster.devices)
-    link, data = comm_time(cluster, forward_syncs(scheme, model, n, rows, workload.activation_bits,
-                                                  _head_on(model, workload), syncs_per_layer), L)
-    return Forward(L * parallel_layer + serial, fixed, serial, link, data)
+    compute = L * parallel_layer + serial
+    link, data = forward_comm(cluster, forward_syncs(scheme, model, n, rows, workload.activation_bits,
+                                                     _head_on(model, workload), syncs_per_layer), L, compute)
+    return Forward(compute, fixed, serial, link, data)
 
 
 def _attention_by_position(scheme: str, model: TransformerConfig, cluster: Cluster, first: Workload,

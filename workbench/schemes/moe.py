@@ -246,11 +246,12 @@ def dllama_forward(model: TransformerConfig, cluster: Cluster, workload: Workloa
     if head_on:
         fixed += max(float(d.launch_time(1)) for d in cluster.devices)
     syncs = engines.forward_syncs(engines.ALLGATHER, model, n, s, workload.activation_bits, head_on)
-    link, data = engines.comm_time(cluster, syncs, L)
+    compute = L * (max(att) + max(ffn)) + head + serial
+    link, data = engines.forward_comm(cluster, syncs, L, compute)
     slow = int(np.argmax(np.array(att) + np.array(ffn)))
     split = moe_breakdown(L * parts[slow]["attention_s"], L * parts[slow]["router_s"], L * parts[slow]["experts_s"],
                           0.0, link + data)
-    return engines.Forward(L * (max(att) + max(ffn)) + head + serial, fixed, serial, link, data), \
+    return engines.Forward(compute, fixed, serial, link, data), \
         {"moe_breakdown": split, "busiest": slow, "rows": table}
 
 

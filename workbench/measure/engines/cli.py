@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.core.errors import WorkbenchError, require_choice
+from workbench.measure.cluster.netns import tight_burst_bytes
 from workbench.measure.engines import campaign
 
 RUN_ENGINES = ("llama.cpp", "distributed-llama")
@@ -35,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--processes", type=int, default=2, help="run: processes (client + servers), 2..8")
     parser.add_argument("--link-mbit", type=float, default=1000.0, help="run: every process's link rate, Mbit/s")
     parser.add_argument("--burst-bytes", type=int, default=None,
-                        help="run llama.cpp: tbf's bucket, bytes (>= 1514; 0: netns' bulk default of max(64 KiB, 4 ms); "
+                        help="run: tbf's bucket, bytes (>= 1514; 0: netns' bulk default of max(64 KiB, 4 ms); "
                              "default: one frame, or 100 us of traffic above 121 Mbit, so each message is shaped)")
     parser.add_argument("--shape", default=None, help="run: the model shape (engine's default if not given)")
     parser.add_argument("--prompt-tokens", type=int, default=32, help="run: prompt tokens (prefill)")
@@ -148,8 +149,9 @@ def _run_engine(args: argparse.Namespace, work: Path) -> int:
         require_choice("--engine-version", version, tuple(dllama.COMMITS))
         name = args.shape or next(iter(dllama.SHAPES))
         require_choice("--shape", name, tuple(dllama.SHAPES))
+        burst = tight_burst_bytes(args.link_mbit) if args.burst_bytes is None else args.burst_bytes
         rows = dllama.run_dllama(version, dllama.SHAPES[name], args.processes, args.link_mbit, args.decode_tokens,
-                                 work)
+                                 work, burst_bytes=burst)
         out = Path(args.out) if args.out else campaign.CAMPAIGN_CSV.parent / "dllama_runs.csv"
     else:
         from workbench.measure.engines import rpc

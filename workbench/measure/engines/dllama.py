@@ -200,10 +200,11 @@ def row_model(row: EngineRun) -> TransformerConfig:
                              n_active_experts=row.n_active_experts)
 
 
-def prediction_cluster(n: int, link_mbit: float, version: str):
-    """n single-thread processes of this CPU's preset on a switch whose ports run at the shaped rate, each message
-    charged the per-message time measured for `version`'s read pattern on this namespace path
-    (`pingpong.message_overhead_s`, data/constants/netns_links.toml; measured apart, not fitted on these runs)."""
+def prediction_cluster(n: int, link_mbit: float, version: str, bucket_bytes: float = 0.0):
+    """n single-thread processes of this CPU's preset on a switch whose ports run at the shaped rate through tbf's
+    `bucket_bytes` bucket (0: a wire), each message charged the per-message time measured for `version`'s read
+    pattern on this namespace path (`pingpong.message_overhead_s`, data/constants/netns_links.toml; measured apart,
+    not fitted on these runs)."""
     from workbench.machine.hardware import load_device
     from workbench.machine.network import Link, Topology
     from workbench.measure.engines.campaign import with_threads
@@ -211,38 +212,42 @@ def prediction_cluster(n: int, link_mbit: float, version: str):
 
     device = with_threads(load_device(PREDICTION_DEVICE), 1)
     link = Link(mbps_to_bytes_per_s(link_mbit), 0.0, name=f"tbf_{link_mbit:g}mbit",
-                message_overhead_s=message_overhead_s(version))
+                message_overhead_s=message_overhead_s(version), bucket_bytes=float(bucket_bytes))
     return Cluster((device,) * n, Topology("switch", n, link), shared_machine=device)
 
 
-def predict(version: str, model: TransformerConfig, n: int, link_mbit: float, kv_len: int):
+def predict(version: str, model: TransformerConfig, n: int, link_mbit: float, kv_len: int,
+            bucket_bytes: float = 0.0):
     """The scheme's SchemeResult for one decode token at `kv_len` on the prediction cluster."""
     from workbench.schemes.base import Workload, load_all
 
     workload = Workload("decode", seq_len=kv_len, kv_len=kv_len, weight_bits=4.5, activation_bits=WIRE_BITS,
                         kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
-    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit, version), workload)
+    cluster = prediction_cluster(n, link_mbit, version, bucket_bytes)
+    return load_all()[scheme_for(version, model)][1](model, cluster, workload)
 
 
-def predict_prefill(version: str, model: TransformerConfig, n: int, link_mbit: float, tokens: int):
+def predict_prefill(version: str, model: TransformerConfig, n: int, link_mbit: float, tokens: int,
+                    bucket_bytes: float = 0.0):
     """The scheme's SchemeResult for a prompt of `tokens` rows (v0.4.0: that many one-token forwards)."""
     from workbench.schemes.base import Workload, load_all
 
     workload = Workload("prefill", seq_len=tokens, kv_len=tokens, weight_bits=4.5, activation_bits=WIRE_BITS,
                         kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
-    return load_all()[scheme_for(version, model)][1](model, prediction_cluster(n, link_mbit, version), workload)
+    cluster = prediction_cluster(n, link_mbit, version, bucket_bytes)
+    return load_all()[scheme_for(version, model)][1](model, cluster, workload)
 
 
 def predicted_time(version: str, model: TransformerConfig, n: int, link_mbit: float, phase: str,
-                   tokens: int) -> tuple[float, float]:
+                   tokens: int, bucket_bytes: float = 0.0) -> tuple[float, float]:
     """(seconds per token, communication share) the scheme predicts for a phase of `tokens` tokens: decode at the
     mean cache length of `tokens` forwards after the prompt, prefill of `tokens` prompt rows."""
     prompt = prompt_token_count(version)
     if phase == "decode":
-        pred = predict(version, model, n, link_mbit, prompt + tokens // 2)
+        pred = predict(version, model, n, link_mbit, prompt + tokens // 2, bucket_bytes)
         seconds = float(pred.latency_s)
     else:
-        pred = predict_prefill(version, model, n, link_mbit, tokens)
+        pred = predict_prefill(version, model, n, link_mbit, tokens, bucket_bytes)
         seconds = float(pred.latency_s) / tokens
     return seconds, float((pred.comm_bytes_s + pred.comm_link_latency_s) / pred.latency_s)
 
@@ -252,8 +257,11 @@ def repredicted(row: EngineRun) -> EngineRun:
     from dataclasses import replace
 
     seconds, comm = predicted_time(row.engine_version, row_model(row), row.processes, row.link_mbit, row.phase,
-                                   row.tokens)
-    return replace(row, predicted_seconds_per_token=seconds,
+                                   row.tokens, row.link_bucket_bytes or 0.0)
+    method = re.sub(r"a switch at the shaped rate(?: through tbf's \d+ B buckets \(`network.token_bucket_time`\))?, ",
+                    f"a switch at the shaped rate through tbf's {int(row.link_bucket_bytes or 0)} B buckets "
+                    "(`network.token_bucket_time`), ", row.method)
+    return replace(row, predicted_seconds_per_token=seconds, method=method,
                    comm_share=row.comm_share if row.engine_version == "v0.4.0" else min(comm, 1.0))
 
 
@@ -405,11 +413,13 @@ def rows_from_log(log: str, version: str, model: TransformerConfig, processes: i
                 scheme=scheme_for(version, model), shape=model.name, n_layers=model.n_layers, d_model=model.d_model,
                 n_heads=model.n_heads, n_kv_heads=model.n_kv_heads, d_head=model.d_head, d_ff=model.d_ff,
                 vocab_size=model.vocab_size, n_experts=model.n_experts, n_active_experts=model.n_active_experts,
-                format="q40", processes=processes, threads=1, link_mbit=float(link.rate_mbit), load_1min=load,
+                format="q40", processes=processes, threads=1, link_mbit=float(link.rate_mbit),
+                link_bucket_bytes=float(link.burst), load_1min=load,
                 contention=contention)
     where = (f"tbf {link.rate_mbit:g} Mbit, burst {link.burst} B per port; root log, {prompt} prompt tokens; "
              f"predicted: {scheme_for(version, model)} on {PREDICTION_DEVICE} x {processes} (1 thread each), a switch "
-             f"at the shaped rate, {message_overhead_s(version) * 1e6:.1f} us per message (measured ping-pong, "
+             f"at the shaped rate through tbf's {link.burst} B buckets (`network.token_bucket_time`), "
+             f"{message_overhead_s(version) * 1e6:.1f} us per message (measured ping-pong, "
              "data/constants/netns_links.toml), no wire latency")
     out = []
     for phase, got in (("decode", decode), ("prefill", prefill)):
@@ -422,7 +432,7 @@ def rows_from_log(log: str, version: str, model: TransformerConfig, processes: i
         else:
             seconds = sum(t.total_ms for t in got) / len(got) / 1000
             how = "the mean of the logged per-token G ms (src/main.cpp@v0.4.0:112)"
-        pred_s, model_comm = predicted_time(version, model, processes, link.rate_mbit, phase, tokens)
+        pred_s, model_comm = predicted_time(version, model, processes, link.rate_mbit, phase, tokens, link.burst)
         if version == "v0.4.0":  # T: the root's transfer ms of the forward (src/main.cpp@v0.4.0:82-83)
             comm = sum(t.sync_ms for t in got) / max(sum(t.total_ms for t in got), 1)
             comm_how = "logged T / G ms"

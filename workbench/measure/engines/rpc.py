@@ -177,8 +177,25 @@ def predicted_link_line(config: RpcConfig) -> str:
     latency = times.latency(config.link_mbit)
     wire = (f"wire latency {latency * 1e6:.1f} us a traversal (measured, tight bucket)" if latency is not None
             else f"wire latency 0 (none measured at {config.link_mbit:g} Mbit)")
-    return (f"link at the tbf rate, {wire}, ggml-rpc endpoint time {times.message_overhead_s * 1e6:.1f} us a message "
+    return (f"link at the tbf rate through {config.shape_of_link.burst} B buckets (`network.token_bucket_time`), "
+            f"{wire}, ggml-rpc endpoint time {times.message_overhead_s * 1e6:.1f} us a message "
             f"(measured: {CONSTANTS})")
+
+
+def repredicted(row: EngineRun) -> EngineRun:
+    """A stored row with its prediction, comm share and the method's prediction line from the current model (what
+    was measured kept)."""
+    from dataclasses import replace
+
+    if row.link_bucket_bytes is None:
+        raise WorkbenchError(f"a run of {row.shape} at {row.link_mbit:g} Mbit has no link_bucket_bytes to predict with")
+    config = RpcConfig(shape=row.shape, processes=row.processes, link_mbit=row.link_mbit,
+                       burst_bytes=int(row.link_bucket_bytes))
+    predicted = predict(config, row.phase)
+    per_token = predicted.latency_s / (config.prompt_tokens if row.phase == "prefill" else 1)
+    comm = (predicted.comm_link_latency_s + predicted.comm_bytes_s) / predicted.latency_s
+    method = row.method.split("; predicted: ")[0] + f"; predicted: {predicted_link_line(config)}"
+    return replace(row, predicted_seconds_per_token=per_token, comm_share=min(max(comm, 0.0), 1.0), method=method)
 
 
 def predict(config: RpcConfig, phase: str, device=None):
@@ -197,7 +214,8 @@ def predict(config: RpcConfig, phase: str, device=None):
     times = rpc_link_times()
     latency = times.latency(config.link_mbit)
     link = Link(mbps_to_bytes_per_s(config.link_mbit), 0.0 if latency is None else latency,
-                name=LinkShape(config.link_mbit).link_class, message_overhead_s=times.message_overhead_s)
+                name=LinkShape(config.link_mbit).link_class, message_overhead_s=times.message_overhead_s,
+                bucket_bytes=float(config.shape_of_link.burst))
     cluster = Cluster((device,) * config.processes, Topology("switch", config.processes, link))
     kv = config.prompt_tokens + config.decode_tokens // 2
     workload = Workload(phase, seq_len=config.prompt_tokens, kv_len=kv, weight_bits=16.0, activation_bits=32.0,
@@ -421,7 +439,7 @@ def rows_from(config: RpcConfig, result: dict, link_mbit_class: str) -> tuple[li
             n_heads=model.n_heads, n_kv_heads=model.n_kv_heads, d_head=model.d_head, d_ff=model.d_ff,
             vocab_size=model.vocab_size, n_experts=model.n_experts, n_active_experts=model.n_active_experts,
             format="f16", processes=config.processes, threads=config.threads, link_mbit=float(config.link_mbit),
-            phase=phase, tokens=tokens * len(windows), seconds_per_token=seconds,
+            link_bucket_bytes=float(config.shape_of_link.burst), phase=phase, tokens=tokens * len(windows), seconds_per_token=seconds,
             root_sent_bytes_per_token=counted.root_sent, root_recv_bytes_per_token=counted.root_recv,
             link_bytes_per_token=counted.link, predicted_seconds_per_token=per_token,
             predicted_bytes_per_token=payload, comm_share=min(max(comm, 0.0), 1.0), load_1min=load,

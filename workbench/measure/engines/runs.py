@@ -51,6 +51,7 @@ class EngineRun:
     processes: int
     threads: int
     link_mbit: float
+    link_bucket_bytes: float | None  # tbf's bucket per port (`LinkShape.burst`); the prediction costs it
     phase: str
     tokens: int
     seconds_per_token: float
@@ -92,7 +93,7 @@ class EngineRun:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
                 raise WorkbenchError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("root_sent_bytes_per_token", "root_recv_bytes_per_token", "link_bytes_per_token",
+        for name in ("link_bucket_bytes", "root_sent_bytes_per_token", "root_recv_bytes_per_token", "link_bytes_per_token",
                      "predicted_seconds_per_token", "predicted_bytes_per_token", "comm_share", "load_1min"):
             _optional_non_negative(name, getattr(self, name))
         if self.comm_share is not None and self.comm_share > 1:
@@ -110,7 +111,7 @@ _OPTIONAL = {f.name for f in fields(EngineRun) if f.type == "float | None"}
 def _sort_key(run: EngineRun) -> tuple:
     """Deterministic row order: engine, model, deployment, phase, then date."""
     return (run.engine, run.shape, run.format, run.processes, run.threads, run.link_mbit, run.phase, run.tokens,
-            run.date, run.host)
+            run.date, run.host, run.link_bucket_bytes or 0.0)
 
 
 def _cell(value) -> str:
