@@ -37,7 +37,8 @@ from workbench.schemes.edge_engines import (
 
 SCHEMA = (
     "engine, engine_version, commit, build, host, cpu, date, scheme, shape, n_layers, d_model, n_heads, n_kv_heads, "
-    "d_head, d_ff, vocab_size, n_experts, n_active_experts, format, processes, threads, link_mbit, phase, tokens, "
+    "d_head, d_ff, vocab_size, n_experts, n_active_experts, format, processes, threads, link_mbit, link_bucket_bytes, "
+    "phase, tokens, "
     "seconds_per_token, root_sent_bytes_per_token, root_recv_bytes_per_token, link_bytes_per_token, "
     "predicted_seconds_per_token, predicted_bytes_per_token, comm_share, load_1min, contention, method")
 

@@ -46,7 +46,9 @@ def _short_version(version: str) -> str:
 def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     """Measured and predicted per token, with errors (predicted / measured - 1). Bytes are compared as the model
     counts them: llama.cpp's RPC payload (link bytes less 66 B a packet) where packets were counted, else the
-    link bytes; `time_held` marks the rows whose communication share is at least COMM_FLOOR."""
+    link bytes; `time_held` marks the rows whose communication share is at least COMM_FLOOR on processes that had
+    a vCPU each (`oversubscribed` rows, spinning processes sharing vCPUs, are timed by the scheduler, not the link:
+    the model, one device per process, does not cost them)."""
     out = runs.copy()
     payload = out["link_bytes_per_token"] - FRAME_BYTES * out["link_packets_per_token"]
     counted = out["link_packets_per_token"].notna()
@@ -54,10 +56,12 @@ def side_by_side(runs: pd.DataFrame) -> pd.DataFrame:
     out["bytes_as"] = ["RPC payload" if c else "on the wire" for c in counted]
     out["time_error"] = out["predicted_seconds_per_token"] / out["seconds_per_token"] - 1
     out["bytes_error"] = out["predicted_bytes_per_token"] / out["measured_bytes"] - 1
-    out["time_held"] = out["comm_share"] >= COMM_FLOOR
+    out["oversubscribed"] = out["contention"].str.contains("oversubscribed", regex=False)
+    out["time_held"] = (out["comm_share"] >= COMM_FLOOR) & ~out["oversubscribed"]
     out["engine_build"] = out["engine"] + " " + out["engine_version"].map(_short_version)
     out["case"] = (out["engine_build"] + " " + out["shape"] + ", " + out["processes"].astype(str) + " proc, "
-                   + out["link_mbit"].map(lambda v: f"{v:g}") + " Mbit")
+                   + out["link_mbit"].map(lambda v: f"{v:g}") + " Mbit, tbf bucket "
+                   + out["link_bucket_bytes"].map(lambda v: "n/a" if pd.isna(v) else f"{v:.0f} B"))
     return out
 
 
@@ -65,8 +69,8 @@ def result_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The side-by-side numbers as tidy result rows (paper `own_hardware`, artifact `engine runs`)."""
     run = table.groupby(["case", "phase"]).cumcount()  # the k-th stored run of one deployment and phase
     setting = table.assign(run=run).apply(
-        lambda r: f"engine={r.engine_build},processes={r.processes},link_mbit={r.link_mbit:g},phase={r.phase},"
-                  f"run={r.run}", axis=1)
+        lambda r: f"engine={r.engine_build},processes={r.processes},link_mbit={r.link_mbit:g},"
+                  f"bucket_bytes={r.link_bucket_bytes:.0f},phase={r.phase},run={r.run}", axis=1)
     parts = []
     for column, unit in (("seconds_per_token", "s"), ("predicted_seconds_per_token", "s"), ("time_error", "1"),
                          ("measured_bytes", "B"), ("link_bytes_per_token", "B"), ("predicted_bytes_per_token", "B"),
