@@ -53,8 +53,9 @@ def test_oversubscribed_rows_are_not_held_and_are_what_the_contention_says():
 
 
 def test_the_wire_model_misses_the_rows_the_bucket_model_holds():
-    """The same held distributed-llama rows predicted as if the link were a wire (no bucket): most miss by > 25 %,
-    so the criterion above rests on the token bucket, not on a loose tolerance."""
+    """The same held distributed-llama rows predicted as if the link were a wire (no bucket): far fewer are within
+    25 % (21 of 44 against 42 when this was written), so the criterion above rests on the token bucket, not on a
+    loose tolerance."""
     rows = held_rows()
     rows = rows[rows.engine == "distributed-llama"]
     wire = [dllama.predicted_time(r.engine_version, dllama.row_model(r), r.processes, r.link_mbit, r.phase,
@@ -65,4 +66,5 @@ def test_the_wire_model_misses_the_rows_the_bucket_model_holds():
                            and x.seconds_per_token == row.seconds_per_token and x.engine_version == row.engine_version)
                       for row in rows.itertuples())]
     within = sum(abs(e) <= 0.25 for e in wire)
-    assert within < 0.5 * len(wire), wire
+    bucket = int((rows.time_error.abs() <= 0.25).sum())
+    assert within <= 0.6 * bucket, (within, bucket, wire)

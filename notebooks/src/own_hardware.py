@@ -277,13 +277,18 @@ if not engines.empty:
     decode = engines[engines.phase == "decode"]
     held = engines[engines.time_held]
     crowded = engines[engines.oversubscribed]
-    say("Over {n} decode rows of {engines_} the measured bytes per token are {bytes_} off the model's; "
-        "time per token is {time_} off where communication is at least half the time on a vCPU per process "
+    payload = decode[decode.bytes_as == "RPC payload"]
+    equal, logged = er.dllama_logged_bytes_equal()
+    say("llama.cpp's RPC payload per token is {bytes_} off the model's over {n} decode rows; distributed-llama's "
+        "root logged the scheme's Sent / Recv kB exactly on {equal} of {logged} rows (its veth bytes, TCP/IP headers "
+        "and ACKs included, are in the table, not compared). "
+        "Time per token is {time_} off where communication is at least half the time on a vCPU per process "
         "({held} rows; {within} of them within 25 %, median |error| {median:.0%}). On the {crowded} rows whose "
         "spinning processes shared the vCPUs, repeats of one deployment differ up to {spread:.1f}x and the "
         "prediction is {crowd_err} off: the scheduler, not the link, sets that time.",
-        n=len(decode), engines_=", ".join(sorted(engines.engine.unique())),
-        bytes_=span(decode.bytes_error * 100, "+.1f", "%"), time_=span(held.time_error * 100, "+.0f", "%"),
+        n=len(payload), equal=equal, logged=logged,
+        bytes_=span(payload.bytes_error * 100, "+.2f", "%") if len(payload) else "n/a (no packet counts)",
+        time_=span(held.time_error * 100, "+.0f", "%"),
         held=len(held), within=int((held.time_error.abs() <= 0.25).sum()), median=held.time_error.abs().median(),
         crowded=len(crowded),
         spread=crowded.groupby(["case", "phase"]).seconds_per_token.agg(lambda v: v.max() / v.min()).max()

@@ -81,3 +81,13 @@ def result_rows(table: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=RESULT_COLUMNS)
     rows = pd.concat(parts, ignore_index=True).assign(paper="own_hardware")[RESULT_COLUMNS]
     return rows[rows.value.notna()].reset_index(drop=True)  # a quantity a run did not measure is no result row
+
+
+def dllama_logged_bytes_equal(data_dir: Path = DATA_DIR) -> tuple[int, int]:
+    """(rows whose root-logged Sent / Recv kB equal the scheme's, rows) over the stored distributed-llama runs
+    (`dllama.logged_kb` against `dllama.predicted_kb`); (0, 0) when none are stored."""
+    from workbench.measure.engines import dllama
+
+    path = data_dir / "engines" / "dllama_runs.csv"
+    rows = read_runs(path) if path.exists() else []
+    return sum(dllama.logged_kb(r) == dllama.predicted_kb(r) for r in rows), len(rows)
