@@ -61,6 +61,14 @@ def test_messages_sharing_a_port_go_one_after_another():
     assert token_bucket_time(apart, RATE, 0.0) - 1.0 == pytest.approx(5000 / RATE, rel=1e-9)
 
 
+def test_messages_into_one_port_go_one_after_another_and_the_step_waits_for_the_longest():
+    """A star reduce: two workers' buffers queue at the root's ingress bucket; a step lasts its longest transfer."""
+    gather = [Step(1.0, (Transfer(1, 0, 5000.0), Transfer(2, 0, 5000.0)))]
+    assert token_bucket_time(gather, RATE, 0.0) - 1.0 == pytest.approx(2 * 5000 / RATE, rel=1e-9)
+    uneven = [Step(1.0, (Transfer(0, 1, 10_000.0), Transfer(2, 3, 100.0)))]
+    assert token_bucket_time(uneven, RATE, 0.0) - 1.0 == pytest.approx(10_000 / RATE, rel=1e-9)
+
+
 def test_a_transfer_enters_the_wire_when_its_sender_is_ready():
     """Queued sends overlap the wire: the step lasts the later of the last send's readiness and the bytes."""
     sends = tuple(Transfer(0, 1, 100.0, ready_s=(j + 1) * 1e-3) for j in range(4))
@@ -159,3 +167,26 @@ def test_llamacpp_on_a_shaped_link_pays_less_than_its_wire_bytes():
     floor = (max(traffic.sent_wire_bytes, traffic.received_wire_bytes) - 2 * FRAME) / RATE
     assert shaped.comm_bytes_s + shaped.comm_link_latency_s >= floor
     assert replace(shaped, notes="").compute_s == pytest.approx(wire.compute_s, rel=1e-12)
+
+
+def test_the_output_heads_compute_refills_the_buckets_like_any_other_compute():
+    """evaluate_llamacpp hands rpc_traffic each device's compute with the head on the output device: on a deep bucket
+    that drains, the head's seconds of refill change the bytes seconds (so leaving them out is seen)."""
+    from workbench.schemes.pipeline import PipelinePlan, coefficients, plan_cost
+
+    model = TransformerConfig("rpc-small", "llama", n_layers=8, d_model=512, n_heads=8, d_ff=1408, vocab_size=8192,
+                              n_kv_heads=4, max_positions=512, tie_embeddings=False)
+    work = Workload("decode", seq_len=32, kv_len=48, weight_bits=16.0, activation_bits=32.0, kv_bits=16.0,
+                    engine="llama.cpp", weight_format="f16")
+    shaped = cluster(64 * 1024.0)
+    split = edge_engines.parse_split("1,1", 2)
+    layers = edge_engines.llamacpp_layers(model.n_layers, split)
+    last = edge_engines.output_device(model.n_layers, split)
+    cost = plan_cost(coefficients(model, shaped, work), PipelinePlan(layers))
+    assert last == 1 and cost.head_s > 0
+    with_head = [c + (cost.head_s if i == last else 0.0) for i, c in enumerate(cost.compute_s)]
+    expected = edge_engines.rpc_traffic(model, shaped, work, layers, last, with_head).bytes_s
+    without = edge_engines.rpc_traffic(model, shaped, work, layers, last, cost.compute_s).bytes_s
+    assert abs(expected - without) > 1e-6
+    got = edge_engines.evaluate_llamacpp(model, shaped, work, "1,1").comm_bytes_s
+    assert got == pytest.approx(expected, rel=1e-9)
