@@ -32,11 +32,11 @@ def held_rows():
     return table[table.time_held]
 
 
-@pytest.mark.parametrize("engine, share", [("distributed-llama", 0.9), ("llama.cpp", 0.65)])
+@pytest.mark.parametrize("engine, share", [("distributed-llama", 0.9), ("llama.cpp", 0.8)])
 def test_time_per_token_is_held_where_communication_is_half_and_each_process_has_a_vcpu(engine, share):
     """At least `share` of the held rows within 25 % and the median within 15 %: 42 of 44 distributed-llama rows
-    and 9 of 13 llama.cpp rows were when this was written (the misses, a disturbed repeat and llama.cpp's
-    compute, are in the closing note of issue 42)."""
+    and 33 of 39 llama.cpp rows were when this was written (the misses, two disturbed repeats and llama.cpp's
+    prefill compute, are in the closing note of issue 42)."""
     rows = held_rows()
     rows = rows[rows.engine == engine]
     assert len(rows) >= 10

@@ -474,3 +474,23 @@ def test_distributed_llama_says_in_one_line_when_its_runner_is_absent():
         pytest.skip("workbench.measure.engines.dllama is present: the dispatch runs it")
     with pytest.raises(WorkbenchError, match=r"^distributed-llama's runner \(workbench.measure.engines.dllama\) is not in"):
         main(_engines_args("run", "distributed-llama"))
+
+
+def test_a_new_run_adds_to_the_stored_repeats_and_replaces_only_its_own_date(tmp_path):
+    from workbench.measure.engines.cli import merge_runs
+    from workbench.measure.engines.rpc import merge_wire
+
+    path = tmp_path / "x_runs.csv"
+    first, again = sample_run(), sample_run(date="2026-11-28T14:00:00Z", seconds_per_token=0.02)
+    merge_runs(path, [first])
+    merge_runs(path, [again])
+    assert sorted(r.seconds_per_token for r in read_runs(path)) == [0.01, 0.02]
+    merge_runs(path, [sample_run(seconds_per_token=0.03)])  # the same run (date) measured again replaces it
+    assert sorted(r.seconds_per_token for r in read_runs(path)) == [0.02, 0.03]
+    merge_runs(path, [sample_run(link_bucket_bytes=65536.0)])  # another bucket is another deployment
+    assert len(read_runs(path)) == 3
+    wire = tmp_path / "x_wire.csv"
+    row = {"shape": "tiny", "processes": 2, "link_mbit": 100.0, "phase": "decode", "link_packets_per_token": 3.0}
+    merge_wire(wire, [dict(row, date=first.date)])
+    merge_wire(wire, [dict(row, date=again.date)])
+    assert len(pd.read_csv(wire)) == 2

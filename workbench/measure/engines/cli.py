@@ -108,11 +108,13 @@ def summary(table: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
 
 
 def merge_runs(path: Path, rows) -> list:
-    """The runs stored at `path` with `rows` replacing those of the same deployment and phase, written back."""
+    """The runs stored at `path` with `rows` added (a stored row of the same deployment, phase and date replaced:
+    repeats of a deployment accumulate), written back."""
     from workbench.measure.engines.runs import read_runs, write_runs
 
     def key(run):
-        return (run.engine, run.shape, run.format, run.processes, run.threads, run.link_mbit, run.phase)
+        return (run.engine, run.engine_version, run.shape, run.format, run.processes, run.threads, run.link_mbit,
+                run.link_bucket_bytes, run.phase, run.date)
 
     new = {key(r) for r in rows}
     kept = [r for r in (read_runs(path) if path.exists() else []) if key(r) not in new]

@@ -485,12 +485,12 @@ def run_llamacpp_rpc(config: RpcConfig, work: Path, timeout_s: float = 600.0) ->
         path.unlink(missing_ok=True)
 
 
-WIRE_KEY = ["shape", "processes", "link_mbit", "phase"]
+WIRE_KEY = ["shape", "processes", "link_mbit", "phase", "date"]  # a run adds to the stored runs
 
 
 def merge_wire(path: Path, rows: list[dict]) -> Path:
-    """The packet companions of the run rows (each with its run's date) merged into `path` (same deployment and
-    phase replaced by the newer), sorted, atomically."""
+    """The packet companions of the run rows (each with its run's date) added to `path` (a row of the same
+    deployment, phase and date replaced), sorted, atomically."""
     import pandas as pd
 
     new = pd.DataFrame(rows)
