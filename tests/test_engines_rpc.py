@@ -494,3 +494,23 @@ def test_a_new_run_adds_to_the_stored_repeats_and_replaces_only_its_own_date(tmp
     merge_wire(wire, [dict(row, date=first.date)])
     merge_wire(wire, [dict(row, date=again.date)])
     assert len(pd.read_csv(wire)) == 2
+
+
+def test_distributed_llama_runs_through_the_command_with_a_one_frame_bucket_and_says_na(tmp_path, monkeypatch, capsys):
+    """`engines run distributed-llama` hands run_dllama the tight bucket by default (or --burst-bytes), and a
+    phase whose link bytes were not counted prints n/a, not a crash."""
+    from workbench.measure.engines import dllama
+    from workbench.measure.engines.cli import main
+
+    seen = {}
+
+    def fake(version, shape, processes, link_mbit, tokens, work, burst_bytes=0, **kw):
+        seen["burst"] = burst_bytes
+        return [sample_run(engine="distributed-llama", phase="prefill", link_bytes_per_token=None)]
+
+    monkeypatch.setattr(dllama, "run_dllama", fake)
+    out = tmp_path / "d_runs.csv"
+    assert main(_engines_args("run", "distributed-llama", "--link-mbit", "10", "--out", str(out))) == 0
+    assert seen["burst"] == 1514 and "n/a" in capsys.readouterr().out
+    main(_engines_args("run", "distributed-llama", "--burst-bytes", "6144", "--out", str(out)))
+    assert seen["burst"] == 6144

@@ -170,7 +170,7 @@ def _run_engine(args: argparse.Namespace, work: Path) -> int:
     for run in rows:
         print(f"{run.engine} {run.shape} {run.processes}p {run.link_mbit:g} Mbit {run.phase}: "
               f"{run.seconds_per_token * 1e3:.3f} ms/token (predicted {run.predicted_seconds_per_token * 1e3:.3f}), "
-              f"link {run.link_bytes_per_token:.0f} B/token")
+              f"link {'n/a (not counted in this phase)' if run.link_bytes_per_token is None else f'{run.link_bytes_per_token:.0f} B/token'}")
     print(f"{len(rows)} rows -> {out}")
     return 0
 
