@@ -39,8 +39,11 @@ import pandas as pd
 from workbench.core.errors import WorkbenchError, require_int, require_non_negative, require_positive
 from workbench.core.io import DATA_DIR
 from workbench.machine.network import (
+    Step,
+    Transfer,
     collective_cost,
     gloo_segments_per_rank,
+    token_bucket_time,
     tree_depth,
 )
 
@@ -88,9 +91,12 @@ class LinkModel:
 
     def bytes_time(self, busiest_bytes: float) -> float:
         """Seconds for the busiest link's bytes of one call: the first `burst_bytes` pass at the bucket's
-        line rate (a call that starts with a full bucket), the rest at the shaped rate."""
+        line rate (a call that starts with a full bucket: one period of `network.token_bucket_time`), the rest at
+        the shaped rate."""
         fast = min(float(busiest_bytes), self.burst_bytes)
-        return (float(busiest_bytes) - fast) * self.byte_cost_s + fast * self.burst_byte_cost_s
+        call = [Step(0.0, (Transfer(0, 1, float(busiest_bytes)),))]
+        return token_bucket_time(call, self.bandwidth_bytes_per_s, self.burst_bytes, max_periods=1) + \
+            fast * self.burst_byte_cost_s
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
