@@ -318,7 +318,7 @@ def sync_transfers(sync: Sync, n: int) -> tuple[Transfer, ...]:
 
 def shaped_comm_time(cluster: Cluster, syncs, n_layers: int, compute_s: float) -> tuple[float, float]:
     """(per-message, bytes) seconds of `syncs` on a shaped link (`Link.bucket_bytes` > 0): the per-message terms
-    as `comm_time`'s; the bytes term from the forward's message timeline on token buckets (`token_bucket_time`),
+    as `comm_time`'s (each sync's, in forward order); the bytes term from the forward's message timeline on token buckets (`token_bucket_time`),
     the forward's compute spread evenly between its per-layer syncs and each sync's per-message time before it
     (the buckets refill meanwhile), less those gaps."""
     n, link = cluster.n, cluster.topology.link
@@ -332,7 +332,7 @@ def shaped_comm_time(cluster: Cluster, syncs, n_layers: int, compute_s: float) -
     if not layer:
         steps.append(Step(compute_s))
     total = token_bucket_time(steps, link.bandwidth_bytes_per_s, link.bucket_bytes)
-    return comm_time(cluster, syncs, n_layers)[0], max(total - sum(step.gap_s for step in steps), 0.0)
+    return sum(per_message[i] for i in order), max(total - sum(step.gap_s for step in steps), 0.0)
 
 
 def forward_comm(cluster: Cluster, syncs, n_layers: int, compute_s: float) -> tuple[float, float]:

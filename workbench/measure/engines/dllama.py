@@ -216,26 +216,27 @@ def prediction_cluster(n: int, link_mbit: float, version: str, bucket_bytes: flo
     return Cluster((device,) * n, Topology("switch", n, link), shared_machine=device)
 
 
-def predict(version: str, model: TransformerConfig, n: int, link_mbit: float, kv_len: int,
-            bucket_bytes: float = 0.0):
-    """The scheme's SchemeResult for one decode token at `kv_len` on the prediction cluster."""
+def _scheme_result(version: str, model: TransformerConfig, n: int, link_mbit: float, phase: str, tokens: int,
+                   bucket_bytes: float):
+    """The version's scheme on the prediction cluster for a `phase` of `tokens` rows (decode: the cache length)."""
     from workbench.schemes.base import Workload, load_all
 
-    workload = Workload("decode", seq_len=kv_len, kv_len=kv_len, weight_bits=4.5, activation_bits=WIRE_BITS,
+    workload = Workload(phase, seq_len=tokens, kv_len=tokens, weight_bits=4.5, activation_bits=WIRE_BITS,
                         kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
     cluster = prediction_cluster(n, link_mbit, version, bucket_bytes)
     return load_all()[scheme_for(version, model)][1](model, cluster, workload)
+
+
+def predict(version: str, model: TransformerConfig, n: int, link_mbit: float, kv_len: int,
+            bucket_bytes: float = 0.0):
+    """The scheme's SchemeResult for one decode token at `kv_len` on the prediction cluster."""
+    return _scheme_result(version, model, n, link_mbit, "decode", kv_len, bucket_bytes)
 
 
 def predict_prefill(version: str, model: TransformerConfig, n: int, link_mbit: float, tokens: int,
                     bucket_bytes: float = 0.0):
     """The scheme's SchemeResult for a prompt of `tokens` rows (v0.4.0: that many one-token forwards)."""
-    from workbench.schemes.base import Workload, load_all
-
-    workload = Workload("prefill", seq_len=tokens, kv_len=tokens, weight_bits=4.5, activation_bits=WIRE_BITS,
-                        kv_bits=KV_BITS, engine=ENGINE, weight_format="q4_0")
-    cluster = prediction_cluster(n, link_mbit, version, bucket_bytes)
-    return load_all()[scheme_for(version, model)][1](model, cluster, workload)
+    return _scheme_result(version, model, n, link_mbit, "prefill", tokens, bucket_bytes)
 
 
 def predicted_time(version: str, model: TransformerConfig, n: int, link_mbit: float, phase: str,
